@@ -1,0 +1,180 @@
+//! The library's error type.
+
+use std::path::PathBuf;
+
+use embtier_format::FormatError;
+
+/// Result alias for embtier.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Every way an embtier call can fail. Each variant carries the facts a user
+/// needs to act on it: the table, the id, the limit, the path, the offset.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No table of this name exists in the store.
+    #[error("unknown table {name:?}")]
+    UnknownTable {
+        /// The name asked for.
+        name: String,
+    },
+    /// A row id is not below the table's row count.
+    #[error("table {table:?}: id {id} out of range (table has {rows} rows)")]
+    IdOutOfRange {
+        /// Table name.
+        table: String,
+        /// The offending id.
+        id: u64,
+        /// Rows of the table.
+        rows: u64,
+    },
+    /// A buffer's length does not match `ids.len() * dim`.
+    #[error(
+        "table {table:?}: {what} has {got} elements, expected {expected} ({ids} ids x dim {dim})"
+    )]
+    LengthMismatch {
+        /// Table name.
+        table: String,
+        /// Which argument (`out`, `values`, `grads`).
+        what: &'static str,
+        /// Elements given.
+        got: usize,
+        /// Elements expected.
+        expected: usize,
+        /// Ids given.
+        ids: usize,
+        /// Table dimension.
+        dim: u32,
+    },
+    /// A value or gradient is NaN or infinite and the table does not allow it.
+    #[error("table {table:?}: non-finite {what} {value} for id {id} at element {element}")]
+    NonFinite {
+        /// Table name.
+        table: String,
+        /// `values` or `grads`.
+        what: &'static str,
+        /// Row id the value belongs to.
+        id: u64,
+        /// Element index within the row.
+        element: usize,
+        /// The value.
+        value: f32,
+    },
+    /// A non-finite learning rate.
+    #[error("non-finite learning rate {lr}")]
+    BadLearningRate {
+        /// The rate given.
+        lr: f32,
+    },
+    /// The directory holds no embtier store.
+    #[error("{path}: not an embtier store ({reason})")]
+    NotAStore {
+        /// The directory.
+        path: PathBuf,
+        /// What was missing or wrong.
+        reason: String,
+    },
+    /// The directory already holds a store (or other files) at create.
+    #[error("{path}: already exists and is not empty")]
+    AlreadyExists {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// Another live process holds the store open.
+    #[error("{path}: store is locked by pid {pid}")]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+        /// Pid written in the lock file by its holder.
+        pid: u32,
+    },
+    /// An on-disk structure failed validation; the inner error names the offset.
+    #[error("{path}: {source}")]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong and where.
+        #[source]
+        source: FormatError,
+    },
+    /// A data block of a table failed validation while reading a row.
+    #[error("{path}: table {table:?}, row {id}: {source}")]
+    Corrupt {
+        /// The data file.
+        path: PathBuf,
+        /// Table name.
+        table: String,
+        /// The row whose block is bad.
+        id: u64,
+        /// What is wrong and where.
+        #[source]
+        source: FormatError,
+    },
+    /// The configuration is invalid.
+    #[error("invalid config: {reason}")]
+    Config {
+        /// What is wrong.
+        reason: String,
+    },
+    /// A tier's budget for a table cannot hold what it must hold.
+    #[error("{tier} budget of {capacity} bytes for table {table:?} cannot hold {needed} bytes (row size {row_bytes})")]
+    TierTooSmall {
+        /// `dram` or `pmem`.
+        tier: &'static str,
+        /// Table name.
+        table: String,
+        /// Bytes available to the table in that tier.
+        capacity: u64,
+        /// Bytes needed: one row for a cache, the whole table when pinned.
+        needed: u64,
+        /// Bytes per row.
+        row_bytes: u64,
+    },
+    /// The table uses a feature this build does not implement yet.
+    #[error("table {table:?}: {what} is not supported yet")]
+    Unsupported {
+        /// Table name.
+        table: String,
+        /// The feature.
+        what: String,
+    },
+    /// The device is full. Nothing was lost: dirty rows stay in memory, the
+    /// store stays readable, and a later `flush` retries.
+    #[error("{path}: no space left on device at offset {offset}")]
+    DiskFull {
+        /// The file.
+        path: PathBuf,
+        /// Byte offset of the write that failed.
+        offset: u64,
+    },
+    /// An I/O call failed.
+    #[error("{path}: {op} at offset {offset}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The operation (`read`, `write`, `fsync`, `open`, ...).
+        op: &'static str,
+        /// Byte offset, 0 where none applies.
+        offset: u64,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, op: &'static str, source: std::io::Error) -> Error {
+        Error::Io {
+            path: path.into(),
+            op,
+            offset: 0,
+            source,
+        }
+    }
+
+    pub(crate) fn config(reason: impl Into<String>) -> Error {
+        Error::Config {
+            reason: reason.into(),
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! Lazy initialisation: the value of a row that was never written.
+//!
+//! A never-written row is a pure function of (seed, row id), so a table of
+//! 10^9 rows costs nothing to create: its blocks are file holes, and a hole
+//! decodes to these values.
+
+use embtier_format::InitKind;
+
+/// The SplitMix64 finaliser: a bijective 64-bit mixer.
+#[inline]
+pub(crate) fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The stream of initial values of row `row`.
+fn uniform_stream(scale: f32, seed: u64, row: u64) -> impl Iterator<Item = f32> {
+    let mut state = mix64(seed ^ mix64(row.wrapping_add(0x9e37_79b9_7f4a_7c15)));
+    std::iter::repeat_with(move || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let bits = mix64(state) >> 40; // 24 random bits
+        let u = bits as f32 * (1.0 / (1u32 << 24) as f32); // [0, 1)
+        (2.0 * u - 1.0) * scale
+    })
+}
+
+/// Initial value of row `row`: zeros, or uniform in `[-scale, scale)` from a
+/// SplitMix64 stream seeded by `(seed, row)`.
+pub fn init_row(kind: InitKind, scale: f32, seed: u64, row: u64, out: &mut [f32]) {
+    match kind {
+        InitKind::Uniform => {
+            for (v, x) in out.iter_mut().zip(uniform_stream(scale, seed, row)) {
+                *v = x;
+            }
+        }
+        _ => out.fill(0.0),
+    }
+}
+
+/// Initial bytes of an f32 row whose weights take `dim` elements; optimizer
+/// state and padding are zero.
+pub(crate) fn init_row_bytes(
+    kind: InitKind,
+    scale: f32,
+    seed: u64,
+    row: u64,
+    dim: usize,
+    out: &mut [u8],
+) {
+    out.fill(0);
+    if kind == InitKind::Uniform {
+        let weights = out[..dim * 4].chunks_exact_mut(4);
+        for (b, x) in weights.zip(uniform_stream(scale, seed, row)) {
+            b.copy_from_slice(&x.to_le_bytes());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uniform_is_deterministic_and_bounded() {
+        let mut a = vec![0f32; 100];
+        let mut b = vec![0f32; 100];
+        init_row(InitKind::Uniform, 0.5, 7, 12345, &mut a);
+        init_row(InitKind::Uniform, 0.5, 7, 12345, &mut b);
+        assert_eq!(a, b);
+        assert!(a.iter().all(|v| (-0.5..0.5).contains(v)));
+        let mean: f32 = a.iter().sum::<f32>() / 100.0;
+        assert!(mean.abs() < 0.15, "mean {mean}");
+        init_row(InitKind::Uniform, 0.5, 7, 12346, &mut b);
+        assert_ne!(a, b, "neighbouring rows differ");
+        init_row(InitKind::Uniform, 0.5, 8, 12345, &mut b);
+        assert_ne!(a, b, "seeds differ");
+        init_row(InitKind::Zeros, 0.5, 8, 12345, &mut b);
+        assert!(b.iter().all(|&v| v == 0.0));
+    }
+
+    #[test]
+    fn bytes_match_floats() {
+        let mut f = vec![0f32; 300];
+        init_row(InitKind::Uniform, 1.0, 3, 9, &mut f);
+        let mut b = vec![0xffu8; 1204];
+        init_row_bytes(InitKind::Uniform, 1.0, 3, 9, 300, &mut b);
+        for i in 0..300 {
+            assert_eq!(
+                f32::from_le_bytes(b[i * 4..i * 4 + 4].try_into().unwrap()),
+                f[i]
+            );
+        }
+        assert_eq!(&b[1200..], &[0, 0, 0, 0]);
+    }
+}

@@ -1,0 +1,190 @@
+//! Block I/O engines of the SSD tier.
+//!
+//! An [`IoEngine`] reads and writes batches of equal-sized extents (multiples
+//! of 4 KiB at 4 KiB-aligned offsets) between a file and an [`AlignedBuf`].
+//! Two engines exist:
+//! - `uring` (Linux only): io_uring, O_DIRECT, every extent of a batch in
+//!   flight at once up to the queue depth.
+//! - `psync`: `pread`/`pwrite` split over a few threads. Always compiled.
+//!
+//! [`open_engine`] picks one: `EMBTIER_IO_ENGINE=auto|uring|psync` overrides
+//! the config; `auto` probes io_uring once (a ring and a no-op) and falls back
+//! to psync with a single log line. If O_DIRECT is refused by the file system
+//! the file is opened buffered instead.
+
+mod aligned;
+pub mod fault;
+mod latency;
+mod psync;
+#[cfg(target_os = "linux")]
+mod uring;
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+
+pub use aligned::AlignedBuf;
+pub use latency::LatencyRecorder;
+
+use crate::config::{IoEngineKind, SsdConfig};
+use crate::error::{Error, Result};
+
+/// A failed I/O operation: what, where, and the OS error.
+#[derive(Debug)]
+pub struct IoFailure {
+    /// `read`, `write` or `fsync`.
+    pub op: &'static str,
+    /// Byte offset of the failed extent.
+    pub offset: u64,
+    /// The OS error.
+    pub error: io::Error,
+}
+
+/// Batch block I/O on one file.
+///
+/// Every call is synchronous: it returns only when every operation it started
+/// has completed, so the buffers outlive all in-flight I/O.
+pub trait IoEngine: Send + Sync {
+    /// Read extent `i` (`len` bytes at byte offset `offsets[i]`) into
+    /// `buf[i * len..(i + 1) * len]`. `len` and every offset are multiples
+    /// of 4096, and `buf.len() >= offsets.len() * len`.
+    fn read_extents(
+        &self,
+        offsets: &[u64],
+        len: usize,
+        buf: &mut AlignedBuf,
+    ) -> Result<(), IoFailure>;
+    /// Write extent `i` from `buf[i * len..]` to byte offset `offsets[i]`.
+    fn write_extents(&self, offsets: &[u64], len: usize, buf: &AlignedBuf)
+        -> Result<(), IoFailure>;
+    /// Make every completed write durable (fdatasync).
+    fn sync(&self) -> Result<(), IoFailure>;
+    /// `uring` or `psync` (wrappers may add to it).
+    fn name(&self) -> String;
+    /// Whether the file is open with O_DIRECT.
+    fn direct(&self) -> bool;
+    /// Latency of single read operations since open.
+    fn read_latency(&self) -> &LatencyRecorder;
+}
+
+pub(crate) fn check_extents(offsets: &[u64], len: usize, buf_len: usize) {
+    assert!(len > 0 && len % 4096 == 0, "extent length {len}");
+    assert!(buf_len >= offsets.len() * len, "buffer too small");
+    debug_assert!(offsets.iter().all(|o| o % 4096 == 0), "unaligned offset");
+}
+
+/// What [`open_engine`] chose.
+#[derive(Debug, Clone)]
+pub struct EngineChoice {
+    /// The engine's name.
+    pub engine: String,
+    /// Whether O_DIRECT is in use.
+    pub direct: bool,
+    /// Why this engine (for logs and stats).
+    pub reason: String,
+}
+
+/// Open `path` (created if missing) for block I/O, honouring O_DIRECT where the
+/// file system allows it. Returns the file and whether O_DIRECT is on.
+pub(crate) fn open_file(path: &Path, direct: bool) -> Result<(File, bool)> {
+    let mut opts = OpenOptions::new();
+    opts.read(true).write(true).create(true).truncate(false);
+    if direct {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut d = opts.clone();
+            d.custom_flags(libc::O_DIRECT);
+            match d.open(path) {
+                Ok(f) => return Ok((f, true)),
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    log_once(&format!(
+                        "embtier: {}: O_DIRECT refused by the file system, using buffered I/O",
+                        path.display()
+                    ));
+                }
+                Err(e) => return Err(Error::io(path, "open", e)),
+            }
+        }
+    }
+    let f = opts.open(path).map_err(|e| Error::io(path, "open", e))?;
+    Ok((f, false))
+}
+
+fn log_once(msg: &str) {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| eprintln!("{msg}"));
+}
+
+/// The engine kind asked for: `EMBTIER_IO_ENGINE` if set, else the config.
+pub fn requested_engine(cfg: &SsdConfig) -> Result<IoEngineKind> {
+    match std::env::var("EMBTIER_IO_ENGINE") {
+        Ok(v) if !v.trim().is_empty() => v
+            .parse()
+            .map_err(|e: String| Error::config(format!("EMBTIER_IO_ENGINE: {e}"))),
+        _ => Ok(cfg.io_engine),
+    }
+}
+
+/// Probe io_uring: set up a ring and complete a no-op. `Err` says why not.
+pub fn probe_uring() -> std::result::Result<(), String> {
+    #[cfg(target_os = "linux")]
+    {
+        uring::probe().map_err(|e| e.to_string())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Err("io_uring exists only on Linux".into())
+    }
+}
+
+/// Open the engine for `path` as `cfg` and the environment ask.
+pub fn open_engine(path: &Path, cfg: &SsdConfig) -> Result<(Box<dyn IoEngine>, EngineChoice)> {
+    let kind = requested_engine(cfg)?;
+    let (file, direct) = open_file(path, cfg.direct_io)?;
+    let path: PathBuf = path.to_path_buf();
+    let use_uring = match kind {
+        IoEngineKind::Psync => Err("psync requested".to_string()),
+        IoEngineKind::Uring => {
+            probe_uring().map_err(|why| {
+                Error::config(format!("io_uring requested but unavailable: {why}"))
+            })?;
+            Ok("uring requested".to_string())
+        }
+        IoEngineKind::Auto => match probe_uring() {
+            Ok(()) => Ok("auto: io_uring probe succeeded".to_string()),
+            Err(why) => {
+                log_once(&format!(
+                    "embtier: io_uring unavailable ({why}); using the psync engine"
+                ));
+                Err(format!("auto: io_uring unavailable ({why})"))
+            }
+        },
+    };
+    match use_uring {
+        #[cfg(target_os = "linux")]
+        Ok(reason) => {
+            let e = uring::UringEngine::new(file, path, direct, cfg.queue_depth)
+                .map_err(|e| Error::io("io_uring", "setup", e))?;
+            Ok((
+                Box::new(e),
+                EngineChoice {
+                    engine: "uring".into(),
+                    direct,
+                    reason,
+                },
+            ))
+        }
+        #[cfg(not(target_os = "linux"))]
+        Ok(_) => unreachable!("the probe fails off Linux"),
+        Err(reason) => Ok((
+            Box::new(psync::PsyncEngine::new(file, direct, cfg.psync_threads)),
+            EngineChoice {
+                engine: "psync".into(),
+                direct,
+                reason,
+            },
+        )),
+    }
+}

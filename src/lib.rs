@@ -1,0 +1,63 @@
+//! # embtier
+//!
+//! A tiered store for the embedding tables of recommendation models: hot rows
+//! in DRAM, warm rows in byte-addressable persistent memory (a memory-mapped
+//! file), and every row's home on SSD, read in batches through io_uring.
+//! In the spirit of MTrainS (Kassa et al.).
+//!
+//! A table has dense ids `0..rows`. A row never written reads as a
+//! deterministic function of (seed, id), so creating a billion-row table
+//! costs nothing. A trainer calls [`Store::lookup`] for a batch, then
+//! [`Store::apply_sgd`] (or [`Store::update`]) with the results.
+//!
+//! ```
+//! use embtier::{Store, StoreConfig, TableConfig, Placement, PolicyKind};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let cfg = StoreConfig::builder()
+//!     .table(TableConfig::new("user", 10_000_000, 16))           // cached
+//!     .table(TableConfig::new("country", 300, 16).placement(Placement::PinnedDram))
+//!     .dram_capacity(8 << 20)
+//!     .dram_policy(PolicyKind::Sieve)
+//!     .build();
+//! let store = Store::create(dir.path().join("store"), cfg).unwrap();
+//!
+//! let ids = [42, 7, 42];
+//! let mut rows = vec![0f32; ids.len() * 16];
+//! store.lookup("user", &ids, &mut rows).unwrap();
+//! let grads = vec![0.5f32; ids.len() * 16];
+//! store.apply_sgd("user", &ids, &grads, 0.1).unwrap(); // id 42 gets the sum of its two gradients
+//! store.flush().unwrap();
+//! drop(store);
+//!
+//! let store = Store::open(dir.path().join("store")).unwrap();
+//! let mut row = vec![0f32; 16];
+//! store.lookup("user", &[42], &mut row).unwrap();
+//! assert!((row[0] - (rows[0] - 0.1)).abs() < 1e-6);
+//! ```
+//!
+//! See `docs/architecture.md` for the design and `store-format/FORMAT.md`
+//! for the bytes on disk.
+
+pub mod config;
+pub mod error;
+pub mod init;
+pub mod io;
+pub mod policy;
+pub mod stats;
+mod store;
+mod table;
+mod tier;
+
+pub use config::{
+    ByteSize, Init, IoEngineKind, Placement, StoreConfig, StoreConfigBuilder, TableConfig,
+};
+pub use error::{Error, Result};
+pub use policy::PolicyKind;
+pub use stats::{LatencySummary, SsdStats, Stats, TableStats, TierStats};
+pub use store::{
+    EngineWrapper, OpenOptionsExt, Store, CONFIG_FILE, DATA_FILE, LOCK_FILE, META_FILE, PMEM_FILE,
+};
+
+/// The on-disk format crate.
+pub use embtier_format as format;

@@ -1,0 +1,180 @@
+//! Eviction policies, written once and driven by both the store and the
+//! simulator.
+//!
+//! A policy orders *slots*: small dense integers `0..capacity` that the caller
+//! maps to whatever it caches. The store's DRAM and PMem shards hand a policy
+//! their row slots; [`SimCache`] maps plain u64 ids to slots for trace
+//! simulation. Both therefore run the very same code, so a simulated hit
+//! ratio predicts the store's.
+//!
+//! The link width is a type parameter ([`Link`]): store shards use `u16`
+//! links, so that per-row bookkeeping stays within 16 bytes; the simulator
+//! uses `u32`.
+//!
+//! ```
+//! use embtier::policy::{PolicyKind, SimCache};
+//! let mut c = SimCache::new(PolicyKind::Lru, 2);
+//! assert!(!c.access(1));
+//! assert!(!c.access(2));
+//! assert!(c.access(1));
+//! assert!(!c.access(3)); // evicts 2, the least recently used
+//! assert!(!c.access(2));
+//! assert!(c.access(3));
+//! ```
+
+mod list;
+mod lru;
+mod sieve;
+mod sim;
+
+use std::fmt;
+use std::str::FromStr;
+
+pub use list::{Link, List};
+pub use lru::{Fifo, Lru};
+pub use sieve::Sieve;
+pub use sim::SimCache;
+
+/// A cache replacement policy over slots `0..capacity`.
+///
+/// The caller guarantees: `insert` is given a slot that is not resident;
+/// `hit` and `remove` are given resident slots; `evict` is called only when
+/// at least one slot is resident.
+pub trait EvictionPolicy {
+    /// `slot` became resident, holding `key`.
+    fn insert(&mut self, slot: usize, key: u64);
+    /// The resident `slot` was accessed.
+    fn hit(&mut self, slot: usize);
+    /// Choose a victim, stop tracking it, and return it.
+    fn evict(&mut self) -> usize;
+    /// Stop tracking the resident `slot` (the caller removed it).
+    fn remove(&mut self, slot: usize);
+    /// Heap bytes of the policy's own bookkeeping.
+    fn meta_bytes(&self) -> usize;
+}
+
+/// The policies available by name.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum PolicyKind {
+    /// Least recently used.
+    #[default]
+    Lru,
+    /// First in, first out.
+    Fifo,
+    /// SIEVE (Zhang et al., NSDI '24): scan-resistant, one visited bit per
+    /// row, lazy promotion.
+    Sieve,
+}
+
+impl PolicyKind {
+    /// Every policy.
+    pub const ALL: &'static [PolicyKind] = &[PolicyKind::Lru, PolicyKind::Fifo, PolicyKind::Sieve];
+
+    /// Command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyKind::Lru => "lru",
+            PolicyKind::Fifo => "fifo",
+            PolicyKind::Sieve => "sieve",
+        }
+    }
+}
+
+impl fmt::Display for PolicyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for PolicyKind {
+    type Err = String;
+    /// Case, `-` and `_` are ignored: `S3-FIFO`, `s3_fifo` and `s3fifo` are one name.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let norm: String = s
+            .chars()
+            .filter(|c| *c != '-' && *c != '_')
+            .flat_map(char::to_lowercase)
+            .collect();
+        PolicyKind::ALL
+            .iter()
+            .copied()
+            .find(|p| p.name() == norm)
+            .ok_or_else(|| {
+                let names: Vec<_> = PolicyKind::ALL.iter().map(|p| p.name()).collect();
+                format!(
+                    "unknown policy {s:?} (expected one of {})",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+/// One policy of any kind, dispatched by `match` (no virtual call on the hot path).
+#[derive(Debug, Clone)]
+pub enum AnyPolicy<L: Link> {
+    /// LRU.
+    Lru(Lru<L>),
+    /// FIFO.
+    Fifo(Fifo<L>),
+    /// SIEVE.
+    Sieve(Sieve<L>),
+}
+
+impl<L: Link> AnyPolicy<L> {
+    /// A policy of `kind` for `capacity` slots (`capacity <= L::MAX_SLOTS`).
+    pub fn new(kind: PolicyKind, capacity: usize) -> AnyPolicy<L> {
+        match kind {
+            PolicyKind::Lru => AnyPolicy::Lru(Lru::new(capacity)),
+            PolicyKind::Fifo => AnyPolicy::Fifo(Fifo::new(capacity)),
+            PolicyKind::Sieve => AnyPolicy::Sieve(Sieve::new(capacity)),
+        }
+    }
+}
+
+macro_rules! dispatch {
+    ($self:ident, $p:ident => $e:expr) => {
+        match $self {
+            AnyPolicy::Lru($p) => $e,
+            AnyPolicy::Fifo($p) => $e,
+            AnyPolicy::Sieve($p) => $e,
+        }
+    };
+}
+
+impl<L: Link> EvictionPolicy for AnyPolicy<L> {
+    #[inline]
+    fn insert(&mut self, slot: usize, key: u64) {
+        dispatch!(self, p => p.insert(slot, key))
+    }
+    #[inline]
+    fn hit(&mut self, slot: usize) {
+        dispatch!(self, p => p.hit(slot))
+    }
+    #[inline]
+    fn evict(&mut self) -> usize {
+        dispatch!(self, p => p.evict())
+    }
+    #[inline]
+    fn remove(&mut self, slot: usize) {
+        dispatch!(self, p => p.remove(slot))
+    }
+    fn meta_bytes(&self) -> usize {
+        dispatch!(self, p => p.meta_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_ignore_case_and_separators() {
+        assert_eq!("LRU".parse::<PolicyKind>().unwrap(), PolicyKind::Lru);
+        assert_eq!("Si-e_ve".parse::<PolicyKind>().unwrap(), PolicyKind::Sieve);
+        assert!("belady2".parse::<PolicyKind>().is_err());
+    }
+}

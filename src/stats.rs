@@ -1,0 +1,165 @@
+//! Counters of a store, per table and per tier.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use crate::config::Placement;
+
+macro_rules! counters {
+    ($(#[$m:meta])* $name:ident, $local:ident { $($(#[$fm:meta])* $f:ident),* $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Default)]
+        pub(crate) struct $name { $(pub $f: AtomicU64,)* }
+        /// Per-call counts, added to the shared counters once per call.
+        #[derive(Debug, Default, Clone, Copy)]
+        pub(crate) struct $local { $(pub $f: u64,)* }
+        impl $local {
+            pub fn publish(&self, to: &$name) {
+                $(if self.$f != 0 { to.$f.fetch_add(self.$f, Relaxed); })*
+            }
+        }
+        impl $name {
+            pub fn load(&self) -> $local {
+                $local { $($f: self.$f.load(Relaxed),)* }
+            }
+        }
+    };
+}
+
+counters!(
+    /// Shared counters of one table.
+    Counters, Local {
+    lookups, updates, dram_hits, pmem_hits, pending_hits, dram_inserts, dram_evictions, dram_dirty_evictions,
+    pmem_inserts, pmem_evictions, pmem_dirty_evictions, ssd_rows_read, ssd_rows_written,
+    ssd_read_ops, ssd_write_ops, ssd_bytes_read, ssd_bytes_written, writeback_errors,
+});
+
+/// Figures of one cache tier of one table.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct TierStats {
+    /// Rows looked up or updated that reached this tier.
+    pub lookups: u64,
+    /// Of those, found here.
+    pub hits: u64,
+    /// Of those, not found here.
+    pub misses: u64,
+    /// Rows evicted from this tier.
+    pub evictions: u64,
+    /// Of those, dirty: moved down (to PMem or towards SSD).
+    pub dirty_evictions: u64,
+    /// Bytes copied out of this tier on hits.
+    pub bytes_read: u64,
+    /// Bytes copied into this tier by inserts.
+    pub bytes_written: u64,
+    /// Rows resident now.
+    pub resident_rows: u64,
+    /// Rows this tier can hold for the table.
+    pub capacity_rows: u64,
+    /// Bytes of bookkeeping (index, keys, policy) now allocated.
+    pub bookkeeping_bytes: u64,
+}
+
+impl TierStats {
+    /// hits / lookups (0 when idle).
+    pub fn hit_ratio(&self) -> f64 {
+        if self.lookups == 0 {
+            0.0
+        } else {
+            self.hits as f64 / self.lookups as f64
+        }
+    }
+}
+
+/// Figures of the SSD tier of one table.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct SsdStats {
+    /// Rows read from SSD (cache misses of the whole hierarchy).
+    pub rows_read: u64,
+    /// Rows written to SSD (dirty write-backs and flushes).
+    pub rows_written: u64,
+    /// Block-group reads issued.
+    pub read_ops: u64,
+    /// Block-group writes issued.
+    pub write_ops: u64,
+    /// Bytes read.
+    pub bytes_read: u64,
+    /// Bytes written.
+    pub bytes_written: u64,
+    /// Write-backs that failed and were kept in memory for a retry.
+    pub writeback_errors: u64,
+}
+
+/// Figures of one table.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct TableStats {
+    /// Table name.
+    pub name: String,
+    /// Placement.
+    pub placement: Placement,
+    /// Row ids looked up (duplicates counted).
+    pub lookups: u64,
+    /// Row ids updated (after deduplication).
+    pub updates: u64,
+    /// DRAM tier (for a table pinned to PMem: unused).
+    pub dram: TierStats,
+    /// PMem tier.
+    pub pmem: TierStats,
+    /// SSD tier.
+    pub ssd: SsdStats,
+}
+
+/// Latency percentiles in nanoseconds.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct LatencySummary {
+    /// Operations recorded.
+    pub count: u64,
+    /// Median.
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Maximum.
+    pub max: u64,
+}
+
+impl LatencySummary {
+    pub(crate) fn of(h: &hdrhistogram::Histogram<u64>) -> LatencySummary {
+        LatencySummary {
+            count: h.len(),
+            p50: h.value_at_quantile(0.5),
+            p90: h.value_at_quantile(0.9),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            max: h.max(),
+        }
+    }
+}
+
+/// A snapshot of a store's figures.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Per table.
+    pub tables: Vec<TableStats>,
+    /// The SSD I/O engine in use.
+    pub io_engine: String,
+    /// Why that engine.
+    pub io_engine_reason: String,
+    /// Whether O_DIRECT is in use.
+    pub direct_io: bool,
+    /// Latency of single SSD reads (one block group each).
+    pub ssd_read_latency: LatencySummary,
+}
+
+impl Stats {
+    /// The figures of table `name`.
+    pub fn table(&self, name: &str) -> Option<&TableStats> {
+        self.tables.iter().find(|t| t.name == name)
+    }
+}

@@ -1,0 +1,662 @@
+//! The store: a directory of named tables over DRAM, PMem and SSD tiers.
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use embtier_format::{
+    Catalog, ElemType, FormatError, FormatVersion, InitKind, RowLayout, Superblock, TableEntry,
+    BLOCK_SIZE,
+};
+
+use crate::config::{Init, Placement, StoreConfig, TableConfig};
+use crate::error::{Error, Result};
+use crate::io::{open_engine, IoEngine};
+use crate::stats::{LatencySummary, SsdStats, Stats, TableStats, TierStats};
+use crate::table::{f32_to_bytes, Table, TableSetup};
+use crate::tier::slab::PmemFile;
+use crate::tier::ssd::Ssd;
+
+/// Metadata file: superblock and catalog.
+pub const META_FILE: &str = "embtier.meta";
+/// Tier configuration, editable between opens.
+pub const CONFIG_FILE: &str = "store.toml";
+/// Default SSD data file.
+pub const DATA_FILE: &str = "data.emb";
+/// Default PMem file.
+pub const PMEM_FILE: &str = "pmem.emb";
+/// Lock file.
+pub const LOCK_FILE: &str = "LOCK";
+
+/// Wraps the I/O engine a store opens, for tests that inject faults.
+pub type EngineWrapper = Arc<dyn Fn(Box<dyn IoEngine>) -> Box<dyn IoEngine> + Send + Sync>;
+
+/// Options that are not part of the on-disk config.
+#[derive(Clone, Default)]
+pub struct OpenOptionsExt {
+    /// Wrap the SSD engine (fault injection in tests).
+    pub wrap_engine: Option<EngineWrapper>,
+}
+
+/// An open embtier store. `Send + Sync`: share it between threads by reference
+/// or `Arc`; lookups and updates from several threads run concurrently.
+///
+/// ```
+/// use embtier::{Store, StoreConfig, TableConfig};
+/// let dir = tempfile::tempdir().unwrap();
+/// let cfg = StoreConfig::builder()
+///     .table(TableConfig::new("items", 1_000_000, 8))
+///     .dram_capacity(1 << 20)
+///     .build();
+/// let store = Store::create(dir.path().join("s"), cfg).unwrap();
+/// store.apply_sgd("items", &[3, 3], &[1.0; 16], 0.5).unwrap();
+/// let mut out = [0f32; 8];
+/// store.lookup("items", &[3], &mut out).unwrap();
+/// store.flush().unwrap();
+/// ```
+pub struct Store {
+    dir: PathBuf,
+    config: StoreConfig,
+    tables: Vec<Table>,
+    by_name: HashMap<String, usize>,
+    ssd: Ssd,
+    superblock: Superblock,
+    _lock: LockFile,
+}
+
+/// An exclusive `flock` on the store's LOCK file, released when dropped or
+/// when the process dies (so a dead process's lock never blocks).
+struct LockFile {
+    _file: File,
+}
+
+impl LockFile {
+    fn acquire(dir: &Path) -> Result<LockFile> {
+        use std::os::fd::AsRawFd;
+        let path = dir.join(LOCK_FILE);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| Error::io(&path, "open", e))?;
+        // SAFETY: flock on a valid open descriptor; no memory is involved.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                let mut s = String::new();
+                let _ = file.read_to_string(&mut s);
+                return Err(Error::Locked {
+                    path,
+                    pid: s.trim().parse().unwrap_or(0),
+                });
+            }
+            return Err(Error::io(&path, "flock", err));
+        }
+        file.set_len(0)
+            .map_err(|e| Error::io(&path, "truncate", e))?;
+        write!(file, "{}", std::process::id()).map_err(|e| Error::io(&path, "write", e))?;
+        Ok(LockFile { _file: file })
+    }
+}
+
+fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn fsync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io(dir, "fsync", e))
+}
+
+fn entry_for(t: &TableConfig, base_block: u64) -> TableEntry {
+    let layout = RowLayout::for_row_bytes(t.row_bytes() as u32);
+    let (init, init_scale) = match t.init {
+        Init::Zeros => (InitKind::Zeros, 0.0),
+        Init::Uniform { scale } => (InitKind::Uniform, scale),
+    };
+    TableEntry {
+        name: t.name.clone(),
+        rows: t.rows,
+        dim: t.dim,
+        elem: ElemType::F32,
+        init,
+        init_scale,
+        seed: t.effective_seed(),
+        state_bytes: 0,
+        base_block,
+        block_count: layout.blocks_for(t.rows),
+        layout,
+    }
+}
+
+impl Store {
+    /// Create a new store in `dir` (which must not exist or be empty).
+    /// Writes `store.toml`, the metadata file, and a sparse data file: no row
+    /// data is written, so a table of 10^9 rows is created in constant time.
+    pub fn create(dir: impl AsRef<Path>, config: StoreConfig) -> Result<Store> {
+        Store::create_with(dir, config, OpenOptionsExt::default())
+    }
+
+    /// [`Store::create`] with extra options.
+    pub fn create_with(
+        dir: impl AsRef<Path>,
+        config: StoreConfig,
+        opts: OpenOptionsExt,
+    ) -> Result<Store> {
+        let dir = dir.as_ref();
+        config.plan()?;
+        if dir.exists() {
+            let mut it = fs::read_dir(dir).map_err(|e| Error::io(dir, "read_dir", e))?;
+            if it.next().is_some() {
+                return Err(Error::AlreadyExists { path: dir.into() });
+            }
+        } else {
+            fs::create_dir_all(dir).map_err(|e| Error::io(dir, "mkdir", e))?;
+        }
+        let lock = LockFile::acquire(dir)?;
+        let mut catalog = Catalog::default();
+        let mut next = 0u64;
+        for t in &config.tables {
+            let e = entry_for(t, next);
+            next = next
+                .checked_add(e.block_count)
+                .ok_or_else(|| Error::config("tables span more than 2^64 blocks"))?;
+            catalog.tables.push(e);
+        }
+        if next > i64::MAX as u64 / BLOCK_SIZE as u64 {
+            return Err(Error::config(
+                "tables exceed the largest file size (2^63 bytes)",
+            ));
+        }
+        let cat_bytes = catalog.encode();
+        let sb = Superblock {
+            version: FormatVersion::CURRENT,
+            store_id: crate::init::mix64(
+                now_unix() ^ ((std::process::id() as u64) << 32) ^ dir.as_os_str().len() as u64,
+            ),
+            created_unix: now_unix(),
+            table_count: catalog.tables.len() as u32,
+            catalog_offset: BLOCK_SIZE as u64,
+            catalog_len: cat_bytes.len() as u64,
+            catalog_crc: crc32c::crc32c(&cat_bytes),
+            data_blocks: next,
+            generation: 0,
+        };
+        let data_path = config
+            .ssd
+            .path
+            .clone()
+            .unwrap_or_else(|| dir.join(DATA_FILE));
+        {
+            let f = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&data_path)
+                .map_err(|e| Error::io(&data_path, "create", e))?;
+            let is_file = f.metadata().map(|m| m.is_file()).unwrap_or(true);
+            if is_file {
+                f.set_len(next * BLOCK_SIZE as u64)
+                    .map_err(|e| Error::io(&data_path, "set_len", e))?;
+            }
+            f.sync_all()
+                .map_err(|e| Error::io(&data_path, "fsync", e))?;
+        }
+        let cfg_path = dir.join(CONFIG_FILE);
+        fs::write(&cfg_path, config.to_toml()).map_err(|e| Error::io(&cfg_path, "write", e))?;
+        // The metadata file last: a directory without it is not a store.
+        let meta_path = dir.join(META_FILE);
+        let tmp = dir.join(format!("{META_FILE}.tmp"));
+        {
+            let mut f = File::create(&tmp).map_err(|e| Error::io(&tmp, "create", e))?;
+            let mut bytes = sb.encode().to_vec();
+            bytes.extend_from_slice(&cat_bytes);
+            f.write_all(&bytes)
+                .map_err(|e| Error::io(&tmp, "write", e))?;
+            f.sync_all().map_err(|e| Error::io(&tmp, "fsync", e))?;
+        }
+        fs::rename(&tmp, &meta_path).map_err(|e| Error::io(&meta_path, "rename", e))?;
+        fsync_dir(dir)?;
+        Store::assemble(dir, config, sb, catalog, lock, true, opts)
+    }
+
+    /// Open the store in `dir` with the tier settings of its `store.toml`.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Store> {
+        let dir = dir.as_ref();
+        let cfg_path = dir.join(CONFIG_FILE);
+        if !dir.join(META_FILE).exists() {
+            return Err(Error::NotAStore {
+                path: dir.into(),
+                reason: format!("no {META_FILE}"),
+            });
+        }
+        let text = fs::read_to_string(&cfg_path).map_err(|e| Error::io(&cfg_path, "read", e))?;
+        let cfg = StoreConfig::from_toml(&text).map_err(|e| match e {
+            Error::Config { reason } => Error::Config {
+                reason: format!("{}: {reason}", cfg_path.display()),
+            },
+            other => other,
+        })?;
+        Store::open_with(dir, cfg, OpenOptionsExt::default())
+    }
+
+    /// Open the store in `dir` with new tier settings. The tables of `config`
+    /// must match the store's catalog (name, rows, dim); placements, budgets,
+    /// policies and engine may differ.
+    pub fn open_with(
+        dir: impl AsRef<Path>,
+        config: StoreConfig,
+        opts: OpenOptionsExt,
+    ) -> Result<Store> {
+        let dir = dir.as_ref();
+        let meta_path = dir.join(META_FILE);
+        let mut bytes = Vec::new();
+        match File::open(&meta_path) {
+            Ok(mut f) => f
+                .read_to_end(&mut bytes)
+                .map_err(|e| Error::io(&meta_path, "read", e))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::NotAStore {
+                    path: dir.into(),
+                    reason: format!("no {META_FILE}"),
+                })
+            }
+            Err(e) => return Err(Error::io(&meta_path, "open", e)),
+        };
+        let fmt_err = |source: FormatError| Error::Format {
+            path: meta_path.clone(),
+            source,
+        };
+        let sb = Superblock::decode(&bytes).map_err(|e| match e {
+            FormatError::BadMagic { .. } => Error::NotAStore {
+                path: dir.into(),
+                reason: format!("{}: {e}", meta_path.display()),
+            },
+            e => fmt_err(e),
+        })?;
+        let start = sb.catalog_offset.min(bytes.len() as u64) as usize;
+        let catalog = Catalog::decode(
+            &bytes[start..],
+            sb.table_count,
+            sb.catalog_offset,
+            sb.catalog_crc,
+        )
+        .map_err(fmt_err)?;
+        if catalog.data_blocks() != sb.data_blocks {
+            return Err(fmt_err(FormatError::InvalidField {
+                field: "data_blocks",
+                offset: embtier_format::sb::DATA_BLOCKS as u64,
+                value: format!(
+                    "{} but the catalog spans {}",
+                    sb.data_blocks,
+                    catalog.data_blocks()
+                ),
+            }));
+        }
+        config.plan()?;
+        if config.tables.len() != catalog.tables.len() {
+            return Err(Error::config(format!(
+                "config has {} tables, the store has {}",
+                config.tables.len(),
+                catalog.tables.len()
+            )));
+        }
+        for (t, e) in config.tables.iter().zip(&catalog.tables) {
+            if t.name != e.name || t.rows != e.rows || t.dim != e.dim {
+                return Err(Error::config(format!(
+                    "config table {:?} ({} x {}) does not match stored table {:?} ({} x {})",
+                    t.name, t.rows, t.dim, e.name, e.rows, e.dim
+                )));
+            }
+        }
+        let lock = LockFile::acquire(dir)?;
+        Store::assemble(dir, config, sb, catalog, lock, false, opts)
+    }
+
+    fn assemble(
+        dir: &Path,
+        config: StoreConfig,
+        superblock: Superblock,
+        catalog: Catalog,
+        lock: LockFile,
+        fresh: bool,
+        opts: OpenOptionsExt,
+    ) -> Result<Store> {
+        let plan = config.plan()?;
+        let data_path = config
+            .ssd
+            .path
+            .clone()
+            .unwrap_or_else(|| dir.join(DATA_FILE));
+        let (engine, choice) = open_engine(&data_path, &config.ssd)?;
+        let engine = match &opts.wrap_engine {
+            Some(w) => w(engine),
+            None => engine,
+        };
+        let ssd = Ssd {
+            engine,
+            path: data_path,
+            choice,
+        };
+        let mut pmem = match &config.pmem {
+            Some(p) => {
+                let path = p.path.clone().unwrap_or_else(|| dir.join(PMEM_FILE));
+                // PMem is a cache: its contents do not outlive the process.
+                let f = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(&path)
+                    .map_err(|e| Error::io(&path, "open", e))?;
+                f.set_len(p.capacity.0)
+                    .map_err(|e| Error::io(&path, "set_len", e))?;
+                Some(
+                    PmemFile::map(&f, p.capacity.0 as usize)
+                        .map_err(|e| Error::io(&path, "mmap", e))?,
+                )
+            }
+            None => None,
+        };
+        let pmem_policy = config.pmem.as_ref().map(|p| p.policy).unwrap_or_default();
+        let mut tables = Vec::with_capacity(catalog.tables.len());
+        for ((entry, cfg), tp) in catalog
+            .tables
+            .into_iter()
+            .zip(config.tables.iter().cloned())
+            .zip(plan)
+        {
+            if entry.elem != ElemType::F32 {
+                return Err(Error::Unsupported {
+                    table: entry.name.clone(),
+                    what: format!("element type {:?}", entry.elem),
+                });
+            }
+            tables.push(Table::new(TableSetup {
+                entry,
+                cfg,
+                dram_rows: tp.dram_rows,
+                pmem_rows: tp.pmem_rows,
+                dram_policy: config.dram.policy,
+                pmem_policy,
+                shards: config.dram.shards,
+                pmem: pmem.as_mut(),
+                ssd: &ssd,
+                fresh,
+            })?);
+        }
+        let by_name = tables
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.clone(), i))
+            .collect();
+        Ok(Store {
+            dir: dir.into(),
+            config,
+            tables,
+            by_name,
+            ssd,
+            superblock,
+            _lock: lock,
+        })
+    }
+
+    /// The store's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+
+    /// The superblock read or written at open.
+    pub fn superblock(&self) -> &Superblock {
+        &self.superblock
+    }
+
+    /// Table names, in catalog order.
+    pub fn table_names(&self) -> impl Iterator<Item = &str> {
+        self.tables.iter().map(|t| t.name.as_str())
+    }
+
+    /// `(rows, dim)` of table `name`.
+    pub fn table_shape(&self, name: &str) -> Result<(u64, u32)> {
+        let t = self.table(name)?;
+        Ok((t.entry.rows, t.entry.dim))
+    }
+
+    fn table(&self, name: &str) -> Result<&Table> {
+        self.by_name
+            .get(name)
+            .map(|&i| &self.tables[i])
+            .ok_or_else(|| Error::UnknownTable { name: name.into() })
+    }
+
+    fn check_ids(t: &Table, ids: &[u64]) -> Result<()> {
+        let rows = t.entry.rows;
+        match ids.iter().find(|&&id| id >= rows) {
+            Some(&id) => Err(Error::IdOutOfRange {
+                table: t.name.clone(),
+                id,
+                rows,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn check_len(t: &Table, what: &'static str, ids: usize, got: usize) -> Result<()> {
+        let expected = ids.saturating_mul(t.dim);
+        if got != expected {
+            return Err(Error::LengthMismatch {
+                table: t.name.clone(),
+                what,
+                got,
+                expected,
+                ids,
+                dim: t.entry.dim,
+            });
+        }
+        Ok(())
+    }
+
+    fn check_finite(t: &Table, what: &'static str, ids: &[u64], v: &[f32]) -> Result<()> {
+        if t.cfg.allow_non_finite {
+            return Ok(());
+        }
+        match v.iter().position(|x| !x.is_finite()) {
+            Some(i) => Err(Error::NonFinite {
+                table: t.name.clone(),
+                what,
+                id: ids[i / t.dim],
+                element: i % t.dim,
+                value: v[i],
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Look up a batch: row `ids[i]` goes to `out[i * dim..(i + 1) * dim]`.
+    /// Duplicate ids are allowed. Misses are deduplicated, grouped by SSD
+    /// block group, and read in one batch.
+    pub fn lookup(&self, table: &str, ids: &[u64], out: &mut [f32]) -> Result<()> {
+        let t = self.table(table)?;
+        Self::check_len(t, "out", ids.len(), out.len())?;
+        Self::check_ids(t, ids)?;
+        t.lookup(&self.ssd, ids, out)
+    }
+
+    /// Overwrite rows: row `ids[i]` becomes `values[i * dim..(i + 1) * dim]`.
+    /// For a duplicate id the last occurrence wins. Nothing is written unless
+    /// every id and value is valid.
+    pub fn update(&self, table: &str, ids: &[u64], values: &[f32]) -> Result<()> {
+        let t = self.table(table)?;
+        Self::check_len(t, "values", ids.len(), values.len())?;
+        Self::check_ids(t, ids)?;
+        Self::check_finite(t, "value", ids, values)?;
+        // Last occurrence of each id.
+        let mut last: HashMap<u64, usize> = HashMap::with_capacity(ids.len());
+        for (k, &id) in ids.iter().enumerate() {
+            last.insert(id, k);
+        }
+        let mut items: Vec<(u64, usize)> = last.into_iter().collect();
+        items.sort_unstable();
+        let dim = t.dim;
+        let whole = t.row_bytes == dim * 4;
+        t.modify(&self.ssd, &items, whole, |row, k| {
+            f32_to_bytes(&values[k * dim..(k + 1) * dim], &mut row[..dim * 4])
+        })
+    }
+
+    /// SGD: `row -= lr * grad`. Gradients of duplicate ids are summed first,
+    /// in the order given, and applied once (FBGEMM's semantics). Nothing is
+    /// written unless every id and gradient is valid.
+    pub fn apply_sgd(&self, table: &str, ids: &[u64], grads: &[f32], lr: f32) -> Result<()> {
+        let t = self.table(table)?;
+        Self::check_len(t, "grads", ids.len(), grads.len())?;
+        Self::check_ids(t, ids)?;
+        Self::check_finite(t, "gradient", ids, grads)?;
+        if !lr.is_finite() {
+            return Err(Error::BadLearningRate { lr });
+        }
+        let dim = t.dim;
+        let mut slot_of: HashMap<u64, usize> = HashMap::with_capacity(ids.len());
+        let mut sums: Vec<f32> = Vec::with_capacity(grads.len());
+        let mut items: Vec<(u64, usize)> = Vec::with_capacity(ids.len());
+        for (k, &id) in ids.iter().enumerate() {
+            let g = &grads[k * dim..(k + 1) * dim];
+            match slot_of.get(&id) {
+                Some(&s) => {
+                    for (a, b) in sums[s * dim..(s + 1) * dim].iter_mut().zip(g) {
+                        *a += *b;
+                    }
+                }
+                None => {
+                    let s = items.len();
+                    slot_of.insert(id, s);
+                    items.push((id, s));
+                    sums.extend_from_slice(g);
+                }
+            }
+        }
+        items.sort_unstable();
+        t.modify(&self.ssd, &items, false, |row, s| {
+            let g = &sums[s * dim..(s + 1) * dim];
+            for (w, gi) in row[..dim * 4].chunks_exact_mut(4).zip(g) {
+                let v = f32::from_le_bytes([w[0], w[1], w[2], w[3]]) - lr * gi;
+                w.copy_from_slice(&v.to_le_bytes());
+            }
+        })
+    }
+
+    /// Write every dirty row down to the SSD tier and fsync. After `flush`
+    /// and a drop, [`Store::open`] sees every update. On error nothing is
+    /// lost: rows not written stay dirty in memory, and a later `flush` retries.
+    pub fn flush(&self) -> Result<()> {
+        let mut first_err = None;
+        for t in &self.tables {
+            if let Err(e) = t.flush(&self.ssd) {
+                first_err.get_or_insert(e);
+            }
+        }
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        self.ssd.sync()
+    }
+
+    /// Dirty rows held in memory, over all tables.
+    pub fn dirty_rows(&self) -> u64 {
+        self.tables.iter().map(|t| t.dirty_rows()).sum()
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> Stats {
+        let tables = self
+            .tables
+            .iter()
+            .map(|t| {
+                let c = t.counters.load();
+                let [dres, dcap, dmeta, pres, pcap, pmeta] = t.occupancy();
+                let rb = t.row_bytes as u64;
+                let pinned_pmem = t.cfg.placement == Placement::PinnedPmem;
+                let (dram_hits, pmem_hits) = if pinned_pmem {
+                    (0, c.dram_hits)
+                } else {
+                    (c.dram_hits, c.pmem_hits)
+                };
+                let accesses = c.lookups + c.updates;
+                let dram_lookups = if pinned_pmem { 0 } else { accesses };
+                let dram = TierStats {
+                    lookups: dram_lookups,
+                    hits: dram_hits,
+                    misses: dram_lookups.saturating_sub(dram_hits),
+                    evictions: c.dram_evictions,
+                    dirty_evictions: c.dram_dirty_evictions,
+                    bytes_read: dram_hits * rb,
+                    bytes_written: c.dram_inserts * rb,
+                    resident_rows: dres,
+                    capacity_rows: dcap,
+                    bookkeeping_bytes: dmeta,
+                };
+                let pmem_lookups = if pinned_pmem { accesses } else { dram.misses };
+                let pmem = TierStats {
+                    lookups: pmem_lookups,
+                    hits: pmem_hits,
+                    misses: pmem_lookups.saturating_sub(pmem_hits),
+                    evictions: c.pmem_evictions,
+                    dirty_evictions: c.pmem_dirty_evictions,
+                    bytes_read: pmem_hits * rb,
+                    bytes_written: c.pmem_inserts * rb,
+                    resident_rows: pres,
+                    capacity_rows: pcap,
+                    bookkeeping_bytes: pmeta,
+                };
+                TableStats {
+                    name: t.name.clone(),
+                    placement: t.cfg.placement,
+                    lookups: c.lookups,
+                    updates: c.updates,
+                    dram,
+                    pmem,
+                    ssd: SsdStats {
+                        rows_read: c.ssd_rows_read,
+                        rows_written: c.ssd_rows_written,
+                        read_ops: c.ssd_read_ops,
+                        write_ops: c.ssd_write_ops,
+                        bytes_read: c.ssd_bytes_read,
+                        bytes_written: c.ssd_bytes_written,
+                        writeback_errors: c.writeback_errors,
+                    },
+                }
+            })
+            .collect();
+        Stats {
+            tables,
+            io_engine: self.ssd.engine.name(),
+            io_engine_reason: self.ssd.choice.reason.clone(),
+            direct_io: self.ssd.engine.direct(),
+            ssd_read_latency: LatencySummary::of(&self.ssd.engine.read_latency().snapshot()),
+        }
+    }
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("dir", &self.dir)
+            .field("tables", &self.tables.len())
+            .field("io_engine", &self.ssd.engine.name())
+            .finish()
+    }
+}

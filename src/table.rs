@@ -1,0 +1,919 @@
+//! One table's rows across the tiers, and the protocol that keeps them consistent.
+//!
+//! # Cached tables
+//!
+//! A cached table is split into shards by a hash of the row id. A shard is one
+//! mutex over the table's DRAM cache shard, its PMem cache shard and its
+//! *pending* map, so every move of a row between memory tiers is atomic. The
+//! newest copy of a row is the first found in: DRAM, PMem, pending, SSD.
+//!
+//! - **Exclusive tiers.** PMem is a victim cache: rows evicted from DRAM land
+//!   in PMem; a PMem hit moves the row up to DRAM and frees its PMem slot. A
+//!   row is never in both, so the two capacities add up.
+//! - **Write-back.** Updates dirty rows in DRAM. A dirty row that leaves the
+//!   bottom cache tier goes into the shard's pending map, then is written to
+//!   SSD by [`Table::write_back`]; only after the write completes is the
+//!   pending entry removed (if no newer version replaced it).
+//! - **Misses** read SSD without holding a shard lock. A shard counts the rows
+//!   it sends to pending (`wb_seq`); a miss records the count before its
+//!   read and installs the row only if the count is unchanged, because only
+//!   then can no write of that row have raced with the read. Otherwise it
+//!   reads again.
+//! - **Writers** to SSD are serialised per table (`wb_lock`), so read-modify-
+//!   write of a block never loses a neighbour's update. `wb_epoch` is odd
+//!   while a write is in flight; a checksum failure seen by a concurrent
+//!   reader during a write is retried rather than reported.
+//!
+//! # Pinned tables
+//!
+//! A pinned table holds every row in one tier, in chunks of whole block
+//! groups, each behind a mutex with a dirty bit per group. `flush` writes the
+//! dirty groups to SSD.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use embtier_format::{seal_block, write_group_payload, BlockState, TableEntry, BLOCK_SIZE};
+use parking_lot::Mutex;
+
+use crate::config::{Placement, TableConfig};
+use crate::error::{Error, Result};
+use crate::init::{init_row_bytes, mix64};
+use crate::io::AlignedBuf;
+use crate::policy::PolicyKind;
+use crate::stats::{Counters, Local};
+use crate::tier::cache::{SlotCache, Spill, MAX_SHARD_ROWS};
+use crate::tier::slab::{PmemFile, Slab};
+use crate::tier::ssd::{check_group, row_from_group, Ssd};
+
+/// Block groups per pinned chunk.
+const GROUPS_PER_CHUNK: u64 = 16;
+/// Groups read per batch when loading a pinned table.
+const LOAD_BATCH_GROUPS: usize = 1024;
+/// A miss whose read raced with writes this many times gives up.
+const MAX_MISS_RETRIES: usize = 1000;
+
+pub(crate) struct Table {
+    pub name: String,
+    pub entry: TableEntry,
+    pub cfg: TableConfig,
+    pub dim: usize,
+    pub row_bytes: usize,
+    pub kind: TableKind,
+    pub counters: Counters,
+    wb_lock: Mutex<AlignedBuf>,
+    wb_epoch: AtomicU64,
+    pending_bytes: AtomicUsize,
+    pending_limit: usize,
+}
+
+pub(crate) enum TableKind {
+    Cached {
+        shards: Vec<Mutex<Shard>>,
+        dram_rows: u64,
+        pmem_rows: u64,
+    },
+    Pinned {
+        chunks: Vec<Mutex<Chunk>>,
+        rows_per_chunk: u64,
+    },
+}
+
+struct PendingRow {
+    gen: u64,
+    bytes: Box<[u8]>,
+}
+
+pub(crate) struct Shard {
+    dram: SlotCache,
+    pmem: Option<SlotCache>,
+    pending: HashMap<u64, PendingRow>,
+    wb_seq: u64,
+    spill: Spill,
+    spill2: Spill,
+    scratch: Vec<u8>,
+}
+
+pub(crate) struct Chunk {
+    first_row: u64,
+    rows: usize,
+    slab: Slab,
+    dirty: Vec<u64>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Miss {
+    id: u64,
+    seq: u64,
+    k: usize,
+}
+
+/// Per-call counts.
+struct Ctx {
+    c: Local,
+    new_pending: usize,
+    pending_delta: isize,
+}
+
+impl Ctx {
+    fn new() -> Ctx {
+        Ctx {
+            c: Local::default(),
+            new_pending: 0,
+            pending_delta: 0,
+        }
+    }
+}
+
+#[inline]
+pub(crate) fn bytes_to_f32(src: &[u8], dst: &mut [f32]) {
+    for (d, s) in dst.iter_mut().zip(src.chunks_exact(4)) {
+        *d = f32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+    }
+}
+
+#[inline]
+pub(crate) fn f32_to_bytes(src: &[f32], dst: &mut [u8]) {
+    for (d, s) in dst.chunks_exact_mut(4).zip(src) {
+        d.copy_from_slice(&s.to_le_bytes());
+    }
+}
+
+impl Shard {
+    /// Add a dirty row leaving the cache tiers to the pending map.
+    fn add_pending(
+        pending: &mut HashMap<u64, PendingRow>,
+        wb_seq: &mut u64,
+        id: u64,
+        bytes: &[u8],
+        ctx: &mut Ctx,
+    ) {
+        *wb_seq += 1;
+        let old = pending.insert(
+            id,
+            PendingRow {
+                gen: *wb_seq,
+                bytes: bytes.into(),
+            },
+        );
+        if old.is_none() {
+            ctx.pending_delta += bytes.len() as isize;
+        }
+        ctx.new_pending += 1;
+    }
+
+    /// Insert a row into DRAM; DRAM's victim moves to PMem (or pending if
+    /// dirty and there is no PMem), PMem's victim to pending if dirty.
+    fn insert_dram(&mut self, id: u64, src: &[u8], dirty: bool, ctx: &mut Ctx) -> usize {
+        let Shard {
+            dram,
+            pmem,
+            pending,
+            wb_seq,
+            spill,
+            spill2,
+            ..
+        } = self;
+        spill.clear();
+        let slot = dram.insert(id, src, dirty, spill);
+        ctx.c.dram_inserts += 1;
+        if let Some(&(vid, vdirty)) = spill.rows.first() {
+            ctx.c.dram_evictions += 1;
+            ctx.c.dram_dirty_evictions += vdirty as u64;
+            match pmem {
+                Some(p) => {
+                    spill2.clear();
+                    p.insert(vid, &spill.bytes, vdirty, spill2);
+                    ctx.c.pmem_inserts += 1;
+                    if let Some(&(wid, wdirty)) = spill2.rows.first() {
+                        ctx.c.pmem_evictions += 1;
+                        if wdirty {
+                            ctx.c.pmem_dirty_evictions += 1;
+                            Self::add_pending(pending, wb_seq, wid, &spill2.bytes, ctx);
+                        }
+                    }
+                }
+                None if vdirty => Self::add_pending(pending, wb_seq, vid, &spill.bytes, ctx),
+                None => {}
+            }
+        }
+        slot
+    }
+
+    /// The DRAM slot of `id`, moving it up from PMem or pending if it is there.
+    #[inline]
+    fn locate(&mut self, id: u64, ctx: &mut Ctx) -> Option<usize> {
+        if let Some(s) = self.dram.get(id) {
+            self.dram.touch(s);
+            ctx.c.dram_hits += 1;
+            return Some(s);
+        }
+        self.locate_below(id, ctx)
+    }
+
+    fn locate_below(&mut self, id: u64, ctx: &mut Ctx) -> Option<usize> {
+        let mut tmp = std::mem::take(&mut self.scratch);
+        let from_pmem = self.pmem.as_mut().and_then(|p| p.take(id, &mut tmp));
+        let found = if let Some(dirty) = from_pmem {
+            ctx.c.pmem_hits += 1;
+            Some(self.insert_dram(id, &tmp, dirty, ctx))
+        } else if let Some(p) = self.pending.remove(&id) {
+            ctx.c.pending_hits += 1;
+            ctx.pending_delta -= p.bytes.len() as isize;
+            Some(self.insert_dram(id, &p.bytes, true, ctx))
+        } else {
+            None
+        };
+        self.scratch = tmp;
+        found
+    }
+}
+
+impl Chunk {
+    #[inline]
+    fn row(&self, id: u64, rb: usize) -> &[u8] {
+        let i = (id - self.first_row) as usize;
+        &self.slab.bytes()[i * rb..(i + 1) * rb]
+    }
+    #[inline]
+    fn row_mut(&mut self, id: u64, rb: usize) -> &mut [u8] {
+        let i = (id - self.first_row) as usize;
+        &mut self.slab.bytes_mut()[i * rb..(i + 1) * rb]
+    }
+    fn mark(&mut self, local_group: usize) {
+        self.dirty[local_group / 64] |= 1 << (local_group % 64);
+    }
+}
+
+/// Number of shards for a cached table.
+fn shard_count(
+    name: &str,
+    dram_rows: u64,
+    pmem_rows: u64,
+    requested: Option<usize>,
+) -> Result<usize> {
+    let max = MAX_SHARD_ROWS as u64;
+    let need = dram_rows.div_ceil(max).max(pmem_rows.div_ceil(max)).max(1);
+    let want = requested
+        .map(|r| r as u64)
+        .unwrap_or_else(|| (dram_rows / 256).clamp(1, 64));
+    let n = want.max(need).min(dram_rows);
+    if n < need {
+        return Err(Error::config(format!(
+            "table {name:?}: {pmem_rows} PMem rows need {need} shards, but the DRAM share holds only {dram_rows} rows (one per shard at least)"
+        )));
+    }
+    Ok(n as usize)
+}
+
+/// Split `total` over `n` parts as evenly as possible.
+fn part(total: u64, n: usize, i: usize) -> usize {
+    (total / n as u64 + u64::from((i as u64) < total % n as u64)) as usize
+}
+
+pub(crate) struct TableSetup<'a> {
+    pub entry: TableEntry,
+    pub cfg: TableConfig,
+    pub dram_rows: u64,
+    pub pmem_rows: u64,
+    pub dram_policy: PolicyKind,
+    pub pmem_policy: PolicyKind,
+    pub shards: Option<usize>,
+    pub pmem: Option<&'a mut PmemFile>,
+    pub ssd: &'a Ssd,
+    pub fresh: bool,
+}
+
+impl Table {
+    pub(crate) fn new(s: TableSetup<'_>) -> Result<Table> {
+        let e = &s.entry;
+        let rb = e.layout.row_bytes as usize;
+        let dim = e.dim as usize;
+        let mut pmem = s.pmem;
+        let mut pmem_region = |len: usize, what: &str| -> Result<Slab> {
+            pmem.as_mut()
+                .and_then(|p| p.region(len))
+                .map(Slab::Pmem)
+                .ok_or_else(|| {
+                    Error::config(format!(
+                        "table {:?}: PMem file too small for {what}",
+                        e.name
+                    ))
+                })
+        };
+        let kind = match s.cfg.placement {
+            Placement::Cached => {
+                let n = shard_count(&e.name, s.dram_rows, s.pmem_rows, s.shards)?;
+                let mut shards = Vec::with_capacity(n);
+                for i in 0..n {
+                    let dcap = part(s.dram_rows, n, i);
+                    let pcap = part(s.pmem_rows, n, i);
+                    let dram = SlotCache::new(dcap, rb, s.dram_policy, Slab::dram(dcap * rb));
+                    let pmem = if pcap > 0 {
+                        let slab = pmem_region(pcap * rb, "its cache")?;
+                        Some(SlotCache::new(pcap, rb, s.pmem_policy, slab))
+                    } else {
+                        None
+                    };
+                    shards.push(Mutex::new(Shard {
+                        dram,
+                        pmem,
+                        pending: HashMap::new(),
+                        wb_seq: 0,
+                        spill: Spill::default(),
+                        spill2: Spill::default(),
+                        scratch: Vec::with_capacity(rb),
+                    }));
+                }
+                TableKind::Cached {
+                    shards,
+                    dram_rows: s.dram_rows,
+                    pmem_rows: s.pmem_rows,
+                }
+            }
+            Placement::PinnedDram | Placement::PinnedPmem => {
+                let rpc = GROUPS_PER_CHUNK * e.layout.rows_per_group as u64;
+                let nchunks = e.rows.div_ceil(rpc);
+                let mut chunks = Vec::with_capacity(nchunks as usize);
+                for c in 0..nchunks {
+                    let first_row = c * rpc;
+                    let rows = (e.rows - first_row).min(rpc) as usize;
+                    let slab = if s.cfg.placement == Placement::PinnedDram {
+                        Slab::dram(rows * rb)
+                    } else {
+                        pmem_region(rows * rb, "the pinned table")?
+                    };
+                    chunks.push(Mutex::new(Chunk {
+                        first_row,
+                        rows,
+                        slab,
+                        dirty: vec![0; (GROUPS_PER_CHUNK as usize).div_ceil(64)],
+                    }));
+                }
+                TableKind::Pinned {
+                    chunks,
+                    rows_per_chunk: rpc,
+                }
+            }
+        };
+        let pending_limit = ((s.dram_rows as usize).saturating_mul(rb) / 4).max(64 * rb);
+        let t = Table {
+            name: e.name.clone(),
+            dim,
+            row_bytes: rb,
+            kind,
+            counters: Counters::default(),
+            wb_lock: Mutex::new(AlignedBuf::new(BLOCK_SIZE)),
+            wb_epoch: AtomicU64::new(0),
+            pending_bytes: AtomicUsize::new(0),
+            pending_limit,
+            cfg: s.cfg,
+            entry: s.entry,
+        };
+        if let TableKind::Pinned { .. } = t.kind {
+            t.load_pinned(s.ssd, s.fresh)?;
+        }
+        Ok(t)
+    }
+
+    #[inline]
+    fn shard_of(&self, id: u64, n: usize) -> usize {
+        ((mix64(id) as u128 * n as u128) >> 64) as usize
+    }
+
+    /// Fill a pinned table from SSD (or with initial values when fresh).
+    fn load_pinned(&self, ssd: &Ssd, fresh: bool) -> Result<()> {
+        let TableKind::Pinned { chunks, .. } = &self.kind else {
+            return Ok(());
+        };
+        let e = &self.entry;
+        let rb = self.row_bytes;
+        if fresh {
+            for ch in chunks {
+                let mut ch = ch.lock();
+                for i in 0..ch.rows {
+                    let id = ch.first_row + i as u64;
+                    init_row_bytes(
+                        e.init,
+                        e.init_scale,
+                        e.seed,
+                        id,
+                        self.dim,
+                        ch.row_mut(id, rb),
+                    );
+                }
+            }
+            return Ok(());
+        }
+        let total_groups = e.rows.div_ceil(e.layout.rows_per_group as u64);
+        let mut buf = AlignedBuf::new(BLOCK_SIZE);
+        let gb = e.layout.group_bytes();
+        let rpc = GROUPS_PER_CHUNK * e.layout.rows_per_group as u64;
+        let mut g0 = 0u64;
+        while g0 < total_groups {
+            let g1 = (g0 + LOAD_BATCH_GROUPS as u64).min(total_groups);
+            let groups: Vec<u64> = (g0..g1).collect();
+            ssd.read_groups(e, &groups, &mut buf)?;
+            for (gi, &g) in groups.iter().enumerate() {
+                let blocks = &buf.as_slice()[gi * gb..(gi + 1) * gb];
+                let first = g * e.layout.rows_per_group as u64;
+                let state = check_group(e, g, blocks).map_err(|source| Error::Corrupt {
+                    path: ssd.path.clone(),
+                    table: self.name.clone(),
+                    id: first,
+                    source,
+                })?;
+                let last = (first + e.layout.rows_per_group as u64).min(e.rows);
+                for id in first..last {
+                    let mut ch = chunks[(id / rpc) as usize].lock();
+                    row_from_group(e, state, blocks, id, ch.row_mut(id, rb));
+                }
+            }
+            g0 = g1;
+        }
+        Ok(())
+    }
+
+    /// Look up `ids` (validated) into `out`.
+    pub(crate) fn lookup(&self, ssd: &Ssd, ids: &[u64], out: &mut [f32]) -> Result<()> {
+        let dim = self.dim;
+        let rb = self.row_bytes;
+        let mut ctx = Ctx::new();
+        ctx.c.lookups = ids.len() as u64;
+        match &self.kind {
+            TableKind::Pinned {
+                chunks,
+                rows_per_chunk,
+            } => {
+                for (pos, &id) in ids.iter().enumerate() {
+                    let ch = chunks[(id / rows_per_chunk) as usize].lock();
+                    bytes_to_f32(ch.row(id, rb), &mut out[pos * dim..(pos + 1) * dim]);
+                }
+                ctx.c.dram_hits = ids.len() as u64;
+            }
+            TableKind::Cached { shards, .. } => {
+                let mut misses = Vec::new();
+                for (pos, &id) in ids.iter().enumerate() {
+                    let mut sh = shards[self.shard_of(id, shards.len())].lock();
+                    match sh.locate(id, &mut ctx) {
+                        Some(slot) => {
+                            bytes_to_f32(sh.dram.row(slot), &mut out[pos * dim..(pos + 1) * dim])
+                        }
+                        None => misses.push(Miss {
+                            id,
+                            seq: sh.wb_seq,
+                            k: pos,
+                        }),
+                    }
+                }
+                let r = if misses.is_empty() {
+                    Ok(())
+                } else {
+                    self.resolve_misses(ssd, shards, misses, &mut ctx, |sh, slot, run| {
+                        for m in run {
+                            bytes_to_f32(sh.dram.row(slot), &mut out[m.k * dim..(m.k + 1) * dim]);
+                        }
+                    })
+                };
+                self.finish(ssd, &mut ctx);
+                r?;
+            }
+        }
+        ctx.c.publish(&self.counters);
+        Ok(())
+    }
+
+    /// Publish pending accounting and write back rows this call displaced.
+    /// Write-back errors are not the caller's: the rows stay pending (in
+    /// memory, authoritative) and are retried by the next write-back or flush.
+    fn finish(&self, ssd: &Ssd, ctx: &mut Ctx) {
+        if ctx.pending_delta >= 0 {
+            self.pending_bytes
+                .fetch_add(ctx.pending_delta as usize, Ordering::Relaxed);
+        } else {
+            self.pending_bytes
+                .fetch_sub((-ctx.pending_delta) as usize, Ordering::Relaxed);
+        }
+        ctx.pending_delta = 0;
+        if ctx.new_pending > 0 && self.write_back(ssd).is_err() {
+            ctx.c.writeback_errors += 1;
+        }
+    }
+
+    /// Read missed rows from SSD, install them in DRAM, and call
+    /// `act(shard, slot, misses_of_that_id)` under the shard lock.
+    fn resolve_misses(
+        &self,
+        ssd: &Ssd,
+        shards: &[Mutex<Shard>],
+        mut misses: Vec<Miss>,
+        ctx: &mut Ctx,
+        mut act: impl FnMut(&mut Shard, usize, &[Miss]),
+    ) -> Result<()> {
+        let e = &self.entry;
+        let gb = e.layout.group_bytes();
+        let mut buf = AlignedBuf::new(BLOCK_SIZE);
+        let mut row = vec![0u8; self.row_bytes];
+        let mut attempts = 0;
+        while !misses.is_empty() {
+            attempts += 1;
+            misses.sort_unstable_by_key(|m| m.id);
+            let mut groups: Vec<u64> = misses.iter().map(|m| e.layout.group_of(m.id)).collect();
+            groups.dedup();
+            let epoch = self.wb_epoch.load(Ordering::Acquire);
+            ssd.read_groups(e, &groups, &mut buf)?;
+            ctx.c.ssd_read_ops += groups.len() as u64;
+            ctx.c.ssd_bytes_read += (groups.len() * gb) as u64;
+            let mut states = Vec::with_capacity(groups.len());
+            let mut torn = false;
+            for (gi, &g) in groups.iter().enumerate() {
+                match check_group(e, g, &buf.as_slice()[gi * gb..(gi + 1) * gb]) {
+                    Ok(s) => states.push(s),
+                    Err(source) => {
+                        let now = self.wb_epoch.load(Ordering::Acquire);
+                        if (now != epoch || now % 2 == 1) && attempts < MAX_MISS_RETRIES {
+                            torn = true; // raced with a write: read again
+                            break;
+                        }
+                        return Err(Error::Corrupt {
+                            path: ssd.path.clone(),
+                            table: self.name.clone(),
+                            id: g * e.layout.rows_per_group as u64,
+                            source,
+                        });
+                    }
+                }
+            }
+            if torn {
+                continue;
+            }
+            let mut retry = Vec::new();
+            let mut gi = 0;
+            for run in misses.chunk_by(|a, b| a.id == b.id) {
+                let id = run[0].id;
+                let g = e.layout.group_of(id);
+                while groups[gi] != g {
+                    gi += 1;
+                }
+                row_from_group(
+                    e,
+                    states[gi],
+                    &buf.as_slice()[gi * gb..(gi + 1) * gb],
+                    id,
+                    &mut row,
+                );
+                let mut sh = shards[self.shard_of(id, shards.len())].lock();
+                let slot = if let Some(s) = sh.locate(id, ctx) {
+                    s // someone brought it in meanwhile: theirs is newer
+                } else if sh.wb_seq != run[0].seq {
+                    let seq = sh.wb_seq;
+                    retry.extend(run.iter().map(|m| Miss { seq, ..*m }));
+                    continue;
+                } else {
+                    ctx.c.ssd_rows_read += 1;
+                    sh.insert_dram(id, &row, false, ctx)
+                };
+                act(&mut sh, slot, run);
+            }
+            if attempts >= MAX_MISS_RETRIES && !retry.is_empty() {
+                return Err(Error::config(format!(
+                    "table {:?}: row {} kept racing with write-backs",
+                    self.name, retry[0].id
+                )));
+            }
+            misses = retry;
+        }
+        Ok(())
+    }
+
+    /// Apply `f(row_bytes, k)` to the rows `items = [(id, k)]` (ids unique,
+    /// validated), marking them dirty. `overwrite` says `f` replaces the whole
+    /// row, so a missing row need not be read first.
+    pub(crate) fn modify(
+        &self,
+        ssd: &Ssd,
+        items: &[(u64, usize)],
+        overwrite: bool,
+        f: impl Fn(&mut [u8], usize),
+    ) -> Result<()> {
+        let rb = self.row_bytes;
+        let mut ctx = Ctx::new();
+        ctx.c.updates = items.len() as u64;
+        match &self.kind {
+            TableKind::Pinned {
+                chunks,
+                rows_per_chunk,
+            } => {
+                let rpg = self.entry.layout.rows_per_group as u64;
+                for &(id, k) in items {
+                    let mut ch = chunks[(id / rows_per_chunk) as usize].lock();
+                    f(ch.row_mut(id, rb), k);
+                    let lg = ((id - ch.first_row) / rpg) as usize;
+                    ch.mark(lg);
+                }
+                ctx.c.dram_hits = items.len() as u64;
+            }
+            TableKind::Cached { shards, .. } => {
+                // Back-pressure: while write-backs fail (a full disk), refuse
+                // new updates before touching anything.
+                if self.pending_bytes.load(Ordering::Relaxed) > self.pending_limit {
+                    self.write_back(ssd)?;
+                }
+                let zero = vec![0u8; rb];
+                let mut misses = Vec::new();
+                for &(id, k) in items {
+                    let mut sh = shards[self.shard_of(id, shards.len())].lock();
+                    let slot = match sh.locate(id, &mut ctx) {
+                        Some(s) => s,
+                        None if overwrite => sh.insert_dram(id, &zero, true, &mut ctx),
+                        None => {
+                            misses.push(Miss {
+                                id,
+                                seq: sh.wb_seq,
+                                k,
+                            });
+                            continue;
+                        }
+                    };
+                    f(sh.dram.row_mut(slot), k);
+                    sh.dram.set_dirty(slot);
+                }
+                let r = if misses.is_empty() {
+                    Ok(())
+                } else {
+                    self.resolve_misses(ssd, shards, misses, &mut ctx, |sh, slot, run| {
+                        for m in run {
+                            f(sh.dram.row_mut(slot), m.k);
+                        }
+                        sh.dram.set_dirty(slot);
+                    })
+                };
+                self.finish(ssd, &mut ctx);
+                r?;
+            }
+        }
+        ctx.c.publish(&self.counters);
+        Ok(())
+    }
+
+    /// Write every pending row of a cached table to SSD.
+    pub(crate) fn write_back(&self, ssd: &Ssd) -> Result<()> {
+        let TableKind::Cached { shards, .. } = &self.kind else {
+            return Ok(());
+        };
+        let mut buf = self.wb_lock.lock();
+        let mut snap: Vec<(u64, u64, usize)> = Vec::new(); // id, gen, offset in bytes
+        let mut bytes: Vec<u8> = Vec::new();
+        for sh in shards {
+            let sh = sh.lock();
+            for (&id, p) in &sh.pending {
+                snap.push((id, p.gen, bytes.len()));
+                bytes.extend_from_slice(&p.bytes);
+            }
+        }
+        if snap.is_empty() {
+            return Ok(());
+        }
+        snap.sort_unstable_by_key(|s| s.0);
+        let rb = self.row_bytes;
+        let rows: Vec<(u64, &[u8])> = snap
+            .iter()
+            .map(|&(id, _, o)| (id, &bytes[o..o + rb]))
+            .collect();
+        self.write_rows(ssd, &rows, &mut buf)?;
+        let mut freed = 0;
+        for &(id, gen, _) in &snap {
+            let mut sh = shards[self.shard_of(id, shards.len())].lock();
+            if sh.pending.get(&id).is_some_and(|p| p.gen == gen) {
+                sh.pending.remove(&id);
+                freed += rb;
+            }
+        }
+        self.pending_bytes.fetch_sub(freed, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Read-modify-write the block groups of `rows` (sorted by id, unique).
+    /// Caller holds `wb_lock` (and passes its buffer).
+    fn write_rows(&self, ssd: &Ssd, rows: &[(u64, &[u8])], buf: &mut AlignedBuf) -> Result<()> {
+        let e = &self.entry;
+        let rpg = e.layout.rows_per_group as u64;
+        let gb = e.layout.group_bytes();
+        // Groups, partly covered ones (which need a read) first.
+        let mut runs: Vec<(u64, &[(u64, &[u8])])> = rows
+            .chunk_by(|a, b| e.layout.group_of(a.0) == e.layout.group_of(b.0))
+            .map(|r| (e.layout.group_of(r[0].0), r))
+            .collect();
+        let rows_in = |g: u64| (e.rows - g * rpg).min(rpg) as usize;
+        runs.sort_by_key(|(g, r)| (r.len() == rows_in(*g), *g));
+        let nread = runs.iter().filter(|(g, r)| r.len() < rows_in(*g)).count();
+        let groups: Vec<u64> = runs.iter().map(|(g, _)| *g).collect();
+        buf.ensure(groups.len() * gb);
+        if nread > 0 {
+            ssd.read_groups(e, &groups[..nread], buf)?;
+            self.counters
+                .ssd_read_ops
+                .fetch_add(nread as u64, Ordering::Relaxed);
+            self.counters
+                .ssd_bytes_read
+                .fetch_add((nread * gb) as u64, Ordering::Relaxed);
+        }
+        let mut tmp = vec![0u8; self.row_bytes];
+        for (gi, (g, run)) in runs.iter().enumerate() {
+            let blocks = &mut buf.as_mut_slice()[gi * gb..(gi + 1) * gb];
+            let first = g * rpg;
+            if gi < nread {
+                let state = check_group(e, *g, blocks).map_err(|source| Error::Corrupt {
+                    path: ssd.path.clone(),
+                    table: self.name.clone(),
+                    id: first,
+                    source,
+                })?;
+                if state == BlockState::Hole {
+                    for id in first..first + rows_in(*g) as u64 {
+                        row_from_group(e, state, &[], id, &mut tmp);
+                        write_group_payload(blocks, e.layout.offset_in_group(id), &tmp);
+                    }
+                }
+            } else {
+                blocks.fill(0);
+            }
+            for (id, data) in run.iter() {
+                write_group_payload(blocks, e.layout.offset_in_group(*id), data);
+            }
+            let bpg = e.layout.blocks_per_group as u64;
+            for k in 0..bpg {
+                let b = &mut blocks[k as usize * BLOCK_SIZE..(k as usize + 1) * BLOCK_SIZE];
+                seal_block(b, e.base_block + g * bpg + k);
+            }
+        }
+        self.wb_epoch.fetch_add(1, Ordering::AcqRel);
+        let r = ssd.write_groups(e, &groups, buf);
+        self.wb_epoch.fetch_add(1, Ordering::AcqRel);
+        r?;
+        let c = &self.counters;
+        c.ssd_write_ops
+            .fetch_add(groups.len() as u64, Ordering::Relaxed);
+        c.ssd_bytes_written
+            .fetch_add((groups.len() * gb) as u64, Ordering::Relaxed);
+        c.ssd_rows_written
+            .fetch_add(rows.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Write every dirty row of the table to SSD (no fsync).
+    pub(crate) fn flush(&self, ssd: &Ssd) -> Result<()> {
+        match &self.kind {
+            TableKind::Cached { shards, .. } => {
+                let mut ctx = Ctx::new();
+                for sh in shards {
+                    let mut guard = sh.lock();
+                    let Shard {
+                        dram,
+                        pmem,
+                        pending,
+                        wb_seq,
+                        ..
+                    } = &mut *guard;
+                    let mut add = |id: u64, b: &[u8]| {
+                        Shard::add_pending(pending, wb_seq, id, b, &mut ctx);
+                    };
+                    dram.drain_dirty(&mut add);
+                    if let Some(p) = pmem {
+                        p.drain_dirty(&mut add);
+                    }
+                    drop(guard);
+                    // Bound the memory of a flush: write back every 64 MiB.
+                    if ctx.new_pending * self.row_bytes > 64 << 20 {
+                        self.finish_flush(ssd, &mut ctx)?;
+                    }
+                }
+                self.finish_flush(ssd, &mut ctx)
+            }
+            TableKind::Pinned { chunks, .. } => self.flush_pinned(ssd, chunks),
+        }
+    }
+
+    fn finish_flush(&self, ssd: &Ssd, ctx: &mut Ctx) -> Result<()> {
+        if ctx.pending_delta >= 0 {
+            self.pending_bytes
+                .fetch_add(ctx.pending_delta as usize, Ordering::Relaxed);
+        } else {
+            self.pending_bytes
+                .fetch_sub((-ctx.pending_delta) as usize, Ordering::Relaxed);
+        }
+        ctx.pending_delta = 0;
+        ctx.new_pending = 0;
+        self.write_back(ssd)
+    }
+
+    fn flush_pinned(&self, ssd: &Ssd, chunks: &[Mutex<Chunk>]) -> Result<()> {
+        let e = &self.entry;
+        let rb = self.row_bytes;
+        let rpg = e.layout.rows_per_group as u64;
+        let gb = e.layout.group_bytes();
+        let bpg = e.layout.blocks_per_group as u64;
+        let mut buf = self.wb_lock.lock();
+        for ch in chunks {
+            let mut c = ch.lock();
+            let dirty: Vec<usize> = (0..GROUPS_PER_CHUNK as usize)
+                .filter(|&lg| c.dirty[lg / 64] >> (lg % 64) & 1 == 1)
+                .collect();
+            if dirty.is_empty() {
+                continue;
+            }
+            buf.ensure(dirty.len() * gb);
+            let first_group = c.first_row / rpg;
+            let mut groups = Vec::with_capacity(dirty.len());
+            let mut rows_written = 0u64;
+            for (i, &lg) in dirty.iter().enumerate() {
+                let g = first_group + lg as u64;
+                groups.push(g);
+                let blocks = &mut buf.as_mut_slice()[i * gb..(i + 1) * gb];
+                blocks.fill(0);
+                let first = g * rpg;
+                let last = (first + rpg).min(e.rows);
+                for id in first..last {
+                    write_group_payload(blocks, e.layout.offset_in_group(id), c.row(id, rb));
+                }
+                rows_written += last - first;
+                for k in 0..bpg {
+                    seal_block(
+                        &mut blocks[k as usize * BLOCK_SIZE..(k as usize + 1) * BLOCK_SIZE],
+                        e.base_block + g * bpg + k,
+                    );
+                }
+            }
+            // Written under the chunk lock: updates to these rows wait, so
+            // clearing the dirty bits after success loses nothing.
+            ssd.write_groups(e, &groups, &buf)?;
+            c.dirty.iter_mut().for_each(|w| *w = 0);
+            let cs = &self.counters;
+            cs.ssd_write_ops
+                .fetch_add(groups.len() as u64, Ordering::Relaxed);
+            cs.ssd_bytes_written
+                .fetch_add((groups.len() * gb) as u64, Ordering::Relaxed);
+            cs.ssd_rows_written
+                .fetch_add(rows_written, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Tier occupancy: (dram resident, dram capacity, dram bookkeeping,
+    /// pmem resident, pmem capacity, pmem bookkeeping).
+    pub(crate) fn occupancy(&self) -> [u64; 6] {
+        match &self.kind {
+            TableKind::Cached {
+                shards,
+                dram_rows,
+                pmem_rows,
+            } => {
+                let mut o = [0u64, *dram_rows, 0, 0, *pmem_rows, 0];
+                for sh in shards {
+                    let sh = sh.lock();
+                    o[0] += sh.dram.len() as u64;
+                    o[2] += sh.dram.meta_bytes() as u64;
+                    if let Some(p) = &sh.pmem {
+                        o[3] += p.len() as u64;
+                        o[5] += p.meta_bytes() as u64;
+                    }
+                }
+                o
+            }
+            TableKind::Pinned { chunks, .. } => {
+                let rows = self.entry.rows;
+                let meta = (chunks.len() * (std::mem::size_of::<Mutex<Chunk>>() + 8)) as u64;
+                if self.cfg.placement == Placement::PinnedDram {
+                    [rows, rows, meta, 0, 0, 0]
+                } else {
+                    [0, 0, 0, rows, rows, meta]
+                }
+            }
+        }
+    }
+
+    /// Dirty rows held in memory (cached tables: DRAM + PMem + pending).
+    pub(crate) fn dirty_rows(&self) -> u64 {
+        match &self.kind {
+            TableKind::Cached { shards, .. } => shards
+                .iter()
+                .map(|s| {
+                    let s = s.lock();
+                    (s.dram.dirty_count()
+                        + s.pmem.as_ref().map_or(0, |p| p.dirty_count())
+                        + s.pending.len()) as u64
+                })
+                .sum(),
+            TableKind::Pinned { chunks, .. } => chunks
+                .iter()
+                .map(|c| {
+                    c.lock()
+                        .dirty
+                        .iter()
+                        .map(|w| w.count_ones() as u64)
+                        .sum::<u64>()
+                })
+                .sum(),
+        }
+    }
+}

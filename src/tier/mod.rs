@@ -1,0 +1,6 @@
+//! The tiers: DRAM and PMem row caches (one [`cache`] implementation over two
+//! kinds of [`slab`] memory), pinned tables, and the SSD home of every row.
+
+pub(crate) mod cache;
+pub(crate) mod slab;
+pub(crate) mod ssd;

@@ -1,0 +1,109 @@
+//! The SSD tier: the home of every row, direct-mapped.
+//!
+//! A row's place is arithmetic: its table's base block, plus its group
+//! (`row / rows_per_group`) times the blocks per group, plus its offset inside
+//! the group's payload. No per-row index exists in memory.
+
+use std::path::PathBuf;
+
+use embtier_format::{
+    check_block, read_group_payload, BlockState, FormatError, TableEntry, BLOCK_SIZE,
+};
+
+use crate::error::{Error, Result};
+use crate::init::init_row_bytes;
+use crate::io::{AlignedBuf, EngineChoice, IoEngine, IoFailure};
+
+/// The data file and its engine.
+pub(crate) struct Ssd {
+    pub engine: Box<dyn IoEngine>,
+    pub path: PathBuf,
+    pub choice: EngineChoice,
+}
+
+impl Ssd {
+    pub fn err(&self, f: IoFailure) -> Error {
+        if f.error.raw_os_error() == Some(libc::ENOSPC) {
+            Error::DiskFull {
+                path: self.path.clone(),
+                offset: f.offset,
+            }
+        } else {
+            Error::Io {
+                path: self.path.clone(),
+                op: f.op,
+                offset: f.offset,
+                source: f.error,
+            }
+        }
+    }
+
+    fn offsets(e: &TableEntry, groups: &[u64]) -> Vec<u64> {
+        let bpg = e.layout.blocks_per_group as u64;
+        groups
+            .iter()
+            .map(|g| (e.base_block + g * bpg) * BLOCK_SIZE as u64)
+            .collect()
+    }
+
+    /// Read the blocks of `groups` of table `e` into `buf`, group after group.
+    pub fn read_groups(&self, e: &TableEntry, groups: &[u64], buf: &mut AlignedBuf) -> Result<()> {
+        let gb = e.layout.group_bytes();
+        buf.ensure(groups.len() * gb);
+        self.engine
+            .read_extents(&Self::offsets(e, groups), gb, buf)
+            .map_err(|f| self.err(f))
+    }
+
+    /// Write the first `groups.len()` groups of `buf` to their places.
+    pub fn write_groups(&self, e: &TableEntry, groups: &[u64], buf: &AlignedBuf) -> Result<()> {
+        self.engine
+            .write_extents(&Self::offsets(e, groups), e.layout.group_bytes(), buf)
+            .map_err(|f| self.err(f))
+    }
+
+    pub fn sync(&self) -> Result<()> {
+        self.engine.sync().map_err(|f| self.err(f))
+    }
+}
+
+/// Validate the blocks of group `g`: all holes (never written) or all sealed.
+pub(crate) fn check_group(
+    e: &TableEntry,
+    g: u64,
+    blocks: &[u8],
+) -> Result<BlockState, FormatError> {
+    let bpg = e.layout.blocks_per_group as u64;
+    let first = e.base_block + g * bpg;
+    let mut state = None;
+    for k in 0..bpg {
+        let b = &blocks[k as usize * BLOCK_SIZE..(k as usize + 1) * BLOCK_SIZE];
+        let s = check_block(b, first + k)?;
+        match state {
+            None => state = Some(s),
+            Some(prev) if prev != s => {
+                return Err(FormatError::InvalidField {
+                    field: "group",
+                    offset: first * BLOCK_SIZE as u64,
+                    value: format!("group {g} is partly written ({bpg} blocks, block {k} differs)"),
+                })
+            }
+            _ => {}
+        }
+    }
+    Ok(state.unwrap_or(BlockState::Hole))
+}
+
+/// The bytes of `row` from its group's blocks.
+pub(crate) fn row_from_group(
+    e: &TableEntry,
+    state: BlockState,
+    blocks: &[u8],
+    row: u64,
+    out: &mut [u8],
+) {
+    match state {
+        BlockState::Hole => init_row_bytes(e.init, e.init_scale, e.seed, row, e.dim as usize, out),
+        BlockState::Sealed => read_group_payload(blocks, e.layout.offset_in_group(row), out),
+    }
+}

@@ -1,0 +1,700 @@
+//! Every byte layout that embtier writes, each with its reader and writer.
+//!
+//! The byte-level specification is `store-format/FORMAT.md`; every offset it
+//! names is a constant here, and `tests/format.rs` in this crate pins them.
+//! All integers are little-endian. All checksums are CRC-32C (Castagnoli).
+//!
+//! Layouts:
+//! - [`Superblock`]: block 0 of the metadata file `embtier.meta`.
+//! - [`Catalog`] of [`TableEntry`]: the tables, right after the superblock.
+//! - Data blocks: 4 KiB blocks of the SSD data file, each sealed with a
+//!   trailer ([`seal_block`], [`check_block`]); rows are placed in them by a
+//!   [`RowLayout`].
+
+use thiserror::Error;
+
+/// Size of every on-disk block, in bytes. Data-file offsets are multiples of it.
+pub const BLOCK_SIZE: usize = 4096;
+/// Bytes of a data block that hold row data; the rest is the trailer.
+pub const BLOCK_PAYLOAD: usize = 4080;
+
+/// Offset of the block number (u64) in a data block's trailer.
+pub const TRAILER_BLOCK_NO: usize = 4080;
+/// Offset of the block magic (u32) in a data block's trailer.
+pub const TRAILER_MAGIC: usize = 4088;
+/// Offset of the CRC-32C (u32) of bytes `[0, TRAILER_CRC)` of a data block.
+pub const TRAILER_CRC: usize = 4092;
+/// Magic of a sealed data block: the bytes `EBLK` read as a little-endian u32.
+pub const BLOCK_MAGIC: u32 = u32::from_le_bytes(*b"EBLK");
+
+/// Magic at offset 0 of the metadata file.
+pub const SUPERBLOCK_MAGIC: [u8; 8] = *b"EMBTIER\0";
+
+/// Superblock field offsets (see FORMAT.md, "Superblock").
+pub mod sb {
+    /// `[u8; 8]` magic, [`super::SUPERBLOCK_MAGIC`].
+    pub const MAGIC: usize = 0;
+    /// `u32` format version.
+    pub const VERSION: usize = 8;
+    /// `u32` flags, zero in version 1.
+    pub const FLAGS: usize = 12;
+    /// `u64` random store identifier chosen at creation.
+    pub const STORE_ID: usize = 16;
+    /// `u64` creation time, seconds since the Unix epoch.
+    pub const CREATED: usize = 24;
+    /// `u32` block size, 4096.
+    pub const BLOCK_SIZE: usize = 32;
+    /// `u32` number of catalog entries.
+    pub const TABLE_COUNT: usize = 36;
+    /// `u64` byte offset of the catalog in the metadata file.
+    pub const CATALOG_OFFSET: usize = 40;
+    /// `u64` byte length of the catalog.
+    pub const CATALOG_LEN: usize = 48;
+    /// `u32` CRC-32C of the catalog bytes.
+    pub const CATALOG_CRC: usize = 56;
+    /// `u64` number of blocks the data file spans.
+    pub const DATA_BLOCKS: usize = 64;
+    /// `u64` flush generation: incremented by every completed flush.
+    pub const GENERATION: usize = 72;
+    /// `u32` CRC-32C of bytes `[0, CRC)` of the superblock.
+    pub const CRC: usize = 4092;
+}
+
+/// Catalog entry field offsets, relative to the entry (see FORMAT.md, "Catalog").
+pub mod te {
+    /// `[u8; 64]` table name, UTF-8, zero padded.
+    pub const NAME: usize = 0;
+    /// `u64` number of rows.
+    pub const ROWS: usize = 64;
+    /// `u32` elements per row.
+    pub const DIM: usize = 72;
+    /// `u8` element type ([`super::ElemType`]).
+    pub const ELEM: usize = 76;
+    /// `u8` initialiser kind ([`super::InitKind`]).
+    pub const INIT: usize = 77;
+    /// `u16` reserved, zero.
+    pub const RESERVED: usize = 78;
+    /// `u32` bytes of optimizer state stored after the weights of each row.
+    pub const STATE_BYTES: usize = 80;
+    /// `f32` initialiser scale `s` of uniform(-s, s).
+    pub const INIT_SCALE: usize = 84;
+    /// `u64` initialiser seed.
+    pub const SEED: usize = 88;
+    /// `u64` first data block of the table.
+    pub const BASE_BLOCK: usize = 96;
+    /// `u64` number of data blocks of the table.
+    pub const BLOCK_COUNT: usize = 104;
+    /// `u32` bytes per row (weights + state, rounded up to 4).
+    pub const ROW_BYTES: usize = 112;
+    /// `u32` rows per block group.
+    pub const ROWS_PER_GROUP: usize = 116;
+    /// `u32` blocks per block group.
+    pub const BLOCKS_PER_GROUP: usize = 120;
+    /// `u32` reserved, zero.
+    pub const RESERVED2: usize = 124;
+    /// Size of one entry.
+    pub const SIZE: usize = 128;
+}
+
+/// Longest table name, in bytes.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// Errors of decoding or validating a layout. The caller adds the file path.
+#[derive(Debug, Error, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum FormatError {
+    /// The magic bytes are not embtier's.
+    #[error("bad magic at offset {offset}: found {found:02x?}, expected {expected:02x?}")]
+    BadMagic {
+        /// Byte offset of the magic.
+        offset: u64,
+        /// What was found.
+        found: Vec<u8>,
+        /// What was expected.
+        expected: Vec<u8>,
+    },
+    /// The format version is not one this build reads.
+    #[error("unsupported format version {found} (this build reads version {supported})")]
+    UnsupportedVersion {
+        /// Version found on disk.
+        found: u32,
+        /// Version this build reads.
+        supported: u32,
+    },
+    /// A checksum does not match its bytes.
+    #[error(
+        "checksum mismatch at offset {offset}: stored {stored:#010x}, computed {computed:#010x}"
+    )]
+    ChecksumMismatch {
+        /// Byte offset of the checksummed region.
+        offset: u64,
+        /// Checksum stored on disk.
+        stored: u32,
+        /// Checksum of the bytes read.
+        computed: u32,
+    },
+    /// A data block carries another block's number (a misdirected write).
+    #[error("block at offset {offset} says it is block {found}, expected {expected}")]
+    MisplacedBlock {
+        /// Byte offset of the block.
+        offset: u64,
+        /// Block number in the trailer.
+        found: u64,
+        /// Block number of the position.
+        expected: u64,
+    },
+    /// Fewer bytes than the layout needs.
+    #[error("truncated at offset {offset}: need {needed} bytes, have {have}")]
+    Truncated {
+        /// Byte offset where the structure starts.
+        offset: u64,
+        /// Bytes needed.
+        needed: u64,
+        /// Bytes present.
+        have: u64,
+    },
+    /// A field holds a value outside its domain.
+    #[error("invalid {field} at offset {offset}: {value}")]
+    InvalidField {
+        /// Field name.
+        field: &'static str,
+        /// Byte offset of the field.
+        offset: u64,
+        /// The value found, rendered.
+        value: String,
+    },
+}
+
+/// Format versions. Only version 1 exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FormatVersion {
+    /// The first version: superblock, fixed 128-byte catalog entries, sealed data blocks.
+    V1 = 1,
+}
+
+impl FormatVersion {
+    /// The version this build writes.
+    pub const CURRENT: FormatVersion = FormatVersion::V1;
+}
+
+impl TryFrom<u32> for FormatVersion {
+    type Error = FormatError;
+    fn try_from(v: u32) -> Result<Self, FormatError> {
+        match v {
+            1 => Ok(FormatVersion::V1),
+            found => Err(FormatError::UnsupportedVersion {
+                found,
+                supported: FormatVersion::CURRENT as u32,
+            }),
+        }
+    }
+}
+
+/// Element type of the weights of a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ElemType {
+    /// IEEE 754 binary32.
+    F32 = 0,
+    /// IEEE 754 binary16 (reserved; not yet readable by the store).
+    F16 = 1,
+    /// bfloat16 (reserved; not yet readable by the store).
+    Bf16 = 2,
+    /// int8 with a per-row f32 scale and bias (reserved).
+    Int8 = 3,
+}
+
+impl ElemType {
+    /// Bytes of the weights of a row of `dim` elements, including per-row
+    /// quantisation parameters.
+    pub fn weight_bytes(self, dim: u32) -> u64 {
+        let d = dim as u64;
+        match self {
+            ElemType::F32 => 4 * d,
+            ElemType::F16 | ElemType::Bf16 => 2 * d,
+            ElemType::Int8 => d + 8,
+        }
+    }
+}
+
+impl TryFrom<u8> for ElemType {
+    type Error = u8;
+    fn try_from(v: u8) -> Result<Self, u8> {
+        Ok(match v {
+            0 => ElemType::F32,
+            1 => ElemType::F16,
+            2 => ElemType::Bf16,
+            3 => ElemType::Int8,
+            other => return Err(other),
+        })
+    }
+}
+
+/// How a row that was never written is initialised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum InitKind {
+    /// All zeros.
+    Zeros = 0,
+    /// Uniform in `[-scale, scale)`, a function of (seed, row, element).
+    Uniform = 1,
+}
+
+impl TryFrom<u8> for InitKind {
+    type Error = u8;
+    fn try_from(v: u8) -> Result<Self, u8> {
+        Ok(match v {
+            0 => InitKind::Zeros,
+            1 => InitKind::Uniform,
+            other => return Err(other),
+        })
+    }
+}
+
+/// Where rows sit in the data file: rows are packed into *groups*; a group is
+/// either several rows in one block, or one row spread over several blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowLayout {
+    /// Bytes per row.
+    pub row_bytes: u32,
+    /// Rows per group (1 when a row needs more than one block).
+    pub rows_per_group: u32,
+    /// Blocks per group (1 when rows fit in one block).
+    pub blocks_per_group: u32,
+}
+
+impl RowLayout {
+    /// The layout for rows of `row_bytes` bytes (`row_bytes > 0`).
+    pub fn for_row_bytes(row_bytes: u32) -> RowLayout {
+        let rb = row_bytes.max(1) as usize;
+        if rb <= BLOCK_PAYLOAD {
+            RowLayout {
+                row_bytes,
+                rows_per_group: (BLOCK_PAYLOAD / rb) as u32,
+                blocks_per_group: 1,
+            }
+        } else {
+            RowLayout {
+                row_bytes,
+                rows_per_group: 1,
+                blocks_per_group: rb.div_ceil(BLOCK_PAYLOAD) as u32,
+            }
+        }
+    }
+
+    /// Group holding `row`.
+    #[inline]
+    pub fn group_of(&self, row: u64) -> u64 {
+        row / self.rows_per_group as u64
+    }
+
+    /// Byte offset of `row` within its group's concatenated payloads.
+    #[inline]
+    pub fn offset_in_group(&self, row: u64) -> usize {
+        (row % self.rows_per_group as u64) as usize * self.row_bytes as usize
+    }
+
+    /// Data blocks needed for `rows` rows.
+    pub fn blocks_for(&self, rows: u64) -> u64 {
+        rows.div_ceil(self.rows_per_group as u64) * self.blocks_per_group as u64
+    }
+
+    /// Bytes of one group's blocks.
+    pub fn group_bytes(&self) -> usize {
+        self.blocks_per_group as usize * BLOCK_SIZE
+    }
+}
+
+/// Copy `out.len()` bytes starting at `offset` of a group's concatenated
+/// payload out of its raw blocks (`blocks.len()` is a multiple of
+/// [`BLOCK_SIZE`]), skipping the trailers.
+pub fn read_group_payload(blocks: &[u8], mut offset: usize, out: &mut [u8]) {
+    let mut done = 0;
+    while done < out.len() {
+        let blk = offset / BLOCK_PAYLOAD;
+        let within = offset % BLOCK_PAYLOAD;
+        let n = (BLOCK_PAYLOAD - within).min(out.len() - done);
+        let src = blk * BLOCK_SIZE + within;
+        out[done..done + n].copy_from_slice(&blocks[src..src + n]);
+        done += n;
+        offset += n;
+    }
+}
+
+/// Write `data` at `offset` of a group's concatenated payload into its raw
+/// blocks, skipping the trailers. The inverse of [`read_group_payload`].
+pub fn write_group_payload(blocks: &mut [u8], mut offset: usize, data: &[u8]) {
+    let mut done = 0;
+    while done < data.len() {
+        let blk = offset / BLOCK_PAYLOAD;
+        let within = offset % BLOCK_PAYLOAD;
+        let n = (BLOCK_PAYLOAD - within).min(data.len() - done);
+        let dst = blk * BLOCK_SIZE + within;
+        blocks[dst..dst + n].copy_from_slice(&data[done..done + n]);
+        done += n;
+        offset += n;
+    }
+}
+
+/// State of a data block read from disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockState {
+    /// All 4096 bytes are zero: the block was never written (a file hole),
+    /// so its rows have their initial values.
+    Hole,
+    /// A sealed block whose checksum and block number match.
+    Sealed,
+}
+
+fn get_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+fn get_u64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+fn put_u32(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+fn put_u64(b: &mut [u8], at: usize, v: u64) {
+    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+/// Seal a data block: write its trailer (block number, magic, CRC-32C).
+///
+/// # Panics
+/// If `block.len() != BLOCK_SIZE` (a caller bug, never input-dependent).
+pub fn seal_block(block: &mut [u8], block_no: u64) {
+    assert_eq!(block.len(), BLOCK_SIZE, "a data block is 4096 bytes");
+    put_u64(block, TRAILER_BLOCK_NO, block_no);
+    put_u32(block, TRAILER_MAGIC, BLOCK_MAGIC);
+    let crc = crc32c::crc32c(&block[..TRAILER_CRC]);
+    put_u32(block, TRAILER_CRC, crc);
+}
+
+/// Check a data block read from block number `block_no` of the data file.
+///
+/// # Panics
+/// If `block.len() != BLOCK_SIZE` (a caller bug, never input-dependent).
+pub fn check_block(block: &[u8], block_no: u64) -> Result<BlockState, FormatError> {
+    assert_eq!(block.len(), BLOCK_SIZE, "a data block is 4096 bytes");
+    let offset = block_no * BLOCK_SIZE as u64;
+    let stored = get_u32(block, TRAILER_CRC);
+    let magic = get_u32(block, TRAILER_MAGIC);
+    if stored == 0 && magic == 0 && block.iter().all(|&b| b == 0) {
+        return Ok(BlockState::Hole);
+    }
+    let computed = crc32c::crc32c(&block[..TRAILER_CRC]);
+    if computed != stored {
+        return Err(FormatError::ChecksumMismatch {
+            offset,
+            stored,
+            computed,
+        });
+    }
+    if magic != BLOCK_MAGIC {
+        return Err(FormatError::BadMagic {
+            offset: offset + TRAILER_MAGIC as u64,
+            found: magic.to_le_bytes().to_vec(),
+            expected: BLOCK_MAGIC.to_le_bytes().to_vec(),
+        });
+    }
+    let found = get_u64(block, TRAILER_BLOCK_NO);
+    if found != block_no {
+        return Err(FormatError::MisplacedBlock {
+            offset,
+            found,
+            expected: block_no,
+        });
+    }
+    Ok(BlockState::Sealed)
+}
+
+/// Block 0 of the metadata file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Superblock {
+    /// Format version.
+    pub version: FormatVersion,
+    /// Random identifier chosen at creation.
+    pub store_id: u64,
+    /// Creation time, seconds since the Unix epoch.
+    pub created_unix: u64,
+    /// Number of catalog entries.
+    pub table_count: u32,
+    /// Byte offset of the catalog in the metadata file.
+    pub catalog_offset: u64,
+    /// Byte length of the catalog.
+    pub catalog_len: u64,
+    /// CRC-32C of the catalog bytes.
+    pub catalog_crc: u32,
+    /// Number of blocks the data file spans.
+    pub data_blocks: u64,
+    /// Completed flushes.
+    pub generation: u64,
+}
+
+impl Superblock {
+    /// Encode into one block.
+    pub fn encode(&self) -> [u8; BLOCK_SIZE] {
+        let mut b = [0u8; BLOCK_SIZE];
+        b[sb::MAGIC..sb::MAGIC + 8].copy_from_slice(&SUPERBLOCK_MAGIC);
+        put_u32(&mut b, sb::VERSION, self.version as u32);
+        put_u32(&mut b, sb::FLAGS, 0);
+        put_u64(&mut b, sb::STORE_ID, self.store_id);
+        put_u64(&mut b, sb::CREATED, self.created_unix);
+        put_u32(&mut b, sb::BLOCK_SIZE, BLOCK_SIZE as u32);
+        put_u32(&mut b, sb::TABLE_COUNT, self.table_count);
+        put_u64(&mut b, sb::CATALOG_OFFSET, self.catalog_offset);
+        put_u64(&mut b, sb::CATALOG_LEN, self.catalog_len);
+        put_u32(&mut b, sb::CATALOG_CRC, self.catalog_crc);
+        put_u64(&mut b, sb::DATA_BLOCKS, self.data_blocks);
+        put_u64(&mut b, sb::GENERATION, self.generation);
+        let crc = crc32c::crc32c(&b[..sb::CRC]);
+        put_u32(&mut b, sb::CRC, crc);
+        b
+    }
+
+    /// Decode and validate block 0. Magic is checked first, so a file that is
+    /// not a store says so rather than reporting a checksum error.
+    pub fn decode(b: &[u8]) -> Result<Superblock, FormatError> {
+        if b.len() < BLOCK_SIZE {
+            return Err(FormatError::Truncated {
+                offset: 0,
+                needed: BLOCK_SIZE as u64,
+                have: b.len() as u64,
+            });
+        }
+        if b[..8] != SUPERBLOCK_MAGIC {
+            return Err(FormatError::BadMagic {
+                offset: 0,
+                found: b[..8].to_vec(),
+                expected: SUPERBLOCK_MAGIC.to_vec(),
+            });
+        }
+        let stored = get_u32(b, sb::CRC);
+        let computed = crc32c::crc32c(&b[..sb::CRC]);
+        if stored != computed {
+            return Err(FormatError::ChecksumMismatch {
+                offset: 0,
+                stored,
+                computed,
+            });
+        }
+        let version = FormatVersion::try_from(get_u32(b, sb::VERSION))?;
+        let bs = get_u32(b, sb::BLOCK_SIZE);
+        if bs as usize != BLOCK_SIZE {
+            return Err(FormatError::InvalidField {
+                field: "block_size",
+                offset: sb::BLOCK_SIZE as u64,
+                value: bs.to_string(),
+            });
+        }
+        Ok(Superblock {
+            version,
+            store_id: get_u64(b, sb::STORE_ID),
+            created_unix: get_u64(b, sb::CREATED),
+            table_count: get_u32(b, sb::TABLE_COUNT),
+            catalog_offset: get_u64(b, sb::CATALOG_OFFSET),
+            catalog_len: get_u64(b, sb::CATALOG_LEN),
+            catalog_crc: get_u32(b, sb::CATALOG_CRC),
+            data_blocks: get_u64(b, sb::DATA_BLOCKS),
+            generation: get_u64(b, sb::GENERATION),
+        })
+    }
+}
+
+/// One table of the catalog.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableEntry {
+    /// Table name (1..=64 bytes of UTF-8, no NUL).
+    pub name: String,
+    /// Number of rows; ids are `0..rows`.
+    pub rows: u64,
+    /// Elements per row.
+    pub dim: u32,
+    /// Element type of the weights.
+    pub elem: ElemType,
+    /// Initialiser of never-written rows.
+    pub init: InitKind,
+    /// Scale of the uniform initialiser.
+    pub init_scale: f32,
+    /// Seed of the initialiser.
+    pub seed: u64,
+    /// Optimizer state bytes stored after the weights.
+    pub state_bytes: u32,
+    /// First data block.
+    pub base_block: u64,
+    /// Data blocks of the table.
+    pub block_count: u64,
+    /// Placement of rows in blocks.
+    pub layout: RowLayout,
+}
+
+impl TableEntry {
+    /// Row bytes for a table shape: weights + state, rounded up to 4.
+    pub fn row_bytes_for(elem: ElemType, dim: u32, state_bytes: u32) -> u64 {
+        (elem.weight_bytes(dim) + state_bytes as u64).next_multiple_of(4)
+    }
+
+    fn encode_into(&self, b: &mut [u8]) {
+        let name = self.name.as_bytes();
+        b[te::NAME..te::NAME + name.len()].copy_from_slice(name);
+        put_u64(b, te::ROWS, self.rows);
+        put_u32(b, te::DIM, self.dim);
+        b[te::ELEM] = self.elem as u8;
+        b[te::INIT] = self.init as u8;
+        put_u32(b, te::STATE_BYTES, self.state_bytes);
+        put_u32(b, te::INIT_SCALE, self.init_scale.to_bits());
+        put_u64(b, te::SEED, self.seed);
+        put_u64(b, te::BASE_BLOCK, self.base_block);
+        put_u64(b, te::BLOCK_COUNT, self.block_count);
+        put_u32(b, te::ROW_BYTES, self.layout.row_bytes);
+        put_u32(b, te::ROWS_PER_GROUP, self.layout.rows_per_group);
+        put_u32(b, te::BLOCKS_PER_GROUP, self.layout.blocks_per_group);
+    }
+
+    fn decode_from(b: &[u8], at: u64) -> Result<TableEntry, FormatError> {
+        let bad = |field: &'static str, off: usize, value: String| FormatError::InvalidField {
+            field,
+            offset: at + off as u64,
+            value,
+        };
+        let raw = &b[te::NAME..te::NAME + MAX_NAME_LEN];
+        let len = raw.iter().position(|&c| c == 0).unwrap_or(MAX_NAME_LEN);
+        let name = std::str::from_utf8(&raw[..len])
+            .map_err(|_| bad("name", te::NAME, format!("{:02x?}", &raw[..len])))?
+            .to_string();
+        if name.is_empty() {
+            return Err(bad("name", te::NAME, "empty".into()));
+        }
+        let elem = ElemType::try_from(b[te::ELEM])
+            .map_err(|v| bad("elem_type", te::ELEM, v.to_string()))?;
+        let init =
+            InitKind::try_from(b[te::INIT]).map_err(|v| bad("init", te::INIT, v.to_string()))?;
+        let dim = get_u32(b, te::DIM);
+        if dim == 0 {
+            return Err(bad("dim", te::DIM, "0".into()));
+        }
+        let state_bytes = get_u32(b, te::STATE_BYTES);
+        let layout = RowLayout {
+            row_bytes: get_u32(b, te::ROW_BYTES),
+            rows_per_group: get_u32(b, te::ROWS_PER_GROUP),
+            blocks_per_group: get_u32(b, te::BLOCKS_PER_GROUP),
+        };
+        let expect_rb = TableEntry::row_bytes_for(elem, dim, state_bytes);
+        if layout.row_bytes as u64 != expect_rb
+            || layout != RowLayout::for_row_bytes(layout.row_bytes)
+        {
+            return Err(bad("row_layout", te::ROW_BYTES, format!("{layout:?}")));
+        }
+        let rows = get_u64(b, te::ROWS);
+        let block_count = get_u64(b, te::BLOCK_COUNT);
+        if rows == 0 || layout.blocks_for(rows) != block_count {
+            return Err(bad(
+                "block_count",
+                te::BLOCK_COUNT,
+                format!("{block_count} for {rows} rows"),
+            ));
+        }
+        Ok(TableEntry {
+            name,
+            rows,
+            dim,
+            elem,
+            init,
+            init_scale: f32::from_bits(get_u32(b, te::INIT_SCALE)),
+            seed: get_u64(b, te::SEED),
+            state_bytes,
+            base_block: get_u64(b, te::BASE_BLOCK),
+            block_count,
+            layout,
+        })
+    }
+}
+
+/// The table catalog: fixed 128-byte entries, in table-id order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Catalog {
+    /// The tables; a table's id is its index.
+    pub tables: Vec<TableEntry>,
+}
+
+impl Catalog {
+    /// Encode all entries.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = vec![0u8; self.tables.len() * te::SIZE];
+        for (i, t) in self.tables.iter().enumerate() {
+            t.encode_into(&mut out[i * te::SIZE..(i + 1) * te::SIZE]);
+        }
+        out
+    }
+
+    /// Decode `count` entries from `bytes`, which start at byte `offset` of
+    /// the file and must have CRC-32C `crc`.
+    pub fn decode(bytes: &[u8], count: u32, offset: u64, crc: u32) -> Result<Catalog, FormatError> {
+        let needed = count as u64 * te::SIZE as u64;
+        if (bytes.len() as u64) < needed {
+            return Err(FormatError::Truncated {
+                offset,
+                needed,
+                have: bytes.len() as u64,
+            });
+        }
+        let bytes = &bytes[..needed as usize];
+        let computed = crc32c::crc32c(bytes);
+        if computed != crc {
+            return Err(FormatError::ChecksumMismatch {
+                offset,
+                stored: crc,
+                computed,
+            });
+        }
+        let mut tables = Vec::with_capacity(count as usize);
+        let mut next_block = 0u64;
+        for i in 0..count as usize {
+            let at = offset + (i * te::SIZE) as u64;
+            let e = TableEntry::decode_from(&bytes[i * te::SIZE..(i + 1) * te::SIZE], at)?;
+            if e.base_block != next_block {
+                return Err(FormatError::InvalidField {
+                    field: "base_block",
+                    offset: at + te::BASE_BLOCK as u64,
+                    value: format!("{} (expected {next_block})", e.base_block),
+                });
+            }
+            next_block = e.base_block.checked_add(e.block_count).ok_or_else(|| {
+                FormatError::InvalidField {
+                    field: "block_count",
+                    offset: at + te::BLOCK_COUNT as u64,
+                    value: e.block_count.to_string(),
+                }
+            })?;
+            if tables.iter().any(|t: &TableEntry| t.name == e.name) {
+                return Err(FormatError::InvalidField {
+                    field: "name",
+                    offset: at,
+                    value: format!("duplicate table {:?}", e.name),
+                });
+            }
+            tables.push(e);
+        }
+        Ok(Catalog { tables })
+    }
+
+    /// Blocks spanned by all tables.
+    pub fn data_blocks(&self) -> u64 {
+        self.tables
+            .last()
+            .map(|t| t.base_block + t.block_count)
+            .unwrap_or(0)
+    }
+}
+
+/// Decode the little-endian u32 at `at` (for tests and tools).
+pub fn le_u32(b: &[u8], at: usize) -> u32 {
+    get_u32(b, at)
+}
+
+/// Decode the little-endian u64 at `at` (for tests and tools).
+pub fn le_u64(b: &[u8], at: usize) -> u64 {
+    get_u64(b, at)
+}
