@@ -1,0 +1,41 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use embtier::{IoEngineKind, StoreConfig};
+
+/// The engines to run on this machine: psync always; uring when the probe
+/// succeeds, otherwise a printed skip.
+pub fn engines() -> Vec<IoEngineKind> {
+    let mut v = vec![IoEngineKind::Psync];
+    match embtier::io::probe_uring() {
+        Ok(()) => v.push(IoEngineKind::Uring),
+        Err(why) => eprintln!("SKIP uring engine: io_uring probe failed: {why}"),
+    }
+    v
+}
+
+/// `cfg` with the given engine.
+pub fn with_engine(mut cfg: StoreConfig, e: IoEngineKind) -> StoreConfig {
+    cfg.ssd.io_engine = e;
+    cfg
+}
+
+/// A small deterministic PRNG (SplitMix64).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    /// A value exactly representable in f32 with few bits, so sums stay exact.
+    pub fn small_f32(&mut self) -> f32 {
+        (self.below(64) as f32 - 32.0) / 8.0
+    }
+}

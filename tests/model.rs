@@ -1,0 +1,253 @@
+//! Model-based test: random sequences of lookup, update, apply_sgd, flush and
+//! close-then-reopen against a plain in-memory model, for every tier
+//! configuration and both I/O engines. Results must be bit-identical.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::{engines, with_engine, Rng};
+use embtier::format::InitKind;
+use embtier::{Init, IoEngineKind, Placement, PolicyKind, Store, StoreConfig, TableConfig};
+
+/// The reference: every row's current value, with lazy initial values.
+struct Model {
+    tables: Vec<(String, u64, usize, Init, u64)>, // name, rows, dim, init, seed
+    rows: HashMap<(usize, u64), Vec<f32>>,
+}
+
+impl Model {
+    fn new(cfg: &StoreConfig) -> Model {
+        Model {
+            tables: cfg
+                .tables
+                .iter()
+                .map(|t| {
+                    (
+                        t.name.clone(),
+                        t.rows,
+                        t.dim as usize,
+                        t.init,
+                        t.effective_seed(),
+                    )
+                })
+                .collect(),
+            rows: HashMap::new(),
+        }
+    }
+
+    fn row(&self, t: usize, id: u64) -> Vec<f32> {
+        if let Some(r) = self.rows.get(&(t, id)) {
+            return r.clone();
+        }
+        let (_, _, dim, init, seed) = &self.tables[t];
+        let mut v = vec![0f32; *dim];
+        let (kind, scale) = match init {
+            Init::Zeros => (InitKind::Zeros, 0.0),
+            Init::Uniform { scale } => (InitKind::Uniform, *scale),
+        };
+        embtier::init::init_row(kind, scale, *seed, id, &mut v);
+        v
+    }
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+fn tables(placements: [Placement; 3]) -> Vec<TableConfig> {
+    vec![
+        // 32-byte rows: 127 rows per block.
+        TableConfig::new("small_rows", 3000, 8).placement(placements[0]),
+        // 4400-byte rows: one row over two blocks.
+        TableConfig::new("wide_rows", 60, 1100)
+            .init(Init::Zeros)
+            .placement(placements[1]),
+        // 12-byte rows, uniform init with a set seed.
+        TableConfig::new("odd_dim", 5000, 3)
+            .init(Init::Uniform { scale: 0.5 })
+            .seed(99)
+            .placement(placements[2]),
+    ]
+}
+
+fn configs() -> Vec<(&'static str, StoreConfig)> {
+    use Placement::*;
+    let cached = [Cached, Cached, Cached];
+    let mut out = Vec::new();
+    // DRAM only: every table pinned to DRAM; SSD is touched only by flush.
+    let mut c = StoreConfig::builder().dram_capacity(2 << 20).build();
+    c.tables = tables([PinnedDram, PinnedDram, PinnedDram]);
+    out.push(("dram-only", c));
+    // DRAM + SSD, caches of about a tenth of each table.
+    let mut c = StoreConfig::builder().dram_capacity(60_000).build();
+    c.tables = tables(cached);
+    out.push(("dram+ssd/lru", c));
+    // DRAM + PMem + SSD.
+    let mut c = StoreConfig::builder()
+        .dram_capacity(40_000)
+        .dram_policy(PolicyKind::Sieve)
+        .pmem(None, 120_000, PolicyKind::Lru)
+        .build();
+    c.tables = tables(cached);
+    out.push(("dram+pmem+ssd", c));
+    // Caches of a few rows: eviction on nearly every access.
+    let mut c = StoreConfig::builder()
+        .dram_capacity(3 * 32 + 4400 + 2 * 12)
+        .pmem(None, 2 * 32 + 4400 + 3 * 12, PolicyKind::Fifo)
+        .dram_policy(PolicyKind::Sieve)
+        .dram_shards(1)
+        .build();
+    let mut ts = tables(cached);
+    ts[0] = ts[0].clone().dram_bytes(3 * 32).pmem_bytes(2 * 32);
+    ts[1] = ts[1].clone().dram_bytes(4400).pmem_bytes(4400);
+    ts[2] = ts[2].clone().dram_bytes(2 * 12).pmem_bytes(3 * 12);
+    c.tables = ts;
+    out.push(("tiny-caches", c));
+    // Pinned to DRAM, pinned to PMem, and cached side by side.
+    let mut c = StoreConfig::builder()
+        .dram_capacity(2 << 20)
+        .pmem(None, 1 << 20, PolicyKind::Sieve)
+        .build();
+    c.tables = tables([PinnedPmem, PinnedDram, Cached]);
+    out.push(("pinned-mix", c));
+    out
+}
+
+fn run_model(name: &str, cfg: StoreConfig, seed: u64, steps: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    let mut store = Some(Store::create(&path, cfg.clone()).unwrap());
+    let mut model = Model::new(&cfg);
+    let mut rng = Rng(seed);
+    let ntables = cfg.tables.len();
+    for step in 0..steps {
+        let s = store.as_ref().unwrap();
+        let t = rng.below(ntables as u64) as usize;
+        let (tname, rows, dim, _, _) = model.tables[t].clone();
+        // Ids: a hot set plus uniform ones, with duplicates.
+        let n = 1 + rng.below(40) as usize;
+        let ids: Vec<u64> = (0..n)
+            .map(|_| {
+                if rng.below(3) == 0 {
+                    rng.below(rows)
+                } else {
+                    rng.below(rows.min(50))
+                }
+            })
+            .collect();
+        match rng.below(100) {
+            0..=39 => {
+                let mut out = vec![f32::NAN; n * dim];
+                s.lookup(&tname, &ids, &mut out).unwrap();
+                for (i, &id) in ids.iter().enumerate() {
+                    assert_eq!(
+                        bits(&out[i * dim..(i + 1) * dim]),
+                        bits(&model.row(t, id)),
+                        "{name}: step {step}: lookup {tname}[{id}]"
+                    );
+                }
+            }
+            40..=59 => {
+                let vals: Vec<f32> = (0..n * dim).map(|_| rng.small_f32()).collect();
+                s.update(&tname, &ids, &vals).unwrap();
+                for (i, &id) in ids.iter().enumerate() {
+                    model
+                        .rows
+                        .insert((t, id), vals[i * dim..(i + 1) * dim].to_vec());
+                }
+            }
+            60..=89 => {
+                let grads: Vec<f32> = (0..n * dim).map(|_| rng.small_f32()).collect();
+                let lr = [1.0f32, 0.5, 0.1][rng.below(3) as usize];
+                s.apply_sgd(&tname, &ids, &grads, lr).unwrap();
+                // Sum duplicates in order, then apply once.
+                let mut order: Vec<u64> = Vec::new();
+                let mut sums: HashMap<u64, Vec<f32>> = HashMap::new();
+                for (i, &id) in ids.iter().enumerate() {
+                    let g = &grads[i * dim..(i + 1) * dim];
+                    match sums.get_mut(&id) {
+                        Some(acc) => acc.iter_mut().zip(g).for_each(|(a, b)| *a += *b),
+                        None => {
+                            order.push(id);
+                            sums.insert(id, g.to_vec());
+                        }
+                    }
+                }
+                for id in order {
+                    let mut r = model.row(t, id);
+                    for (w, g) in r.iter_mut().zip(&sums[&id]) {
+                        *w -= lr * g;
+                    }
+                    model.rows.insert((t, id), r);
+                }
+            }
+            90..=95 => s.flush().unwrap(),
+            _ => {
+                let s = store.take().unwrap();
+                s.flush().unwrap();
+                drop(s);
+                store = Some(Store::open(&path).unwrap());
+            }
+        }
+    }
+    // Finally every row the model knows, after a last reopen.
+    let s = store.take().unwrap();
+    s.flush().unwrap();
+    assert_eq!(s.dirty_rows(), 0, "{name}: flush leaves nothing dirty");
+    drop(s);
+    let s = Store::open(&path).unwrap();
+    for (&(t, id), want) in &model.rows {
+        let (tname, _, dim, _, _) = &model.tables[t];
+        let mut out = vec![0f32; *dim];
+        s.lookup(tname, &[id], &mut out).unwrap();
+        assert_eq!(bits(&out), bits(want), "{name}: final {tname}[{id}]");
+    }
+    let st = s.stats();
+    eprintln!(
+        "{name} ({}): {} rows checked; ssd read latency p50 {} ns",
+        st.io_engine,
+        model.rows.len(),
+        st.ssd_read_latency.p50
+    );
+}
+
+#[test]
+fn model_every_tier_configuration() {
+    let steps: usize = std::env::var("EMBTIER_MODEL_STEPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(600);
+    for engine in engines() {
+        for (i, (name, cfg)) in configs().into_iter().enumerate() {
+            let label = format!("{name}/{engine:?}");
+            run_model(&label, with_engine(cfg, engine), 1000 + i as u64, steps);
+        }
+    }
+}
+
+/// Evictions really happen in the tiny configuration, in both tiers, and dirty
+/// rows really travel DRAM -> PMem -> SSD.
+#[test]
+fn tiny_caches_evict_through_every_tier() {
+    let (_, cfg) = configs()
+        .into_iter()
+        .find(|(n, _)| *n == "tiny-caches")
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::create(dir.path().join("s"), with_engine(cfg, IoEngineKind::Psync)).unwrap();
+    let ids: Vec<u64> = (0..200).collect();
+    let grads = vec![1.0f32; 200 * 8];
+    s.apply_sgd("small_rows", &ids, &grads, 1.0).unwrap();
+    let mut out = vec![0f32; 200 * 8];
+    s.lookup("small_rows", &ids, &mut out).unwrap();
+    let st = s.stats();
+    let t = st.table("small_rows").unwrap();
+    assert!(t.dram.evictions >= 190, "{t:?}");
+    assert!(t.dram.dirty_evictions >= 190, "{t:?}");
+    assert!(t.pmem.evictions >= 190, "{t:?}");
+    assert!(t.ssd.rows_written >= 190, "{t:?}");
+    assert!(t.ssd.rows_read >= 190, "{t:?}");
+    assert_eq!(t.dram.capacity_rows, 3);
+    assert_eq!(t.pmem.capacity_rows, 2);
+}
