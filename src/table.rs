@@ -14,11 +14,15 @@
 //!   bottom cache tier goes into the shard's pending map, then is written to
 //!   SSD by [`Table::write_back`]; only after the write completes is the
 //!   pending entry removed (if no newer version replaced it).
-//! - **Misses** read SSD without holding a shard lock. A shard counts the rows
-//!   it sends to pending (`wb_seq`); a miss records the count before its
-//!   read and installs the row only if the count is unchanged, because only
-//!   then can no write of that row have raced with the read. Otherwise it
-//!   reads again.
+//! - **Misses** read SSD without holding a shard lock. A shard counts the
+//!   pending rows whose SSD write has completed and been retired (`wb_seq`);
+//!   a miss records the count when it finds the row absent from every memory
+//!   tier, and installs what it read only if the count is unchanged.
+//!   Soundness: a newer version of the row than the one on SSD at that
+//!   moment must have passed through pending afterwards; if it is still
+//!   pending (or back in a cache) the install finds and uses it instead, and
+//!   if it has left pending, its write completed and `wb_seq` moved, so the
+//!   miss reads again.
 //! - **Writers** to SSD are serialised per table (`wb_lock`), so read-modify-
 //!   write of a block never loses a neighbour's update. `wb_epoch` is odd
 //!   while a write is in flight; a checksum failure seen by a concurrent
@@ -31,7 +35,7 @@
 //! dirty groups to SSD.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use embtier_format::{seal_block, write_group_payload, BlockState, TableEntry, BLOCK_SIZE};
 use parking_lot::Mutex;
@@ -63,7 +67,10 @@ pub(crate) struct Table {
     pub counters: Counters,
     wb_lock: Mutex<AlignedBuf>,
     wb_epoch: AtomicU64,
-    pending_bytes: AtomicUsize,
+    pending_bytes: AtomicI64,
+    /// Pending bytes at which a call writes back (amortises SSD writes).
+    wb_batch: usize,
+    /// Pending bytes above which updates wait for a successful write-back.
     pending_limit: usize,
 }
 
@@ -88,7 +95,10 @@ pub(crate) struct Shard {
     dram: SlotCache,
     pmem: Option<SlotCache>,
     pending: HashMap<u64, PendingRow>,
+    /// Pending rows retired after their SSD write completed.
     wb_seq: u64,
+    /// Generation of the next pending row.
+    next_gen: u64,
     spill: Spill,
     spill2: Spill,
     scratch: Vec<u8>,
@@ -143,16 +153,16 @@ impl Shard {
     /// Add a dirty row leaving the cache tiers to the pending map.
     fn add_pending(
         pending: &mut HashMap<u64, PendingRow>,
-        wb_seq: &mut u64,
+        next_gen: &mut u64,
         id: u64,
         bytes: &[u8],
         ctx: &mut Ctx,
     ) {
-        *wb_seq += 1;
+        *next_gen += 1;
         let old = pending.insert(
             id,
             PendingRow {
-                gen: *wb_seq,
+                gen: *next_gen,
                 bytes: bytes.into(),
             },
         );
@@ -169,7 +179,7 @@ impl Shard {
             dram,
             pmem,
             pending,
-            wb_seq,
+            next_gen,
             spill,
             spill2,
             ..
@@ -189,11 +199,11 @@ impl Shard {
                         ctx.c.pmem_evictions += 1;
                         if wdirty {
                             ctx.c.pmem_dirty_evictions += 1;
-                            Self::add_pending(pending, wb_seq, wid, &spill2.bytes, ctx);
+                            Self::add_pending(pending, next_gen, wid, &spill2.bytes, ctx);
                         }
                     }
                 }
-                None if vdirty => Self::add_pending(pending, wb_seq, vid, &spill.bytes, ctx),
+                None if vdirty => Self::add_pending(pending, next_gen, vid, &spill.bytes, ctx),
                 None => {}
             }
         }
@@ -320,6 +330,7 @@ impl Table {
                         pmem,
                         pending: HashMap::new(),
                         wb_seq: 0,
+                        next_gen: 0,
                         spill: Spill::default(),
                         spill2: Spill::default(),
                         scratch: Vec::with_capacity(rb),
@@ -357,6 +368,7 @@ impl Table {
             }
         };
         let pending_limit = ((s.dram_rows as usize).saturating_mul(rb) / 4).max(64 * rb);
+        let wb_batch = (pending_limit / 4).clamp(rb, 4 << 20);
         let t = Table {
             name: e.name.clone(),
             dim,
@@ -365,7 +377,8 @@ impl Table {
             counters: Counters::default(),
             wb_lock: Mutex::new(AlignedBuf::new(BLOCK_SIZE)),
             wb_epoch: AtomicU64::new(0),
-            pending_bytes: AtomicUsize::new(0),
+            pending_bytes: AtomicI64::new(0),
+            wb_batch,
             pending_limit,
             cfg: s.cfg,
             entry: s.entry,
@@ -483,21 +496,23 @@ impl Table {
         Ok(())
     }
 
-    /// Publish pending accounting and write back rows this call displaced.
-    /// Write-back errors are not the caller's: the rows stay pending (in
-    /// memory, authoritative) and are retried by the next write-back or flush.
+    /// Publish pending accounting and, once enough displaced dirty rows have
+    /// gathered, write them back in one batch. Write-back errors are not the
+    /// caller's: the rows stay pending (in memory, authoritative) and are
+    /// retried by the next write-back or flush.
     fn finish(&self, ssd: &Ssd, ctx: &mut Ctx) {
-        if ctx.pending_delta >= 0 {
-            self.pending_bytes
-                .fetch_add(ctx.pending_delta as usize, Ordering::Relaxed);
-        } else {
-            self.pending_bytes
-                .fetch_sub((-ctx.pending_delta) as usize, Ordering::Relaxed);
-        }
-        ctx.pending_delta = 0;
-        if ctx.new_pending > 0 && self.write_back(ssd).is_err() {
+        let pending = self.publish_pending(ctx);
+        if ctx.new_pending > 0 && pending >= self.wb_batch && self.write_back(ssd).is_err() {
             ctx.c.writeback_errors += 1;
         }
+    }
+
+    /// Add this call's pending-byte delta to the table's; returns the total.
+    /// Calls publish their deltas in any order, so the total can dip below
+    /// zero for a moment; it is read clamped at zero.
+    fn publish_pending(&self, ctx: &mut Ctx) -> usize {
+        let d = std::mem::take(&mut ctx.pending_delta) as i64;
+        (self.pending_bytes.fetch_add(d, Ordering::Relaxed) + d).max(0) as usize
     }
 
     /// Read missed rows from SSD, install them in DRAM, and call
@@ -616,7 +631,7 @@ impl Table {
             TableKind::Cached { shards, .. } => {
                 // Back-pressure: while write-backs fail (a full disk), refuse
                 // new updates before touching anything.
-                if self.pending_bytes.load(Ordering::Relaxed) > self.pending_limit {
+                if self.pending_bytes.load(Ordering::Relaxed) > self.pending_limit as i64 {
                     self.write_back(ssd)?;
                 }
                 let zero = vec![0u8; rb];
@@ -686,10 +701,12 @@ impl Table {
             let mut sh = shards[self.shard_of(id, shards.len())].lock();
             if sh.pending.get(&id).is_some_and(|p| p.gen == gen) {
                 sh.pending.remove(&id);
+                sh.wb_seq += 1;
                 freed += rb;
             }
         }
-        self.pending_bytes.fetch_sub(freed, Ordering::Relaxed);
+        self.pending_bytes
+            .fetch_sub(freed as i64, Ordering::Relaxed);
         Ok(())
     }
 
@@ -772,11 +789,11 @@ impl Table {
                         dram,
                         pmem,
                         pending,
-                        wb_seq,
+                        next_gen,
                         ..
                     } = &mut *guard;
                     let mut add = |id: u64, b: &[u8]| {
-                        Shard::add_pending(pending, wb_seq, id, b, &mut ctx);
+                        Shard::add_pending(pending, next_gen, id, b, &mut ctx);
                     };
                     dram.drain_dirty(&mut add);
                     if let Some(p) = pmem {
@@ -795,14 +812,7 @@ impl Table {
     }
 
     fn finish_flush(&self, ssd: &Ssd, ctx: &mut Ctx) -> Result<()> {
-        if ctx.pending_delta >= 0 {
-            self.pending_bytes
-                .fetch_add(ctx.pending_delta as usize, Ordering::Relaxed);
-        } else {
-            self.pending_bytes
-                .fetch_sub((-ctx.pending_delta) as usize, Ordering::Relaxed);
-        }
-        ctx.pending_delta = 0;
+        self.publish_pending(ctx);
         ctx.new_pending = 0;
         self.write_back(ssd)
     }
