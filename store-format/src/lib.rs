@@ -457,18 +457,18 @@ impl Superblock {
     /// Decode and validate block 0. Magic is checked first, so a file that is
     /// not a store says so rather than reporting a checksum error.
     pub fn decode(b: &[u8]) -> Result<Superblock, FormatError> {
+        if b.len() < 8 || b[..8] != SUPERBLOCK_MAGIC {
+            return Err(FormatError::BadMagic {
+                offset: 0,
+                found: b[..b.len().min(8)].to_vec(),
+                expected: SUPERBLOCK_MAGIC.to_vec(),
+            });
+        }
         if b.len() < BLOCK_SIZE {
             return Err(FormatError::Truncated {
                 offset: 0,
                 needed: BLOCK_SIZE as u64,
                 have: b.len() as u64,
-            });
-        }
-        if b[..8] != SUPERBLOCK_MAGIC {
-            return Err(FormatError::BadMagic {
-                offset: 0,
-                found: b[..8].to_vec(),
-                expected: SUPERBLOCK_MAGIC.to_vec(),
             });
         }
         let stored = get_u32(b, sb::CRC);

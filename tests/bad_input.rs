@@ -1,0 +1,397 @@
+//! One test per kind of bad input: each gets a typed error carrying the
+//! facts, none panics, and none leaves a partial update.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
+
+use embtier::format::{sb, BLOCK_SIZE};
+use embtier::io::fault::{FaultPlan, FaultyEngine};
+use embtier::{Error, Init, IoEngineKind, OpenOptionsExt, Store, StoreConfig, TableConfig};
+
+const DIM: usize = 4;
+
+fn cfg() -> StoreConfig {
+    StoreConfig::builder()
+        .table(TableConfig::new("t", 1000, DIM as u32).init(Init::Zeros))
+        .table(TableConfig::new("u", 10, DIM as u32))
+        .dram_capacity(16 * 1024)
+        .io_engine(IoEngineKind::Psync)
+        .build()
+}
+
+fn new_store(dir: &Path) -> Store {
+    Store::create(dir.join("s"), cfg()).unwrap()
+}
+
+fn row(s: &Store, id: u64) -> Vec<f32> {
+    let mut out = vec![0f32; DIM];
+    s.lookup("t", &[id], &mut out).unwrap();
+    out
+}
+
+#[test]
+fn unknown_table() {
+    let d = tempfile::tempdir().unwrap();
+    let s = new_store(d.path());
+    let mut out = vec![0f32; DIM];
+    match s.lookup("nope", &[0], &mut out) {
+        Err(Error::UnknownTable { name }) => assert_eq!(name, "nope"),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        s.update("nope", &[0], &out),
+        Err(Error::UnknownTable { .. })
+    ));
+    assert!(matches!(
+        s.apply_sgd("nope", &[0], &out, 1.0),
+        Err(Error::UnknownTable { .. })
+    ));
+}
+
+#[test]
+fn id_out_of_range_and_no_partial_update() {
+    let d = tempfile::tempdir().unwrap();
+    let s = new_store(d.path());
+    let mut out = vec![0f32; 2 * DIM];
+    match s.lookup("t", &[5, 1000], &mut out) {
+        Err(Error::IdOutOfRange { table, id, rows }) => {
+            assert_eq!((table.as_str(), id, rows), ("t", 1000, 1000))
+        }
+        other => panic!("{other:?}"),
+    }
+    // The first id is valid, the second is not: nothing may change.
+    let vals = vec![9.0f32; 2 * DIM];
+    assert!(matches!(
+        s.update("t", &[5, u64::MAX], &vals),
+        Err(Error::IdOutOfRange { .. })
+    ));
+    assert!(matches!(
+        s.apply_sgd("t", &[5, 1001], &vals, 1.0),
+        Err(Error::IdOutOfRange { .. })
+    ));
+    assert_eq!(row(&s, 5), vec![0.0; DIM]);
+}
+
+#[test]
+fn wrong_lengths() {
+    let d = tempfile::tempdir().unwrap();
+    let s = new_store(d.path());
+    let mut out = vec![0f32; DIM + 1];
+    match s.lookup("t", &[1], &mut out) {
+        Err(Error::LengthMismatch {
+            what,
+            got,
+            expected,
+            ..
+        }) => {
+            assert_eq!((what, got, expected), ("out", DIM + 1, DIM))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        s.update("t", &[1, 2], &[1.0; DIM]),
+        Err(Error::LengthMismatch { what: "values", .. })
+    ));
+    assert!(matches!(
+        s.apply_sgd("t", &[1], &[1.0; 2 * DIM], 1.0),
+        Err(Error::LengthMismatch { what: "grads", .. })
+    ));
+    assert_eq!(row(&s, 1), vec![0.0; DIM]);
+}
+
+#[test]
+fn non_finite_rejected_unless_allowed() {
+    let d = tempfile::tempdir().unwrap();
+    let s = new_store(d.path());
+    let mut vals = vec![1.0f32; 2 * DIM];
+    vals[DIM + 2] = f32::NAN;
+    match s.update("t", &[3, 4], &vals) {
+        Err(Error::NonFinite {
+            id, element, what, ..
+        }) => assert_eq!((id, element, what), (4, 2, "value")),
+        other => panic!("{other:?}"),
+    }
+    vals[DIM + 2] = f32::INFINITY;
+    assert!(matches!(
+        s.apply_sgd("t", &[3, 4], &vals, 1.0),
+        Err(Error::NonFinite { .. })
+    ));
+    assert!(matches!(
+        s.apply_sgd("t", &[3], &[1.0; DIM], f32::NAN),
+        Err(Error::BadLearningRate { .. })
+    ));
+    assert_eq!(row(&s, 3), vec![0.0; DIM], "no partial update");
+    drop(s);
+
+    let d2 = tempfile::tempdir().unwrap();
+    let mut c = cfg();
+    c.tables[0].allow_non_finite = true;
+    let s = Store::create(d2.path().join("s"), c).unwrap();
+    s.update("t", &[3], &[f32::NAN, 1.0, f32::NEG_INFINITY, 0.0])
+        .unwrap();
+    let r = row(&s, 3);
+    assert!(r[0].is_nan() && r[2] == f32::NEG_INFINITY);
+}
+
+#[test]
+fn not_a_store() {
+    let d = tempfile::tempdir().unwrap();
+    match Store::open(d.path()) {
+        Err(Error::NotAStore { path, .. }) => assert_eq!(path, d.path()),
+        other => panic!("{other:?}"),
+    }
+    // A file with the right name but other content.
+    fs::write(
+        d.path().join(embtier::META_FILE),
+        b"hello, this is not a store",
+    )
+    .unwrap();
+    fs::write(d.path().join(embtier::CONFIG_FILE), cfg().to_toml()).unwrap();
+    assert!(matches!(
+        Store::open(d.path()),
+        Err(Error::NotAStore { .. })
+    ));
+    // Create refuses a non-empty directory.
+    assert!(matches!(
+        Store::create(d.path(), cfg()),
+        Err(Error::AlreadyExists { .. })
+    ));
+}
+
+fn patch_superblock(dir: &Path, f: impl FnOnce(&mut [u8])) {
+    let p = dir.join(embtier::META_FILE);
+    let mut b = fs::read(&p).unwrap();
+    f(&mut b[..BLOCK_SIZE]);
+    fs::write(&p, b).unwrap();
+}
+
+#[test]
+fn unknown_format_version() {
+    let d = tempfile::tempdir().unwrap();
+    drop(new_store(d.path()));
+    let dir = d.path().join("s");
+    patch_superblock(&dir, |b| {
+        b[sb::VERSION..sb::VERSION + 4].copy_from_slice(&7u32.to_le_bytes());
+        let crc = crc32c::crc32c(&b[..sb::CRC]);
+        b[sb::CRC..sb::CRC + 4].copy_from_slice(&crc.to_le_bytes());
+    });
+    let e = Store::open(&dir).unwrap_err();
+    let msg = e.to_string();
+    match e {
+        Error::Format {
+            path,
+            source:
+                embtier::format::FormatError::UnsupportedVersion {
+                    found: 7,
+                    supported: 1,
+                },
+        } => assert!(path.ends_with(embtier::META_FILE)),
+        other => panic!("{other:?}"),
+    }
+    assert!(msg.contains("version 7"), "{msg}");
+}
+
+#[test]
+fn bad_checksum_names_file_and_offset() {
+    let d = tempfile::tempdir().unwrap();
+    drop(new_store(d.path()));
+    let dir = d.path().join("s");
+    patch_superblock(&dir, |b| b[sb::TABLE_COUNT] ^= 0x40);
+    let msg = Store::open(&dir).unwrap_err().to_string();
+    assert!(
+        msg.contains("embtier.meta") && msg.contains("checksum mismatch at offset 0"),
+        "{msg}"
+    );
+
+    // Catalog corruption: the error names the catalog's offset (4096).
+    let d = tempfile::tempdir().unwrap();
+    drop(new_store(d.path()));
+    let dir = d.path().join("s");
+    let p = dir.join(embtier::META_FILE);
+    let mut b = fs::read(&p).unwrap();
+    b[BLOCK_SIZE + 70] ^= 1;
+    fs::write(&p, &b).unwrap();
+    let msg = Store::open(&dir).unwrap_err().to_string();
+    assert!(msg.contains("checksum mismatch at offset 4096"), "{msg}");
+}
+
+#[test]
+fn corrupt_data_block_is_an_error_not_wrong_values() {
+    let d = tempfile::tempdir().unwrap();
+    let s = new_store(d.path());
+    s.update("t", &[0, 200], &[1.0; 2 * DIM]).unwrap();
+    s.flush().unwrap();
+    drop(s);
+    let dir = d.path().join("s");
+    // Row 200 of a 16-byte-row table sits in block 200 / 255 = 0.
+    let p = dir.join(embtier::DATA_FILE);
+    let mut b = fs::read(&p).unwrap();
+    b[200 * 16 + 1] ^= 0x10;
+    fs::write(&p, &b).unwrap();
+    let s = Store::open(&dir).unwrap();
+    let mut out = vec![0f32; DIM];
+    let e = s.lookup("t", &[200], &mut out).unwrap_err();
+    let msg = e.to_string();
+    match e {
+        Error::Corrupt { table, id, .. } => assert_eq!((table.as_str(), id), ("t", 0)),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        msg.contains("data.emb") && msg.contains("checksum mismatch at offset 0"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn tiers_that_cannot_hold_one_row() {
+    let d = tempfile::tempdir().unwrap();
+    let c = StoreConfig::builder()
+        .table(TableConfig::new("big", 1000, 1024))
+        .dram_capacity(1000)
+        .build();
+    match Store::create(d.path().join("s"), c) {
+        Err(Error::TierTooSmall {
+            tier,
+            table,
+            needed,
+            row_bytes,
+            ..
+        }) => {
+            assert_eq!(
+                (tier, table.as_str(), needed, row_bytes),
+                ("dram", "big", 4096, 4096)
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        !d.path().join("s").exists(),
+        "nothing created on a bad config"
+    );
+}
+
+#[test]
+fn second_open_is_locked() {
+    let d = tempfile::tempdir().unwrap();
+    let s = new_store(d.path());
+    match Store::open(d.path().join("s")) {
+        Err(Error::Locked { pid, .. }) => assert_eq!(pid, std::process::id()),
+        other => panic!("{other:?}"),
+    }
+    drop(s);
+    Store::open(d.path().join("s")).unwrap();
+}
+
+#[test]
+fn full_disk_is_an_error_and_nothing_is_lost() {
+    let d = tempfile::tempdir().unwrap();
+    let plan = Arc::new(FaultPlan::default());
+    let p2 = plan.clone();
+    let opts = OpenOptionsExt {
+        wrap_engine: Some(Arc::new(move |e| {
+            Box::new(FaultyEngine::new(e, p2.clone()))
+        })),
+    };
+    // A cache of 16 rows over 1000: updates displace dirty rows constantly.
+    let mut c = cfg();
+    c.dram.capacity = embtier::ByteSize(16 * 16 + 10 * 16);
+    c.dram.shards = Some(1);
+    c.tables[0].dram_bytes = Some(embtier::ByteSize(16 * 16));
+    c.tables[1].dram_bytes = Some(embtier::ByteSize(10 * 16));
+    let s = Store::create_with(d.path().join("s"), c, opts).unwrap();
+    let mut model = vec![0f32; 1000];
+    for round in 0..3 {
+        let ids: Vec<u64> = (0..1000).collect();
+        let grads = vec![1.0f32; 1000 * DIM];
+        if round == 1 {
+            plan.fail_writes_now(libc::ENOSPC);
+        }
+        // While the disk is full, updates either succeed in memory or are
+        // refused whole (back-pressure); never applied in part.
+        for chunk in ids.chunks(50) {
+            let g = &grads[..chunk.len() * DIM];
+            match s.apply_sgd("t", chunk, g, 1.0) {
+                Ok(()) => chunk.iter().for_each(|&i| model[i as usize] -= 1.0),
+                Err(Error::DiskFull { offset, .. }) => assert!(offset % 4096 == 0),
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+        if round == 1 {
+            match s.flush() {
+                Err(Error::DiskFull { path, .. }) => assert!(path.ends_with(embtier::DATA_FILE)),
+                other => panic!("flush on a full disk: {other:?}"),
+            }
+            // Still readable, and every acknowledged update is visible.
+            let mut out = vec![0f32; 1000 * DIM];
+            s.lookup("t", &ids, &mut out).unwrap();
+            for i in 0..1000 {
+                assert_eq!(out[i * DIM], model[i], "row {i} while the disk is full");
+            }
+            assert!(s.stats().table("t").unwrap().ssd.writeback_errors > 0);
+            plan.heal();
+        }
+    }
+    s.flush().unwrap();
+    drop(s);
+    let s = Store::open(d.path().join("s")).unwrap();
+    let ids: Vec<u64> = (0..1000).collect();
+    let mut out = vec![0f32; 1000 * DIM];
+    s.lookup("t", &ids, &mut out).unwrap();
+    for i in 0..1000 {
+        assert!(
+            out[i * DIM..(i + 1) * DIM].iter().all(|&v| v == model[i]),
+            "row {i} after reopen"
+        );
+    }
+}
+
+#[test]
+fn read_errors_are_typed() {
+    let d = tempfile::tempdir().unwrap();
+    let plan = Arc::new(FaultPlan::default());
+    let p2 = plan.clone();
+    let opts = OpenOptionsExt {
+        wrap_engine: Some(Arc::new(move |e| {
+            Box::new(FaultyEngine::new(e, p2.clone()))
+        })),
+    };
+    let s = Store::create_with(d.path().join("s"), cfg(), opts).unwrap();
+    plan.fail_reads_now(libc::EIO);
+    let mut out = vec![0f32; DIM];
+    match s.lookup("t", &[7], &mut out) {
+        Err(Error::Io {
+            op: "read", source, ..
+        }) => assert_eq!(source.raw_os_error(), Some(libc::EIO)),
+        other => panic!("{other:?}"),
+    }
+    plan.heal();
+    s.lookup("t", &[7], &mut out).unwrap();
+}
+
+#[test]
+fn bad_config_files() {
+    assert!(StoreConfig::from_toml("[dram]\ncapacity = \"lots\"").is_err());
+    assert!(
+        StoreConfig::from_toml("[[tables]]\nname = \"a\"\nrows = 1\ndim = 1\nbogus = 3").is_err()
+    );
+    let c = StoreConfig::builder()
+        .table(TableConfig::new("a", 0, 4))
+        .build();
+    assert!(matches!(c.clone().tables[0].rows, 0));
+    let d = tempfile::tempdir().unwrap();
+    assert!(matches!(
+        Store::create(d.path().join("s"), c),
+        Err(Error::Config { .. })
+    ));
+    let c = StoreConfig::builder()
+        .table(TableConfig::new("a", 10, 4))
+        .table(TableConfig::new("a", 10, 4))
+        .build();
+    assert!(matches!(
+        Store::create(d.path().join("s"), c),
+        Err(Error::Config { .. })
+    ));
+}
