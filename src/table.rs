@@ -99,9 +99,6 @@ pub(crate) struct Shard {
     wb_seq: u64,
     /// Generation of the next pending row.
     next_gen: u64,
-    spill: Spill,
-    spill2: Spill,
-    scratch: Vec<u8>,
 }
 
 pub(crate) struct Chunk {
@@ -118,11 +115,15 @@ struct Miss {
     k: usize,
 }
 
-/// Per-call counts.
+/// Per-call counts and scratch buffers (kept out of the shards, so that a
+/// shard costs only its cache arrays).
 struct Ctx {
     c: Local,
     new_pending: usize,
     pending_delta: isize,
+    spill: Spill,
+    spill2: Spill,
+    scratch: Vec<u8>,
 }
 
 impl Ctx {
@@ -131,6 +132,9 @@ impl Ctx {
             c: Local::default(),
             new_pending: 0,
             pending_delta: 0,
+            spill: Spill::default(),
+            spill2: Spill::default(),
+            scratch: Vec::new(),
         }
     }
 }
@@ -180,20 +184,20 @@ impl Shard {
             pmem,
             pending,
             next_gen,
-            spill,
-            spill2,
             ..
         } = self;
+        let mut spill = std::mem::take(&mut ctx.spill);
         spill.clear();
-        let slot = dram.insert(id, src, dirty, spill);
+        let slot = dram.insert(id, src, dirty, &mut spill);
         ctx.c.dram_inserts += 1;
         if let Some(&(vid, vdirty)) = spill.rows.first() {
             ctx.c.dram_evictions += 1;
             ctx.c.dram_dirty_evictions += vdirty as u64;
             match pmem {
                 Some(p) => {
+                    let mut spill2 = std::mem::take(&mut ctx.spill2);
                     spill2.clear();
-                    p.insert(vid, &spill.bytes, vdirty, spill2);
+                    p.insert(vid, &spill.bytes, vdirty, &mut spill2);
                     ctx.c.pmem_inserts += 1;
                     if let Some(&(wid, wdirty)) = spill2.rows.first() {
                         ctx.c.pmem_evictions += 1;
@@ -202,11 +206,13 @@ impl Shard {
                             Self::add_pending(pending, next_gen, wid, &spill2.bytes, ctx);
                         }
                     }
+                    ctx.spill2 = spill2;
                 }
                 None if vdirty => Self::add_pending(pending, next_gen, vid, &spill.bytes, ctx),
                 None => {}
             }
         }
+        ctx.spill = spill;
         slot
     }
 
@@ -222,7 +228,7 @@ impl Shard {
     }
 
     fn locate_below(&mut self, id: u64, ctx: &mut Ctx) -> Option<usize> {
-        let mut tmp = std::mem::take(&mut self.scratch);
+        let mut tmp = std::mem::take(&mut ctx.scratch);
         let from_pmem = self.pmem.as_mut().and_then(|p| p.take(id, &mut tmp));
         let found = if let Some(dirty) = from_pmem {
             ctx.c.pmem_hits += 1;
@@ -234,7 +240,7 @@ impl Shard {
         } else {
             None
         };
-        self.scratch = tmp;
+        ctx.scratch = tmp;
         found
     }
 }
@@ -266,7 +272,7 @@ fn shard_count(
     let need = dram_rows.div_ceil(max).max(pmem_rows.div_ceil(max)).max(1);
     let want = requested
         .map(|r| r as u64)
-        .unwrap_or_else(|| (dram_rows / 256).clamp(1, 64));
+        .unwrap_or_else(|| (dram_rows / 1024).clamp(1, 64));
     let n = want.max(need).min(dram_rows);
     if n < need {
         return Err(Error::config(format!(
@@ -331,9 +337,6 @@ impl Table {
                         pending: HashMap::new(),
                         wb_seq: 0,
                         next_gen: 0,
-                        spill: Spill::default(),
-                        spill2: Spill::default(),
-                        scratch: Vec::with_capacity(rb),
                     }));
                 }
                 TableKind::Cached {

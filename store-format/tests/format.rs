@@ -1,0 +1,243 @@
+//! Pins every offset of FORMAT.md to the constants of the code, and checks
+//! round trips and rejections of each layout.
+
+use embtier_format::*;
+
+/// Rows `| offset | size | field | ... |` of the table under `heading`.
+fn spec_table(heading: &str) -> Vec<(usize, usize, String)> {
+    let text = include_str!("../FORMAT.md");
+    let start = text
+        .find(heading)
+        .unwrap_or_else(|| panic!("FORMAT.md has no section {heading:?}"));
+    let mut rows = Vec::new();
+    let mut in_table = false;
+    for line in text[start..].lines().skip(1) {
+        if line.starts_with("## ") {
+            break;
+        }
+        if line.starts_with("| offset") {
+            in_table = true;
+            continue;
+        }
+        if in_table && line.starts_with('|') && !line.starts_with("|---") {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            rows.push((
+                cells[1].parse().unwrap(),
+                cells[2].parse().unwrap(),
+                cells[3].to_string(),
+            ));
+        } else if in_table && !line.starts_with('|') {
+            break;
+        }
+    }
+    assert!(!rows.is_empty(), "no table under {heading:?}");
+    rows
+}
+
+fn check(heading: &str, code: &[(&str, usize, usize)]) {
+    let spec = spec_table(heading);
+    let spec_fields: Vec<&str> = spec.iter().map(|r| r.2.as_str()).collect();
+    let code_fields: Vec<&str> = code.iter().map(|c| c.0).collect();
+    assert_eq!(spec_fields, code_fields, "{heading}: fields differ");
+    for ((off, size, name), (cname, coff, csize)) in spec.iter().zip(code) {
+        assert_eq!(
+            (off, size),
+            (coff, csize),
+            "{heading}: field {name} ({cname})"
+        );
+    }
+    // Fields do not overlap and appear in order.
+    for w in spec.windows(2) {
+        assert!(
+            w[0].0 + w[0].1 <= w[1].0,
+            "{heading}: {} overlaps {}",
+            w[0].2,
+            w[1].2
+        );
+    }
+}
+
+#[test]
+fn superblock_offsets_match_the_spec() {
+    check(
+        "## Superblock",
+        &[
+            ("magic", sb::MAGIC, 8),
+            ("version", sb::VERSION, 4),
+            ("flags", sb::FLAGS, 4),
+            ("store_id", sb::STORE_ID, 8),
+            ("created", sb::CREATED, 8),
+            ("block_size", sb::BLOCK_SIZE, 4),
+            ("table_count", sb::TABLE_COUNT, 4),
+            ("catalog_offset", sb::CATALOG_OFFSET, 8),
+            ("catalog_len", sb::CATALOG_LEN, 8),
+            ("catalog_crc", sb::CATALOG_CRC, 4),
+            ("data_blocks", sb::DATA_BLOCKS, 8),
+            ("generation", sb::GENERATION, 8),
+            ("crc", sb::CRC, 4),
+        ],
+    );
+    assert_eq!(sb::CRC + 4, BLOCK_SIZE);
+}
+
+#[test]
+fn catalog_offsets_match_the_spec() {
+    check(
+        "## Catalog",
+        &[
+            ("name", te::NAME, MAX_NAME_LEN),
+            ("rows", te::ROWS, 8),
+            ("dim", te::DIM, 4),
+            ("elem", te::ELEM, 1),
+            ("init", te::INIT, 1),
+            ("reserved", te::RESERVED, 2),
+            ("state_bytes", te::STATE_BYTES, 4),
+            ("init_scale", te::INIT_SCALE, 4),
+            ("seed", te::SEED, 8),
+            ("base_block", te::BASE_BLOCK, 8),
+            ("block_count", te::BLOCK_COUNT, 8),
+            ("row_bytes", te::ROW_BYTES, 4),
+            ("rows_per_group", te::ROWS_PER_GROUP, 4),
+            ("blocks_per_group", te::BLOCKS_PER_GROUP, 4),
+            ("reserved2", te::RESERVED2, 4),
+        ],
+    );
+    assert_eq!(te::RESERVED2 + 4, te::SIZE);
+}
+
+#[test]
+fn data_block_offsets_match_the_spec() {
+    check(
+        "## Data block",
+        &[
+            ("payload", 0, BLOCK_PAYLOAD),
+            ("block_no", TRAILER_BLOCK_NO, 8),
+            ("magic", TRAILER_MAGIC, 4),
+            ("crc", TRAILER_CRC, 4),
+        ],
+    );
+    assert_eq!(TRAILER_CRC + 4, BLOCK_SIZE);
+    assert_eq!(&BLOCK_MAGIC.to_le_bytes(), b"EBLK");
+    assert_eq!(&SUPERBLOCK_MAGIC, b"EMBTIER\0");
+}
+
+fn entry(name: &str, rows: u64, dim: u32, base: u64) -> TableEntry {
+    let rb = TableEntry::row_bytes_for(ElemType::F32, dim, 0) as u32;
+    let layout = RowLayout::for_row_bytes(rb);
+    TableEntry {
+        name: name.into(),
+        rows,
+        dim,
+        elem: ElemType::F32,
+        init: InitKind::Uniform,
+        init_scale: 0.25,
+        seed: 42,
+        state_bytes: 0,
+        base_block: base,
+        block_count: layout.blocks_for(rows),
+        layout,
+    }
+}
+
+#[test]
+fn superblock_and_catalog_round_trip_and_reject() {
+    let a = entry("a", 1_000_000_000, 128, 0);
+    let b = entry("b", 77, 2000, a.block_count);
+    let cat = Catalog { tables: vec![a, b] };
+    let bytes = cat.encode();
+    let crc = crc32c::crc32c(&bytes);
+    assert_eq!(Catalog::decode(&bytes, 2, 4096, crc).unwrap(), cat);
+    assert!(matches!(
+        Catalog::decode(&bytes, 2, 4096, crc ^ 1),
+        Err(FormatError::ChecksumMismatch { offset: 4096, .. })
+    ));
+    assert!(matches!(
+        Catalog::decode(&bytes[..200], 2, 4096, crc),
+        Err(FormatError::Truncated { .. })
+    ));
+    // A bad element type is named with its offset.
+    let mut bad = bytes.clone();
+    bad[te::ELEM] = 9;
+    let c = crc32c::crc32c(&bad);
+    match Catalog::decode(&bad, 2, 4096, c) {
+        Err(FormatError::InvalidField {
+            field: "elem_type",
+            offset,
+            ..
+        }) => assert_eq!(offset, 4096 + te::ELEM as u64),
+        other => panic!("{other:?}"),
+    }
+
+    let s = Superblock {
+        version: FormatVersion::V1,
+        store_id: 7,
+        created_unix: 1,
+        table_count: 2,
+        catalog_offset: 4096,
+        catalog_len: bytes.len() as u64,
+        catalog_crc: crc,
+        data_blocks: cat.data_blocks(),
+        generation: 3,
+    };
+    let enc = s.encode();
+    assert_eq!(Superblock::decode(&enc).unwrap(), s);
+    for (at, what) in [(0usize, "magic"), (20, "crc"), (4093, "crc")] {
+        let mut e = enc;
+        e[at] ^= 0xff;
+        let err = Superblock::decode(&e).unwrap_err();
+        match (what, err) {
+            ("magic", FormatError::BadMagic { .. })
+            | ("crc", FormatError::ChecksumMismatch { offset: 0, .. }) => {}
+            (w, other) => panic!("{w}: {other:?}"),
+        }
+    }
+    assert!(matches!(
+        FormatVersion::try_from(2),
+        Err(FormatError::UnsupportedVersion {
+            found: 2,
+            supported: 1
+        })
+    ));
+}
+
+#[test]
+fn layout_rules() {
+    let l = RowLayout::for_row_bytes(512);
+    assert_eq!((l.rows_per_group, l.blocks_per_group), (7, 1));
+    let l = RowLayout::for_row_bytes(4080);
+    assert_eq!((l.rows_per_group, l.blocks_per_group), (1, 1));
+    let l = RowLayout::for_row_bytes(4084);
+    assert_eq!((l.rows_per_group, l.blocks_per_group), (1, 2));
+    assert_eq!(l.blocks_for(10), 20);
+    assert_eq!(RowLayout::for_row_bytes(16).rows_per_group, 255);
+}
+
+#[test]
+fn blocks_seal_check_and_detect() {
+    let mut b = vec![0u8; BLOCK_SIZE];
+    assert_eq!(check_block(&b, 5).unwrap(), BlockState::Hole);
+    b[10] = 1;
+    seal_block(&mut b, 5);
+    assert_eq!(check_block(&b, 5).unwrap(), BlockState::Sealed);
+    assert!(matches!(
+        check_block(&b, 6),
+        Err(FormatError::MisplacedBlock {
+            found: 5,
+            expected: 6,
+            ..
+        })
+    ));
+    for at in [0usize, 100, 4079, 4080, 4090, 4095] {
+        let mut c = b.clone();
+        c[at] ^= 0x20;
+        assert!(check_block(&c, 5).is_err(), "flip at {at} undetected");
+    }
+    // Group payload helpers skip trailers.
+    let mut blocks = vec![0u8; 2 * BLOCK_SIZE];
+    let data: Vec<u8> = (0..4200u32).map(|i| i as u8).collect();
+    write_group_payload(&mut blocks, 0, &data);
+    assert_eq!(&blocks[4080..4096], &[0u8; 16]);
+    let mut back = vec![0u8; 4200];
+    read_group_payload(&blocks, 0, &mut back);
+    assert_eq!(back, data);
+}

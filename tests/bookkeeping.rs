@@ -1,0 +1,95 @@
+//! Measures what the DRAM cache costs per cached row beyond the row payload,
+//! with a counting global allocator (everything the store allocates, not
+//! just what it thinks it allocates), and prints it. The bound is 16 bytes.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicIsize, Ordering};
+
+use embtier::{Init, IoEngineKind, PolicyKind, Store, StoreConfig, TableConfig};
+
+struct Counting;
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+// SAFETY: forwards to the system allocator unchanged; only counts bytes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        LIVE.fetch_add(l.size() as isize, Ordering::SeqCst);
+        // SAFETY: same layout contract as our caller's.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        LIVE.fetch_add(l.size() as isize, Ordering::SeqCst);
+        // SAFETY: same layout contract as our caller's.
+        unsafe { System.alloc_zeroed(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE.fetch_sub(l.size() as isize, Ordering::SeqCst);
+        // SAFETY: p was allocated by System with layout l.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        LIVE.fetch_add(n as isize - l.size() as isize, Ordering::SeqCst);
+        // SAFETY: p was allocated by System with layout l.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+/// Heap bytes held by a store whose cache of `cache` bytes is full, and the
+/// number of rows cached.
+fn heap_of_full_store(policy: PolicyKind, dim: u32, cache: usize) -> (f64, usize, f64) {
+    let dir = tempfile::tempdir().unwrap();
+    let rb = dim as usize * 4;
+    let rows_cached = cache / rb;
+    let cfg = StoreConfig::builder()
+        .table(TableConfig::new("t", rows_cached as u64 * 4, dim).init(Init::Zeros))
+        .dram_capacity(cache as u64)
+        .dram_policy(policy)
+        .io_engine(IoEngineKind::Psync)
+        .build();
+    let before = LIVE.load(Ordering::SeqCst);
+    let store = Store::create(dir.path().join("s"), cfg).unwrap();
+    {
+        // Twice the capacity, so that every shard fills.
+        let ids: Vec<u64> = (0..2 * rows_cached as u64).collect();
+        let mut out = vec![0f32; 4096 * dim as usize];
+        for chunk in ids.chunks(4096) {
+            store
+                .lookup("t", chunk, &mut out[..chunk.len() * dim as usize])
+                .unwrap();
+        }
+    }
+    let live = (LIVE.load(Ordering::SeqCst) - before) as f64;
+    let st = store.stats();
+    let t = st.table("t").unwrap();
+    assert_eq!(t.dram.resident_rows, rows_cached as u64, "cache full");
+    let own = t.dram.bookkeeping_bytes as f64 / rows_cached as f64;
+    drop(store);
+    (live - (rows_cached * rb) as f64, rows_cached, own)
+}
+
+#[test]
+fn dram_bookkeeping_is_at_most_16_bytes_per_row() {
+    for policy in [PolicyKind::Lru, PolicyKind::Sieve, PolicyKind::Fifo] {
+        for (dim, cache) in [(128u32, 16usize << 20), (16, 4 << 20), (64, 3 << 20)] {
+            // The marginal cost per row: the slope between two cache sizes,
+            // which excludes the store's fixed costs (histograms, buffers).
+            let (h1, r1, _) = heap_of_full_store(policy, dim, cache);
+            let (h2, r2, own) = heap_of_full_store(policy, dim, 2 * cache);
+            let marginal = (h2 - h1) / (r2 - r1) as f64;
+            let whole = h2 / r2 as f64;
+            println!(
+                "bookkeeping {policy:>5} dim {dim:>3}: {r2:>7} rows cached: \
+                 {marginal:.2} bytes/row marginal (heap), {whole:.2} bytes/row including \
+                 the store's fixed costs, {own:.2} bytes/row by the cache's own count"
+            );
+            assert!(
+                marginal <= 16.0,
+                "{policy} dim {dim}: {marginal:.2} bytes per row"
+            );
+            assert!(own <= 16.0, "{policy} dim {dim}: own count {own:.2}");
+        }
+    }
+}
