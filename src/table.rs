@@ -108,6 +108,9 @@ pub(crate) struct Chunk {
     dirty: Vec<u64>,
 }
 
+/// A row to write: its id and bytes.
+type RowRef<'a> = (u64, &'a [u8]);
+
 #[derive(Clone, Copy, Debug)]
 struct Miss {
     id: u64,
@@ -715,12 +718,12 @@ impl Table {
 
     /// Read-modify-write the block groups of `rows` (sorted by id, unique).
     /// Caller holds `wb_lock` (and passes its buffer).
-    fn write_rows(&self, ssd: &Ssd, rows: &[(u64, &[u8])], buf: &mut AlignedBuf) -> Result<()> {
+    fn write_rows(&self, ssd: &Ssd, rows: &[RowRef<'_>], buf: &mut AlignedBuf) -> Result<()> {
         let e = &self.entry;
         let rpg = e.layout.rows_per_group as u64;
         let gb = e.layout.group_bytes();
         // Groups, partly covered ones (which need a read) first.
-        let mut runs: Vec<(u64, &[(u64, &[u8])])> = rows
+        let mut runs: Vec<(u64, &[RowRef<'_>])> = rows
             .chunk_by(|a, b| e.layout.group_of(a.0) == e.layout.group_of(b.0))
             .map(|r| (e.layout.group_of(r[0].0), r))
             .collect();
