@@ -17,7 +17,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::*;
-use embtier::IoEngineKind;
+use embtier::{IoEngineKind, PolicyKind, Store};
 
 const BATCH: usize = 4096;
 
@@ -36,7 +36,10 @@ fn measure(secs: f64, batches: &[Vec<u64>], mut f: impl FnMut(&[u64])) -> (f64, 
     let total: Duration = times.iter().sum();
     times.sort();
     let median = times[times.len() / 2];
-    (times.len() as f64 * BATCH as f64 / total.as_secs_f64(), median)
+    (
+        times.len() as f64 * BATCH as f64 / total.as_secs_f64(),
+        median,
+    )
 }
 
 fn rate_of_median(m: Duration) -> f64 {
@@ -64,7 +67,10 @@ fn fio(file: &std::path::Path, engine: &str, depth: u32, jobs: u32, secs: u64) -
     let out = match out {
         Ok(o) if o.status.success() => o,
         Ok(o) => {
-            eprintln!("SKIP fio {engine}: {}", String::from_utf8_lossy(&o.stderr).trim());
+            eprintln!(
+                "SKIP fio {engine}: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
             return None;
         }
         Err(e) => {
@@ -93,9 +99,12 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(8.0);
     let mut rows: Vec<Row> = Vec::new();
+    let only = std::env::var("EMBTIER_BENCH_ONLY").unwrap_or_else(|_| "a,b,c".into());
+    let run = |w: &str| only.split(',').any(|x| x.trim() == w);
+    let mut fio_uring_iops: Option<f64> = None;
 
     // (a) DRAM hits vs flat gather.
-    {
+    if run("a") {
         let (n, dim) = (100_000u64, 128usize);
         let dir = bench_dir();
         let store = written_store(dir.path(), n, dim as u32, 64 << 20, IoEngineKind::Auto, 64);
@@ -113,95 +122,128 @@ fn main() {
             }
             std::hint::black_box(&out);
         });
-        let (_, ours_m) = measure(secs / 2.0, &batches, |ids| store.lookup("t", ids, &mut out).unwrap());
-        assert_eq!(store.stats().table("t").unwrap().dram.misses, n, "only the warm-up missed");
-        rows.push(Row {
-            workload: "(a) DRAM hits, dim 128",
-            engine: "embtier".into(),
-            rows_per_s: rate_of_median(ours_m),
-            median_ms: ours_m.as_secs_f64() * 1e3,
-            baseline: "flat Vec<f32> gather",
-            baseline_rows_per_s: rate_of_median(flat_m),
-            target: ">= 0.5",
-        });
+        drop(store);
+        for policy in [PolicyKind::Lru, PolicyKind::Sieve] {
+            let mut cfg = reopen_config(n, dim as u32, 64 << 20, IoEngineKind::Auto, 64);
+            cfg.dram.policy = policy;
+            let store =
+                Store::open_with(dir.path().join("store"), cfg, Default::default()).unwrap();
+            for ch in all.chunks(BATCH) {
+                store.lookup("t", ch, &mut out[..ch.len() * dim]).unwrap();
+            }
+            let (_, ours_m) = measure(secs / 2.0, &batches, |ids| {
+                store.lookup("t", ids, &mut out).unwrap()
+            });
+            let d = store.stats().table("t").unwrap().dram.clone();
+            assert_eq!(d.misses, n, "only the warm-up missed: {d:?}");
+            rows.push(Row {
+                workload: "(a) DRAM hits, dim 128",
+                engine: format!("embtier, {policy}"),
+                rows_per_s: rate_of_median(ours_m),
+                median_ms: ours_m.as_secs_f64() * 1e3,
+                baseline: "flat Vec<f32> gather",
+                baseline_rows_per_s: rate_of_median(flat_m),
+                target: ">= 0.5",
+            });
+        }
     }
 
     // (b) all misses, one row per block.
-    {
+    if run("b") || run("c") {
         let (n, dim) = (500_000u64, 1020u32);
         let dir = bench_dir();
-        drop(written_store(dir.path(), n, dim, 1 << 20, IoEngineKind::Auto, 64));
+        drop(written_store(
+            dir.path(),
+            n,
+            dim,
+            1 << 20,
+            IoEngineKind::Auto,
+            64,
+        ));
         let batches = uniform_batches(64, BATCH, n, 2);
         let mut out = vec![0f32; BATCH * dim as usize];
-        let mut results = Vec::new();
-        let mut engines = vec![IoEngineKind::Psync];
-        if uring_available() {
-            engines.insert(0, IoEngineKind::Uring);
-        }
-        for engine in engines {
-            let store = reopen(&dir.path().join("store"), n, dim, 256 * 4080, engine, 64);
-            let (_, m) = measure(secs, &batches, |ids| store.lookup("t", ids, &mut out).unwrap());
-            let st = store.stats();
-            assert!(st.table("t").unwrap().dram.hit_ratio() < 0.01, "misses");
-            results.push((engine, m, st.ssd_read_latency.p50));
-        }
         let data = dir.path().join("store").join(embtier::DATA_FILE);
-        let fio_uring = fio(&data, "io_uring", 64, 1, secs as u64);
-        let fio_psync = fio(&data, "psync", 1, 4, secs as u64);
-        let psync_rate = results
-            .iter()
-            .find(|r| r.0 == IoEngineKind::Psync)
-            .map(|r| rate_of_median(r.1))
-            .unwrap_or(0.0);
-        for (engine, m, p50) in &results {
-            let label = format!("{engine:?} (read p50 {} us)", p50 / 1000).to_lowercase();
-            if *engine == IoEngineKind::Uring {
-                rows.push(Row {
-                    workload: "(b) SSD misses, 1 row/block",
-                    engine: label.clone(),
-                    rows_per_s: rate_of_median(*m),
-                    median_ms: m.as_secs_f64() * 1e3,
-                    baseline: "embtier psync (4 threads)",
-                    baseline_rows_per_s: psync_rate,
-                    target: ">= 2",
-                });
-                if let Some(f) = fio_uring {
-                    rows.push(Row {
-                        workload: "(b) SSD misses, 1 row/block",
-                        engine: label,
-                        rows_per_s: rate_of_median(*m),
-                        median_ms: m.as_secs_f64() * 1e3,
-                        baseline: "fio io_uring iodepth 64",
-                        baseline_rows_per_s: f,
-                        target: ">= 0.85",
-                    });
-                }
-            } else if let Some(f) = fio_psync {
-                rows.push(Row {
-                    workload: "(b) SSD misses, 1 row/block",
-                    engine: label,
-                    rows_per_s: rate_of_median(*m),
-                    median_ms: m.as_secs_f64() * 1e3,
-                    baseline: "fio psync numjobs 4",
-                    baseline_rows_per_s: f,
-                    target: "-",
-                });
+        fio_uring_iops = fio(&data, "io_uring", 64, 1, secs as u64);
+        if run("b") {
+            // (engine, queue depth or threads, label)
+            let mut variants = vec![
+                (IoEngineKind::Psync, 4, "psync, 4 threads (default)"),
+                (IoEngineKind::Psync, 1, "psync, 1 thread"),
+            ];
+            if uring_available() {
+                variants.insert(0, (IoEngineKind::Uring, 128, "uring, qd 128 (default)"));
+                variants.insert(0, (IoEngineKind::Uring, 64, "uring, qd 64"));
             }
+            let mut rate = std::collections::HashMap::new();
+            for (engine, q, label) in &variants {
+                let mut cfg = reopen_config(n, dim, 256 * 4080, *engine, 64);
+                if *engine == IoEngineKind::Uring {
+                    cfg.ssd.queue_depth = *q;
+                } else {
+                    cfg.ssd.psync_threads = *q as usize;
+                }
+                let store =
+                    Store::open_with(dir.path().join("store"), cfg, Default::default()).unwrap();
+                let (_, m) = measure(secs, &batches, |ids| {
+                    store.lookup("t", ids, &mut out).unwrap()
+                });
+                let st = store.stats();
+                assert!(st.table("t").unwrap().dram.hit_ratio() < 0.01, "misses");
+                eprintln!("{label}: read p50 {} us", st.ssd_read_latency.p50 / 1000);
+                rate.insert(*label, (rate_of_median(m), m));
+            }
+            let fio_psync = fio(&data, "psync", 1, 4, secs as u64);
+            let mut push =
+                |label: &str, base: &'static str, base_rate: Option<f64>, target: &'static str| {
+                    if let (Some(&(r, m)), Some(b)) = (rate.get(label), base_rate) {
+                        rows.push(Row {
+                            workload: "(b) SSD misses, 1 row/block",
+                            engine: label.to_string(),
+                            rows_per_s: r,
+                            median_ms: m.as_secs_f64() * 1e3,
+                            baseline: base,
+                            baseline_rows_per_s: b,
+                            target,
+                        });
+                    }
+                };
+            let p4 = rate.get("psync, 4 threads (default)").map(|x| x.0);
+            let p1 = rate.get("psync, 1 thread").map(|x| x.0);
+            for u in ["uring, qd 64", "uring, qd 128 (default)"] {
+                push(u, "fio io_uring iodepth 64", fio_uring_iops, ">= 0.85");
+                push(u, "embtier psync, 4 threads", p4, ">= 2");
+                push(u, "embtier psync, 1 thread", p1, ">= 2");
+            }
+            push(
+                "psync, 4 threads (default)",
+                "fio psync numjobs 4",
+                fio_psync,
+                "-",
+            );
         }
     }
 
     // (c) Zipf over a table 10x the cache.
-    {
+    if run("c") {
         let (n, dim) = (1_000_000u64, 128u32);
         let dir = bench_dir();
-        let store = written_store(dir.path(), n, dim, n * dim as u64 * 4 / 10, IoEngineKind::Auto, 64);
+        let store = written_store(
+            dir.path(),
+            n,
+            dim,
+            n * dim as u64 * 4 / 10,
+            IoEngineKind::Auto,
+            64,
+        );
         let batches = zipf_batches(256, BATCH, n, 1.05, 3);
         let mut out = vec![0f32; BATCH * dim as usize];
         for ids in &batches {
             store.lookup("t", ids, &mut out).unwrap();
         }
         let before = store.stats().table("t").unwrap().dram.clone();
-        let (_, m) = measure(secs, &batches, |ids| store.lookup("t", ids, &mut out).unwrap());
+        let (_, m) = measure(secs, &batches, |ids| {
+            store.lookup("t", ids, &mut out).unwrap()
+        });
         let after = store.stats().table("t").unwrap().dram.clone();
         let hr = (after.hits - before.hits) as f64 / (after.lookups - before.lookups) as f64;
         // Baseline: the same batches as all-DRAM hits would run (flat gather).
@@ -214,13 +256,28 @@ fn main() {
             }
             std::hint::black_box(&out);
         });
+        let flat_rate = rate_of_median(flat_m);
+        if let Some(iops) = fio_uring_iops {
+            // The device-limited bound at this hit ratio: hits at flat-gather
+            // speed, each miss one 4 KiB read at fio's IOPS.
+            let bound = 1.0 / (hr / flat_rate + (1.0 - hr) / iops);
+            rows.push(Row {
+                workload: "(c) Zipf(1.05), cache = 10% of table",
+                engine: format!("{} (DRAM hit ratio {hr:.3})", store.stats().io_engine),
+                rows_per_s: rate_of_median(m),
+                median_ms: m.as_secs_f64() * 1e3,
+                baseline: "bound: hits at flat-gather speed + misses at fio IOPS",
+                baseline_rows_per_s: bound,
+                target: "-",
+            });
+        }
         rows.push(Row {
             workload: "(c) Zipf(1.05), cache = 10% of table",
             engine: format!("{} (DRAM hit ratio {hr:.3})", store.stats().io_engine),
             rows_per_s: rate_of_median(m),
             median_ms: m.as_secs_f64() * 1e3,
             baseline: "flat Vec<f32> gather (whole table in DRAM)",
-            baseline_rows_per_s: rate_of_median(flat_m),
+            baseline_rows_per_s: flat_rate,
             target: "-",
         });
     }

@@ -25,7 +25,14 @@ fn a_dram_hits(c: &mut Criterion) {
     let rows = 100_000u64;
     let dim = 128usize;
     let dir = bench_dir();
-    let store = written_store(dir.path(), rows, dim as u32, 64 << 20, IoEngineKind::Auto, 64);
+    let store = written_store(
+        dir.path(),
+        rows,
+        dim as u32,
+        64 << 20,
+        IoEngineKind::Auto,
+        64,
+    );
     // Warm: every row into DRAM.
     let all: Vec<u64> = (0..rows).collect();
     let mut out = vec![0f32; BATCH * dim];

@@ -553,6 +553,13 @@ impl StoreConfig {
     }
 }
 
+/// Most rows worth caching for a table of `rows` rows: the table plus 25%
+/// slack, because hash sharding never splits rows perfectly evenly, and a
+/// shard that overflows evicts even when the whole table would fit.
+fn cache_cap(rows: u64) -> u64 {
+    rows.saturating_add(rows / 4).saturating_add(64)
+}
+
 /// Split one tier's capacity among tables, in rows: pinned tables take their
 /// whole size, explicit shares are honoured, and what is left goes to the
 /// other cached tables in proportion to their size in bytes.
@@ -595,7 +602,7 @@ fn split_budget(
                 )));
             }
             left -= b.0;
-            out[i] = (b.0 / t.row_bytes()).min(t.rows);
+            out[i] = (b.0 / t.row_bytes()).min(cache_cap(t.rows));
             if out[i] == 0 && tier == "dram" {
                 return Err(too_small(t, b.0, t.row_bytes()));
             }
@@ -614,7 +621,7 @@ fn split_budget(
         let t = &cfg.tables[i];
         let size = t.rows as u128 * t.row_bytes() as u128;
         let share = (left as u128 * size / total.max(1)) as u64;
-        out[i] = (share / t.row_bytes()).min(t.rows);
+        out[i] = (share / t.row_bytes()).min(cache_cap(t.rows));
         // Every cached table needs at least one DRAM row to stage rows through.
         if out[i] == 0 && tier == "dram" {
             return Err(too_small(t, share, t.row_bytes()));

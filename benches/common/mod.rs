@@ -20,7 +20,14 @@ pub fn bench_dir() -> tempfile::TempDir {
 /// Create a store of one cached table `t` and write every row, so that the
 /// data file holds real blocks; then reopen it with `dram` bytes of cache
 /// and the given engine.
-pub fn written_store(dir: &Path, rows: u64, dim: u32, dram: u64, engine: IoEngineKind, qd: u32) -> Store {
+pub fn written_store(
+    dir: &Path,
+    rows: u64,
+    dim: u32,
+    dram: u64,
+    engine: IoEngineKind,
+    qd: u32,
+) -> Store {
     let path = dir.join("store");
     if !path.join(embtier::META_FILE).exists() {
         let cfg = StoreConfig::builder()
@@ -37,7 +44,8 @@ pub fn written_store(dir: &Path, rows: u64, dim: u32, dram: u64, engine: IoEngin
             for (i, v) in vals.iter_mut().enumerate().take(n as usize * dim as usize) {
                 *v = ((id as usize * dim as usize + i) % 1000) as f32 / 1000.0;
             }
-            s.update("t", &ids, &vals[..n as usize * dim as usize]).expect("update");
+            s.update("t", &ids, &vals[..n as usize * dim as usize])
+                .expect("update");
             id += n;
         }
         s.flush().expect("flush");
@@ -47,13 +55,18 @@ pub fn written_store(dir: &Path, rows: u64, dim: u32, dram: u64, engine: IoEngin
 
 /// Reopen with other tier settings.
 pub fn reopen(path: &Path, rows: u64, dim: u32, dram: u64, engine: IoEngineKind, qd: u32) -> Store {
-    let cfg = StoreConfig::builder()
+    let cfg = reopen_config(rows, dim, dram, engine, qd);
+    Store::open_with(path, cfg, OpenOptionsExt::default()).expect("open")
+}
+
+/// The config `reopen` uses.
+pub fn reopen_config(rows: u64, dim: u32, dram: u64, engine: IoEngineKind, qd: u32) -> StoreConfig {
+    StoreConfig::builder()
         .table(TableConfig::new("t", rows, dim).init(Init::Uniform { scale: 0.1 }))
         .dram_capacity(dram)
         .io_engine(engine)
         .queue_depth(qd)
-        .build();
-    Store::open_with(path, cfg, OpenOptionsExt::default()).expect("open")
+        .build()
 }
 
 /// Deterministic uniform ids.

@@ -39,6 +39,19 @@ fn home(id: u64, n: usize) -> usize {
     ((mix64(id ^ 0x5851_f42d_4c95_7f2d) as u128 * n as u128) >> 64) as usize
 }
 
+/// A prefetch hint; never faults, whatever the address.
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint: it reads no memory architecturally and
+    // cannot fault, even for an invalid address; SSE is baseline on x86_64.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// Rows evicted by an insert: ids with dirty flags, and their bytes back to back.
 #[derive(Debug, Default)]
 pub(crate) struct Spill {
@@ -116,6 +129,31 @@ impl SlotCache {
                 return Some(p);
             }
             p = self.next(p);
+        }
+    }
+
+    /// Hint the CPU to fetch `id`'s index entry (first stage of a
+    /// pipelined batch lookup).
+    #[inline]
+    pub fn prefetch_index(&self, id: u64) {
+        prefetch(self.index.as_ptr().wrapping_add(home(id, self.n)).cast());
+    }
+
+    /// Hint the CPU to fetch the key and row that `id`'s home index entry
+    /// points to (second stage; the index entry should already be cached).
+    #[inline]
+    pub fn prefetch_slot(&self, id: u64) {
+        let e = self.index[home(id, self.n)];
+        if e != NIL {
+            let slot = e as usize;
+            prefetch(self.keys.as_ptr().wrapping_add(slot).cast());
+            let rb = self.row_bytes;
+            let row = self.slab.bytes().as_ptr().wrapping_add(slot * rb);
+            let mut off = 0;
+            while off < rb {
+                prefetch(row.wrapping_add(off));
+                off += 64;
+            }
         }
     }
 
