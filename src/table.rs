@@ -604,7 +604,9 @@ impl Table {
     }
 
     /// Read missed rows from SSD, install them in DRAM, and call
-    /// `act(shard, slot, misses_of_that_id)` under the shard lock.
+    /// `act(shard, slot, misses_of_that_id)` under the shard lock. Rows are
+    /// installed group by group as each read completes, while the batch's
+    /// other reads are still in flight.
     fn resolve_misses(
         &self,
         ssd: &Ssd,
@@ -621,62 +623,66 @@ impl Table {
         while !misses.is_empty() {
             attempts += 1;
             misses.sort_unstable_by_key(|m| m.id);
-            let mut groups: Vec<u64> = misses.iter().map(|m| e.layout.group_of(m.id)).collect();
-            groups.dedup();
+            // Groups in id order, and the range of misses in each.
+            let mut groups: Vec<u64> = Vec::new();
+            let mut ranges: Vec<(usize, usize)> = Vec::new();
+            for (i, m) in misses.iter().enumerate() {
+                let g = e.layout.group_of(m.id);
+                if groups.last() != Some(&g) {
+                    groups.push(g);
+                    ranges.push((i, i));
+                }
+                ranges.last_mut().expect("pushed").1 = i + 1;
+            }
             let epoch = self.wb_epoch.load(Ordering::Acquire);
-            ssd.read_groups(e, &groups, &mut buf)?;
-            ctx.c.ssd_read_ops += groups.len() as u64;
-            ctx.c.ssd_bytes_read += (groups.len() * gb) as u64;
-            let mut states = Vec::with_capacity(groups.len());
-            let mut torn = false;
-            for (gi, &g) in groups.iter().enumerate() {
-                match check_group(e, g, &buf.as_slice()[gi * gb..(gi + 1) * gb]) {
-                    Ok(s) => states.push(s),
+            let mut retry: Vec<Miss> = Vec::new();
+            let mut corrupt: Option<Error> = None;
+            let misses_ref = &misses;
+            let read = ssd.read_groups_each(e, &groups, &mut buf, &mut |gi, blocks| {
+                if corrupt.is_some() {
+                    return;
+                }
+                let (lo, hi) = ranges[gi];
+                let state = match check_group(e, groups[gi], blocks) {
+                    Ok(s) => s,
                     Err(source) => {
                         let now = self.wb_epoch.load(Ordering::Acquire);
                         if (now != epoch || now % 2 == 1) && attempts < MAX_MISS_RETRIES {
-                            torn = true; // raced with a write: read again
-                            break;
+                            // Raced with a write of this group: read it again.
+                            retry.extend_from_slice(&misses_ref[lo..hi]);
+                        } else {
+                            corrupt = Some(Error::Corrupt {
+                                path: ssd.path.clone(),
+                                table: self.name.clone(),
+                                id: groups[gi] * e.layout.rows_per_group as u64,
+                                source,
+                            });
                         }
-                        return Err(Error::Corrupt {
-                            path: ssd.path.clone(),
-                            table: self.name.clone(),
-                            id: g * e.layout.rows_per_group as u64,
-                            source,
-                        });
+                        return;
                     }
-                }
-            }
-            if torn {
-                continue;
-            }
-            let mut retry = Vec::new();
-            let mut gi = 0;
-            for run in misses.chunk_by(|a, b| a.id == b.id) {
-                let id = run[0].id;
-                let g = e.layout.group_of(id);
-                while groups[gi] != g {
-                    gi += 1;
-                }
-                row_from_group(
-                    e,
-                    states[gi],
-                    &buf.as_slice()[gi * gb..(gi + 1) * gb],
-                    id,
-                    &mut row,
-                );
-                let mut sh = shards[self.shard_of(id, shards.len())].lock();
-                let slot = if let Some(s) = sh.locate(id, ctx) {
-                    s // someone brought it in meanwhile: theirs is newer
-                } else if sh.wb_seq != run[0].seq {
-                    let seq = sh.wb_seq;
-                    retry.extend(run.iter().map(|m| Miss { seq, ..*m }));
-                    continue;
-                } else {
-                    ctx.c.ssd_rows_read += 1;
-                    sh.insert_dram(id, &row, false, ctx)
                 };
-                act(&mut sh, slot, run);
+                for run in misses_ref[lo..hi].chunk_by(|a, b| a.id == b.id) {
+                    let id = run[0].id;
+                    row_from_group(e, state, blocks, id, &mut row);
+                    let mut sh = shards[self.shard_of(id, shards.len())].lock();
+                    let slot = if let Some(s) = sh.locate(id, ctx) {
+                        s // someone brought it in meanwhile: theirs is newer
+                    } else if sh.wb_seq != run[0].seq {
+                        let seq = sh.wb_seq;
+                        retry.extend(run.iter().map(|m| Miss { seq, ..*m }));
+                        continue;
+                    } else {
+                        ctx.c.ssd_rows_read += 1;
+                        sh.insert_dram(id, &row, false, ctx)
+                    };
+                    act(&mut sh, slot, run);
+                }
+            });
+            ctx.c.ssd_read_ops += groups.len() as u64;
+            ctx.c.ssd_bytes_read += (groups.len() * gb) as u64;
+            read?;
+            if let Some(err) = corrupt {
+                return Err(err);
             }
             if attempts >= MAX_MISS_RETRIES && !retry.is_empty() {
                 return Err(Error::config(format!(

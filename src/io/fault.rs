@@ -102,6 +102,25 @@ impl IoEngine for FaultyEngine {
         self.inner.read_extents(offsets, len, buf)
     }
 
+    fn read_extents_each(
+        &self,
+        offsets: &[u64],
+        len: usize,
+        buf: &mut AlignedBuf,
+        done: &mut dyn FnMut(usize, &[u8]),
+    ) -> Result<(), IoFailure> {
+        let before = self
+            .plan
+            .reads
+            .fetch_add(offsets.len() as u64, Ordering::SeqCst);
+        let from = self.plan.fail_reads_from.load(Ordering::SeqCst);
+        if before + offsets.len() as u64 > from {
+            let k = from.saturating_sub(before) as usize;
+            return Err(self.fail("read", offsets[k.min(offsets.len() - 1)]));
+        }
+        self.inner.read_extents_each(offsets, len, buf, done)
+    }
+
     fn write_extents(
         &self,
         offsets: &[u64],

@@ -55,6 +55,25 @@ pub trait IoEngine: Send + Sync {
         len: usize,
         buf: &mut AlignedBuf,
     ) -> Result<(), IoFailure>;
+    /// Read like [`IoEngine::read_extents`], and call `done(i, bytes)` for
+    /// each extent once it has been read, so that the caller can use early
+    /// extents while later ones are still in flight. Extents may complete in
+    /// any order; a failed extent is never passed to `done`. The call still
+    /// returns only after every operation it started has completed. The
+    /// default reads everything, then calls `done` in order.
+    fn read_extents_each(
+        &self,
+        offsets: &[u64],
+        len: usize,
+        buf: &mut AlignedBuf,
+        done: &mut dyn FnMut(usize, &[u8]),
+    ) -> Result<(), IoFailure> {
+        self.read_extents(offsets, len, buf)?;
+        for i in 0..offsets.len() {
+            done(i, &buf.as_slice()[i * len..(i + 1) * len]);
+        }
+        Ok(())
+    }
     /// Write extent `i` from `buf[i * len..]` to byte offset `offsets[i]`.
     fn write_extents(&self, offsets: &[u64], len: usize, buf: &AlignedBuf)
         -> Result<(), IoFailure>;

@@ -77,6 +77,7 @@ impl UringEngine {
         len: usize,
         make: impl Fn(usize, usize) -> squeue::Entry,
         record_latency: bool,
+        mut on_done: impl FnMut(usize),
     ) -> Result<(), IoFailure> {
         let mut ring = self.take_ring().map_err(|error| IoFailure {
             op,
@@ -92,9 +93,11 @@ impl UringEngine {
         let mut retry: Vec<usize> = Vec::new();
         let mut first_err: Option<IoFailure> = None;
         let mut completed = 0usize;
-        while completed < n {
-            // Fill the queue: retries first, then new extents, unless failing.
-            {
+        let mut ready: Vec<usize> = Vec::new();
+        // Push SQEs until the queue depth is reached: retries first, then new
+        // extents (none once an error has been seen).
+        macro_rules! fill {
+            () => {{
                 let mut sq = ring.submission();
                 while inflight < self.qd as usize && !sq.is_full() {
                     let i = if let Some(i) = retry.pop() {
@@ -117,7 +120,10 @@ impl UringEngine {
                     unsafe { sq.push(&sqe) }.expect("queue has room: checked is_full");
                     inflight += 1;
                 }
-            }
+            }};
+        }
+        while completed < n {
+            fill!();
             if first_err.is_some() && inflight == 0 {
                 // Nothing in flight; extents never submitted count as done.
                 break;
@@ -180,6 +186,34 @@ impl UringEngine {
                     if record_latency {
                         lat.push(started[i].elapsed());
                     }
+                    ready.push(i);
+                }
+            }
+            if !ready.is_empty() {
+                // Hand the kernel its next work before running callbacks, so
+                // the device stays busy while the caller uses finished extents.
+                fill!();
+                match ring.submit() {
+                    Ok(_) => {}
+                    Err(e)
+                        if matches!(
+                            e.raw_os_error(),
+                            Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY)
+                        ) => {}
+                    Err(e) => {
+                        if inflight > 0 {
+                            eprintln!("embtier: io_uring submit failed with {inflight} operations in flight: {e}; aborting to protect their buffers");
+                            std::process::abort();
+                        }
+                        return Err(IoFailure {
+                            op,
+                            offset: 0,
+                            error: e,
+                        });
+                    }
+                }
+                for i in ready.drain(..) {
+                    on_done(i);
                 }
             }
         }
@@ -196,6 +230,16 @@ impl IoEngine for UringEngine {
         len: usize,
         buf: &mut AlignedBuf,
     ) -> Result<(), IoFailure> {
+        self.read_extents_each(offsets, len, buf, &mut |_, _| {})
+    }
+
+    fn read_extents_each(
+        &self,
+        offsets: &[u64],
+        len: usize,
+        buf: &mut AlignedBuf,
+        done: &mut dyn FnMut(usize, &[u8]),
+    ) -> Result<(), IoFailure> {
         check_extents(offsets, len, buf.len());
         let fd = types::Fd(self.file.as_raw_fd());
         let base = buf.as_mut_ptr() as usize;
@@ -210,6 +254,18 @@ impl IoEngine for UringEngine {
                     .build()
             },
             true,
+            |i| {
+                // SAFETY: extent i lies inside `buf` (checked by
+                // check_extents), its read has completed, and no operation
+                // still in flight targets it (extents are disjoint and each
+                // is submitted until complete, then never again), so nothing
+                // writes these bytes while the shared slice lives; `buf` is
+                // exclusively borrowed by this call, so no other Rust
+                // reference aliases them.
+                let bytes =
+                    unsafe { std::slice::from_raw_parts((base + i * len) as *const u8, len) };
+                done(i, bytes)
+            },
         )
     }
 
@@ -233,6 +289,7 @@ impl IoEngine for UringEngine {
                     .build()
             },
             false,
+            |_| {},
         )
     }
 

@@ -55,6 +55,22 @@ impl Ssd {
             .map_err(|f| self.err(f))
     }
 
+    /// Read like [`Ssd::read_groups`], calling `done(group_index, blocks)` for
+    /// each group as soon as it has been read.
+    pub fn read_groups_each(
+        &self,
+        e: &TableEntry,
+        groups: &[u64],
+        buf: &mut AlignedBuf,
+        done: &mut dyn FnMut(usize, &[u8]),
+    ) -> Result<()> {
+        let gb = e.layout.group_bytes();
+        buf.ensure(groups.len() * gb);
+        self.engine
+            .read_extents_each(&Self::offsets(e, groups), gb, buf, done)
+            .map_err(|f| self.err(f))
+    }
+
     /// Write the first `groups.len()` groups of `buf` to their places.
     pub fn write_groups(&self, e: &TableEntry, groups: &[u64], buf: &AlignedBuf) -> Result<()> {
         self.engine
