@@ -489,6 +489,20 @@ impl Store {
     /// Look up a batch: row `ids[i]` goes to `out[i * dim..(i + 1) * dim]`.
     /// Duplicate ids are allowed. Misses are deduplicated, grouped by SSD
     /// block group, and read in one batch.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use embtier::{Init, Store, StoreConfig, TableConfig};
+    /// let cfg = StoreConfig::builder()
+    ///     .table(TableConfig::new("t", 1000, 4).init(Init::Zeros))
+    ///     .build();
+    /// let store = Store::create(dir.path().join("s"), cfg)?;
+    /// let mut out = vec![1f32; 2 * 4];
+    /// store.lookup("t", &[7, 7], &mut out)?;
+    /// assert_eq!(out, vec![0.0; 8]); // never written: the initial value
+    /// assert!(store.lookup("t", &[1000], &mut out[..4]).is_err()); // id out of range
+    /// # Ok::<(), embtier::Error>(())
+    /// ```
     pub fn lookup(&self, table: &str, ids: &[u64], out: &mut [f32]) -> Result<()> {
         let t = self.table(table)?;
         Self::check_len(t, "out", ids.len(), out.len())?;
@@ -499,6 +513,19 @@ impl Store {
     /// Overwrite rows: row `ids[i]` becomes `values[i * dim..(i + 1) * dim]`.
     /// For a duplicate id the last occurrence wins. Nothing is written unless
     /// every id and value is valid.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use embtier::{Store, StoreConfig, TableConfig};
+    /// let store = Store::create(dir.path().join("s"),
+    ///     StoreConfig::builder().table(TableConfig::new("t", 10, 2)).build())?;
+    /// store.update("t", &[3, 3], &[1.0, 1.0, 2.0, 2.0])?; // last wins
+    /// let mut out = [0f32; 2];
+    /// store.lookup("t", &[3], &mut out)?;
+    /// assert_eq!(out, [2.0, 2.0]);
+    /// assert!(store.update("t", &[4], &[f32::NAN, 0.0]).is_err()); // rejected whole
+    /// # Ok::<(), embtier::Error>(())
+    /// ```
     pub fn update(&self, table: &str, ids: &[u64], values: &[f32]) -> Result<()> {
         let t = self.table(table)?;
         Self::check_len(t, "values", ids.len(), values.len())?;
@@ -521,6 +548,18 @@ impl Store {
     /// SGD: `row -= lr * grad`. Gradients of duplicate ids are summed first,
     /// in the order given, and applied once (FBGEMM's semantics). Nothing is
     /// written unless every id and gradient is valid.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use embtier::{Init, Store, StoreConfig, TableConfig};
+    /// let store = Store::create(dir.path().join("s"), StoreConfig::builder()
+    ///     .table(TableConfig::new("t", 10, 1).init(Init::Zeros)).build())?;
+    /// store.apply_sgd("t", &[5, 5, 6], &[1.0, 2.0, 4.0], 0.5)?;
+    /// let mut out = [0f32; 2];
+    /// store.lookup("t", &[5, 6], &mut out)?;
+    /// assert_eq!(out, [-1.5, -2.0]); // 5: -(0.5 * (1 + 2)); 6: -(0.5 * 4)
+    /// # Ok::<(), embtier::Error>(())
+    /// ```
     pub fn apply_sgd(&self, table: &str, ids: &[u64], grads: &[f32], lr: f32) -> Result<()> {
         let t = self.table(table)?;
         Self::check_len(t, "grads", ids.len(), grads.len())?;
@@ -562,6 +601,23 @@ impl Store {
     /// Write every dirty row down to the SSD tier and fsync. After `flush`
     /// and a drop, [`Store::open`] sees every update. On error nothing is
     /// lost: rows not written stay dirty in memory, and a later `flush` retries.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use embtier::{Store, StoreConfig, TableConfig};
+    /// let path = dir.path().join("s");
+    /// let store = Store::create(&path, StoreConfig::builder()
+    ///     .table(TableConfig::new("t", 100, 2)).build())?;
+    /// store.update("t", &[9], &[4.0, 5.0])?;
+    /// store.flush()?;
+    /// assert_eq!(store.dirty_rows(), 0);
+    /// drop(store);
+    /// let store = Store::open(&path)?;
+    /// let mut out = [0f32; 2];
+    /// store.lookup("t", &[9], &mut out)?;
+    /// assert_eq!(out, [4.0, 5.0]);
+    /// # Ok::<(), embtier::Error>(())
+    /// ```
     pub fn flush(&self) -> Result<()> {
         let mut first_err = None;
         for t in &self.tables {
@@ -580,7 +636,23 @@ impl Store {
         self.tables.iter().map(|t| t.dirty_rows()).sum()
     }
 
-    /// A snapshot of the counters.
+    /// A snapshot of the counters: per table and per tier lookups, hits,
+    /// misses, evictions, dirty write-backs, bytes and I/O operations, and
+    /// SSD read latency percentiles.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use embtier::{Store, StoreConfig, TableConfig};
+    /// let store = Store::create(dir.path().join("s"), StoreConfig::builder()
+    ///     .table(TableConfig::new("t", 1000, 8)).build())?;
+    /// let mut out = vec![0f32; 16];
+    /// store.lookup("t", &[1, 1], &mut out)?; // a miss, then a hit
+    /// let st = store.stats();
+    /// let t = st.table("t").unwrap();
+    /// assert_eq!((t.lookups, t.dram.hits, t.ssd.rows_read), (2, 1, 1));
+    /// println!("{} p99 {} ns", st.io_engine, st.ssd_read_latency.p99);
+    /// # Ok::<(), embtier::Error>(())
+    /// ```
     pub fn stats(&self) -> Stats {
         let tables = self
             .tables
@@ -650,6 +722,12 @@ impl Store {
         }
     }
 }
+
+// A store is shared between trainer threads.
+const _: fn() = || {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Store>();
+};
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -540,17 +540,21 @@ impl Table {
                         continue;
                     }
                     let mut sh = shards[s].lock();
-                    // Pipelined: fetch the index entry 8 ids ahead, and the
-                    // key and row 4 ids ahead, so cache misses overlap.
-                    for &p in run.iter().take(8) {
+                    // Pipelined, so that cache misses overlap: the index
+                    // entry 12 ids ahead, the keys it points to 8 ahead, the
+                    // row 4 ahead.
+                    for &p in run.iter().take(12) {
                         sh.dram.prefetch_index(ids[p as usize]);
                     }
                     for (j, &pos) in run.iter().enumerate() {
-                        if let Some(&p) = run.get(j + 8) {
+                        if let Some(&p) = run.get(j + 12) {
                             sh.dram.prefetch_index(ids[p as usize]);
                         }
+                        if let Some(&p) = run.get(j + 8) {
+                            sh.dram.prefetch_keys(ids[p as usize]);
+                        }
                         if let Some(&p) = run.get(j + 4) {
-                            sh.dram.prefetch_slot(ids[p as usize]);
+                            sh.dram.prefetch_row(ids[p as usize]);
                         }
                         let pos = pos as usize;
                         let id = ids[pos];

@@ -139,14 +139,25 @@ impl SlotCache {
         prefetch(self.index.as_ptr().wrapping_add(home(id, self.n)).cast());
     }
 
-    /// Hint the CPU to fetch the key and row that `id`'s home index entry
-    /// points to (second stage; the index entry should already be cached).
+    /// Second stage: fetch the keys of the slots in `id`'s first index
+    /// entries (the index entry should already be cached).
     #[inline]
-    pub fn prefetch_slot(&self, id: u64) {
-        let e = self.index[home(id, self.n)];
-        if e != NIL {
-            let slot = e as usize;
-            prefetch(self.keys.as_ptr().wrapping_add(slot).cast());
+    pub fn prefetch_keys(&self, id: u64) {
+        let h = home(id, self.n);
+        for p in [h, self.next(h)] {
+            let e = self.index[p];
+            if e == NIL {
+                break;
+            }
+            prefetch(self.keys.as_ptr().wrapping_add(e as usize).cast());
+        }
+    }
+
+    /// Third stage: find `id` (index and keys should be cached by now) and
+    /// fetch its row.
+    #[inline]
+    pub fn prefetch_row(&self, id: u64) {
+        if let Some(slot) = self.get(id) {
             let rb = self.row_bytes;
             let row = self.slab.bytes().as_ptr().wrapping_add(slot * rb);
             let mut off = 0;
