@@ -646,10 +646,11 @@ impl Store {
     /// let store = Store::create(dir.path().join("s"), StoreConfig::builder()
     ///     .table(TableConfig::new("t", 1000, 8)).build())?;
     /// let mut out = vec![0f32; 16];
-    /// store.lookup("t", &[1, 1], &mut out)?; // a miss, then a hit
+    /// store.lookup("t", &[1, 1], &mut out)?; // two misses, one deduplicated read
+    /// store.lookup("t", &[1], &mut out[..8])?; // a hit
     /// let st = store.stats();
     /// let t = st.table("t").unwrap();
-    /// assert_eq!((t.lookups, t.dram.hits, t.ssd.rows_read), (2, 1, 1));
+    /// assert_eq!((t.lookups, t.dram.hits, t.ssd.rows_read), (3, 1, 1));
     /// println!("{} p99 {} ns", st.io_engine, st.ssd_read_latency.p99);
     /// # Ok::<(), embtier::Error>(())
     /// ```
