@@ -51,7 +51,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "embtier quickstart: table of {ROWS} rows x {DIM} f32 ({} MiB), DRAM {} MiB, PMem {} MiB (file {}), SSD {}",
         table_bytes >> 20,
         cfg.dram.capacity.0 >> 20,
-        table_bytes / 8 >> 20,
+        (table_bytes / 8) >> 20,
         shm.path().join("pmem.emb").display(),
         dir.join(embtier::DATA_FILE).display()
     );
