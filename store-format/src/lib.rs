@@ -13,6 +13,8 @@
 
 use thiserror::Error;
 
+pub mod trace;
+
 /// Size of every on-disk block, in bytes. Data-file offsets are multiples of it.
 pub const BLOCK_SIZE: usize = 4096;
 /// Bytes of a data block that hold row data; the rest is the trailer.

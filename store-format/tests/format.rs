@@ -241,3 +241,71 @@ fn blocks_seal_check_and_detect() {
     read_group_payload(&blocks, 0, &mut back);
     assert_eq!(back, data);
 }
+
+#[test]
+fn trace_offsets_match_the_spec() {
+    use embtier_format::trace::{ch, th, CHUNK_HEADER, CHUNK_MAGIC, TRACE_MAGIC};
+    // The trace section has two tables: the fixed header, then the chunk header.
+    let text = include_str!("../FORMAT.md");
+    let start = text.find("## Trace file").expect("section");
+    let section = &text[start..];
+    let chunk_at = section.find("Chunk header").expect("chunk header table");
+    let header_rows = rows_in(&section[..chunk_at]);
+    let chunk_rows = rows_in(&section[chunk_at..]);
+    let want_header = [
+        ("magic", th::MAGIC, 8),
+        ("version", th::VERSION, 4),
+        ("flags", th::FLAGS, 4),
+        ("table_count", th::TABLE_COUNT, 4),
+        ("catalog_len", th::CATALOG_LEN, 4),
+        ("catalog_crc", th::CATALOG_CRC, 4),
+        ("crc", th::CRC, 4),
+    ];
+    let want_chunk = [
+        ("chunk_magic", ch::MAGIC, 4),
+        ("payload_len", ch::PAYLOAD_LEN, 4),
+        ("batches", ch::BATCHES, 4),
+        ("accesses", ch::ACCESSES, 4),
+        ("chunk_crc", ch::CRC, 4),
+    ];
+    for (got, want) in [
+        (header_rows, &want_header[..]),
+        (chunk_rows, &want_chunk[..]),
+    ] {
+        let got: Vec<(String, usize, usize)> = got;
+        assert_eq!(got.len(), want.len());
+        for ((name, off, size), (wn, wo, ws)) in got.iter().zip(want) {
+            assert_eq!((name.as_str(), *off, *size), (*wn, *wo, *ws));
+        }
+    }
+    assert_eq!(th::CRC + 4, th::SIZE);
+    assert_eq!(ch::CRC + 4, CHUNK_HEADER);
+    assert_eq!(&CHUNK_MAGIC.to_le_bytes(), b"ECHK");
+    assert_eq!(&TRACE_MAGIC, b"ETRACE\0\x01");
+}
+
+/// The `| offset | size | field |` rows of the first table in `text`.
+fn rows_in(text: &str) -> Vec<(String, usize, usize)> {
+    let mut rows = Vec::new();
+    let mut in_table = false;
+    for line in text.lines() {
+        if line.starts_with("| offset") {
+            in_table = true;
+            continue;
+        }
+        if in_table && line.starts_with("|---") {
+            continue;
+        }
+        if in_table && line.starts_with('|') {
+            let c: Vec<&str> = line.split('|').map(str::trim).collect();
+            rows.push((
+                c[3].to_string(),
+                c[1].parse().unwrap(),
+                c[2].parse().unwrap(),
+            ));
+        } else if in_table {
+            break;
+        }
+    }
+    rows
+}
