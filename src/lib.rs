@@ -48,6 +48,7 @@ pub mod stats;
 mod store;
 mod table;
 mod tier;
+pub mod trace;
 
 pub use config::{
     ByteSize, Init, IoEngineKind, Placement, StoreConfig, StoreConfigBuilder, TableConfig,

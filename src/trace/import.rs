@@ -1,0 +1,550 @@
+//! Importers: libCacheSim oracleGeneral, CSV with a column spec, one id per
+//! line (optionally gzip), Criteo TSV/CSV, MovieLens, and `.etrace`.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::str::FromStr;
+
+use super::{Access, AccessKind, Densify, Trace, TraceError, TraceTable};
+
+/// Input formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Format {
+    /// Pick by magic bytes, name and content.
+    Auto,
+    /// embtier's `.etrace`.
+    Etrace,
+    /// libCacheSim oracleGeneral: 24-byte records `{u32 time, u64 obj_id, u32 obj_size, i64 next}`.
+    OracleGeneral,
+    /// Delimited text with a [`CsvSpec`].
+    Csv,
+    /// One id per line; `*` lines are skipped; gzip if the name ends in `.gz`.
+    Txt,
+    /// Criteo Display Advertising: TSV without header, or CSV with `label,I1..,C1..C26`.
+    Criteo,
+    /// MovieLens `u.data` or RecBole `.inter`: users and items in timestamp order.
+    Movielens,
+}
+
+impl Format {
+    /// Names accepted by [`Format::from_str`].
+    pub const NAMES: &'static str = "auto, etrace, oracle-general, csv, txt, criteo, movielens";
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Auto => "auto",
+            Format::Etrace => "etrace",
+            Format::OracleGeneral => "oracle-general",
+            Format::Csv => "csv",
+            Format::Txt => "txt",
+            Format::Criteo => "criteo",
+            Format::Movielens => "movielens",
+        }
+    }
+}
+
+impl FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Format, String> {
+        let n: String = s
+            .chars()
+            .filter(|c| *c != '-' && *c != '_')
+            .flat_map(char::to_lowercase)
+            .collect();
+        Ok(match n.as_str() {
+            "auto" => Format::Auto,
+            "etrace" => Format::Etrace,
+            "oraclegeneral" | "oracle" => Format::OracleGeneral,
+            "csv" => Format::Csv,
+            "txt" | "text" => Format::Txt,
+            "criteo" => Format::Criteo,
+            "movielens" | "ml" => Format::Movielens,
+            _ => {
+                return Err(format!(
+                    "unknown format {s:?} (expected one of {})",
+                    Format::NAMES
+                ))
+            }
+        })
+    }
+}
+
+/// Which columns of a delimited file hold what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CsvSpec {
+    /// The id column: a 0-based index or a header name.
+    pub id: String,
+    /// The table column, if any (index or name).
+    pub table: Option<String>,
+    /// Whether the first line is a header.
+    pub header: bool,
+    /// The delimiter.
+    pub delimiter: u8,
+}
+
+impl Default for CsvSpec {
+    fn default() -> CsvSpec {
+        CsvSpec {
+            id: "0".into(),
+            table: None,
+            header: false,
+            delimiter: b',',
+        }
+    }
+}
+
+impl FromStr for CsvSpec {
+    type Err = String;
+    /// `id=COL[,table=COL][,header=yes|no][,delim=,|tab|;|space]`
+    fn from_str(s: &str) -> Result<CsvSpec, String> {
+        let mut spec = CsvSpec::default();
+        for part in s.split(',').filter(|p| !p.is_empty()) {
+            let (k, v) = part.split_once('=').ok_or_else(|| {
+                format!("column spec {part:?} is not key=value (try id=lbn,header=yes)")
+            })?;
+            match k.trim() {
+                "id" => spec.id = v.trim().to_string(),
+                "table" => spec.table = Some(v.trim().to_string()),
+                "header" => {
+                    spec.header = match v.trim() {
+                        "yes" | "true" | "1" => true,
+                        "no" | "false" | "0" => false,
+                        o => return Err(format!("header={o:?}: expected yes or no")),
+                    }
+                }
+                "delim" | "delimiter" => {
+                    spec.delimiter = match v {
+                        "tab" | "\\t" => b'\t',
+                        "space" => b' ',
+                        "comma" => b',',
+                        "semicolon" | ";" => b';',
+                        "|" | "pipe" => b'|',
+                        o if o.len() == 1 => o.as_bytes()[0],
+                        o => {
+                            return Err(format!(
+                                "delim={o:?}: expected one character, tab or space"
+                            ))
+                        }
+                    }
+                }
+                other => {
+                    return Err(format!(
+                        "unknown column spec key {other:?} (id, table, header, delim)"
+                    ))
+                }
+            }
+        }
+        Ok(spec)
+    }
+}
+
+fn io_err(path: &Path) -> impl Fn(std::io::Error) -> TraceError + '_ {
+    move |source| TraceError::Io {
+        path: path.into(),
+        source,
+    }
+}
+
+fn open_text(path: &Path) -> Result<Box<dyn BufRead>, TraceError> {
+    let f = File::open(path).map_err(io_err(path))?;
+    if path.extension().is_some_and(|e| e == "gz") {
+        Ok(Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(
+            f,
+        ))))
+    } else {
+        Ok(Box::new(BufReader::with_capacity(1 << 20, f)))
+    }
+}
+
+/// Decide the format of `path` from its first bytes and its name.
+pub fn detect(path: &Path) -> Result<Format, TraceError> {
+    let mut head = [0u8; 512];
+    let mut f = File::open(path).map_err(io_err(path))?;
+    let n = f.read(&mut head).map_err(io_err(path))?;
+    let head = &head[..n];
+    if head.starts_with(&embtier_format::trace::TRACE_MAGIC[..6]) {
+        return Ok(Format::Etrace);
+    }
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    if name.contains("oraclegeneral") || name.ends_with(".oracle") {
+        return Ok(Format::OracleGeneral);
+    }
+    if name.ends_with(".inter") || name == "u.data" {
+        return Ok(Format::Movielens);
+    }
+    if name.ends_with(".gz") || name.ends_with(".trace") || name.ends_with(".txt") {
+        return Ok(Format::Txt);
+    }
+    let text = String::from_utf8_lossy(head);
+    let first = text.lines().next().unwrap_or("");
+    if first.starts_with("label,I1,") || first.split('\t').count() == 40 {
+        return Ok(Format::Criteo);
+    }
+    if name.ends_with(".csv") || name.ends_with(".tsv") {
+        return Ok(Format::Csv);
+    }
+    if !head.is_empty()
+        && head
+            .iter()
+            .all(|b| b.is_ascii_digit() || b.is_ascii_whitespace() || *b == b'*')
+    {
+        return Ok(Format::Txt);
+    }
+    Err(TraceError::Unrecognised {
+        path: path.into(),
+        reason: format!("cannot tell the format; pass --format ({})", Format::NAMES),
+    })
+}
+
+/// Import `path` in `format` (detected when `Auto`; the format used is
+/// returned). `batch` is accesses per batch for formats without batches, or
+/// samples per batch for Criteo and MovieLens.
+pub fn import(
+    path: &Path,
+    format: Format,
+    csv: &CsvSpec,
+    batch: usize,
+) -> Result<(Trace, Format), TraceError> {
+    let format = if format == Format::Auto {
+        detect(path)?
+    } else {
+        format
+    };
+    let batch = batch.max(1);
+    let t = match format {
+        Format::Etrace => Trace::read_etrace(path)?,
+        Format::OracleGeneral => oracle_general(path, batch)?,
+        Format::Csv => delimited(path, csv, batch)?,
+        Format::Txt => txt(path, batch)?,
+        Format::Criteo => criteo(path, batch)?,
+        Format::Movielens => movielens(path, batch)?,
+        Format::Auto => unreachable!("resolved above"),
+    };
+    if t.accesses.is_empty() {
+        return Err(TraceError::Empty { path: path.into() });
+    }
+    Ok((t, format))
+}
+
+/// Accumulates accesses into batches of a fixed size.
+struct Builder {
+    t: Trace,
+    batch: usize,
+    in_batch: usize,
+}
+
+impl Builder {
+    fn new(tables: usize, batch: usize) -> Builder {
+        Builder {
+            t: Trace {
+                tables: Vec::with_capacity(tables),
+                ..Trace::default()
+            },
+            batch,
+            in_batch: 0,
+        }
+    }
+    #[inline]
+    fn push(&mut self, table: u32, row: u64) {
+        self.t.accesses.push(Access {
+            table,
+            row,
+            kind: AccessKind::Lookup,
+        });
+    }
+    /// One sample (or one access) done; close the batch when full.
+    #[inline]
+    fn end_sample(&mut self) {
+        self.in_batch += 1;
+        if self.in_batch == self.batch {
+            self.close();
+        }
+    }
+    fn close(&mut self) {
+        if self.t.batch_ends.last().copied().unwrap_or(0) != self.t.accesses.len() {
+            self.t.batch_ends.push(self.t.accesses.len());
+        }
+        self.in_batch = 0;
+    }
+    fn finish(mut self, tables: Vec<TraceTable>) -> Trace {
+        self.close();
+        self.t.tables = tables;
+        self.t
+    }
+}
+
+fn single_table(name: &str, rows: u64) -> Vec<TraceTable> {
+    vec![TraceTable {
+        name: name.into(),
+        rows: rows.max(1),
+        dim: 0,
+        row_bytes: 0,
+    }]
+}
+
+fn oracle_general(path: &Path, batch: usize) -> Result<Trace, TraceError> {
+    let f = File::open(path).map_err(io_err(path))?;
+    let len = f.metadata().map_err(io_err(path))?.len();
+    if len % 24 != 0 {
+        return Err(TraceError::BadRecord {
+            path: path.into(),
+            record: len / 24 + 1,
+            reason: format!("truncated: {len} bytes is not a whole number of 24-byte records"),
+        });
+    }
+    let mut r = BufReader::with_capacity(1 << 20, f);
+    let mut b = Builder::new(1, batch);
+    let mut ids = Densify::default();
+    let mut rec = [0u8; 24];
+    for _ in 0..len / 24 {
+        r.read_exact(&mut rec).map_err(io_err(path))?;
+        let obj = u64::from_le_bytes(rec[4..12].try_into().expect("8 bytes"));
+        let row = ids.id(obj);
+        b.push(0, row);
+        b.end_sample();
+    }
+    Ok(b.finish(single_table("objects", ids.len())))
+}
+
+fn txt(path: &Path, batch: usize) -> Result<Trace, TraceError> {
+    let r = open_text(path)?;
+    let mut b = Builder::new(1, batch);
+    let mut ids = Densify::default();
+    for (i, line) in r.lines().enumerate() {
+        let line = line.map_err(io_err(path))?;
+        let s = line.trim();
+        if s.is_empty() || s.starts_with('*') || s.starts_with('#') {
+            continue;
+        }
+        let id: u64 = s.parse().map_err(|_| TraceError::BadRecord {
+            path: path.into(),
+            record: i as u64 + 1,
+            reason: format!("{s:?} is not an integer id"),
+        })?;
+        let row = ids.id(id);
+        b.push(0, row);
+        b.end_sample();
+    }
+    Ok(b.finish(single_table("ids", ids.len())))
+}
+
+fn column_index(spec_col: &str, header: Option<&[&str]>, path: &Path) -> Result<usize, TraceError> {
+    if let Ok(i) = spec_col.parse::<usize>() {
+        return Ok(i);
+    }
+    let names = header.ok_or_else(|| TraceError::Unrecognised {
+        path: path.into(),
+        reason: format!("column {spec_col:?} is a name, but the spec says header=no"),
+    })?;
+    names
+        .iter()
+        .position(|n| n.trim() == spec_col)
+        .ok_or_else(|| TraceError::Unrecognised {
+            path: path.into(),
+            reason: format!(
+                "no column {spec_col:?} in the header ({})",
+                names.join(", ")
+            ),
+        })
+}
+
+fn delimited(path: &Path, spec: &CsvSpec, batch: usize) -> Result<Trace, TraceError> {
+    let r = open_text(path)?;
+    let mut lines = r.lines().enumerate();
+    let delim = spec.delimiter as char;
+    let header_line = if spec.header {
+        match lines.next() {
+            Some((_, l)) => Some(l.map_err(io_err(path))?),
+            None => return Err(TraceError::Empty { path: path.into() }),
+        }
+    } else {
+        None
+    };
+    let header: Option<Vec<&str>> = header_line.as_deref().map(|h| h.split(delim).collect());
+    let id_col = column_index(&spec.id, header.as_deref(), path)?;
+    let table_col = spec
+        .table
+        .as_deref()
+        .map(|c| column_index(c, header.as_deref(), path))
+        .transpose()?;
+    let mut b = Builder::new(1, batch);
+    let mut tables: Densify<String> = Densify::default();
+    let mut ids: Vec<Densify<String>> = Vec::new();
+    for (i, line) in lines {
+        let line = line.map_err(io_err(path))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let cols: Vec<&str> = line.split(delim).collect();
+        let rec = |reason: String| TraceError::BadRecord {
+            path: path.into(),
+            record: i as u64 + 1,
+            reason,
+        };
+        let id = cols
+            .get(id_col)
+            .ok_or_else(|| {
+                rec(format!(
+                    "has {} columns, the id is column {id_col}",
+                    cols.len()
+                ))
+            })?
+            .trim();
+        if id.is_empty() {
+            return Err(rec(format!("empty id in column {id_col}")));
+        }
+        let t = match table_col {
+            Some(c) => {
+                let name = cols
+                    .get(c)
+                    .ok_or_else(|| rec(format!("has no table column {c}")))?
+                    .trim();
+                tables.id(name.to_string())
+            }
+            None => tables.id(String::new()),
+        };
+        if t as usize == ids.len() {
+            ids.push(Densify::default());
+        }
+        let row = ids[t as usize].id(id.to_string());
+        b.push(t as u32, row);
+        b.end_sample();
+    }
+    let mut names: Vec<(String, u64)> = tables.map.into_iter().collect();
+    names.sort_by_key(|(_, i)| *i);
+    let tables = names
+        .into_iter()
+        .map(|(n, i)| TraceTable {
+            name: if n.is_empty() { "ids".into() } else { n },
+            rows: ids[i as usize].len().max(1),
+            dim: 0,
+            row_bytes: 0,
+        })
+        .collect();
+    Ok(b.finish(tables))
+}
+
+fn criteo(path: &Path, batch: usize) -> Result<Trace, TraceError> {
+    let r = open_text(path)?;
+    let mut b = Builder::new(26, batch);
+    let mut ids: Vec<Densify<u32>> = (0..26).map(|_| Densify::default()).collect();
+    let mut first = true;
+    let mut delim = '\t';
+    for (i, line) in r.lines().enumerate() {
+        let line = line.map_err(io_err(path))?;
+        if first {
+            first = false;
+            if line.starts_with("label,") {
+                delim = ',';
+                continue; // the CSV-with-header variant
+            }
+        }
+        if line.is_empty() {
+            continue;
+        }
+        let cols: Vec<&str> = line.split(delim).collect();
+        // Some copies drop trailing empty fields: fewer columns mean the
+        // last categorical values are missing.
+        if !(14..=40).contains(&cols.len()) {
+            return Err(TraceError::BadRecord {
+                path: path.into(),
+                record: i as u64 + 1,
+                reason: format!(
+                    "has {} columns, Criteo has 40 (label, I1-I13, C1-C26)",
+                    cols.len()
+                ),
+            });
+        }
+        for (t, v) in cols[14..].iter().enumerate() {
+            let v = v.trim();
+            if v.is_empty() {
+                continue;
+            }
+            let h = u32::from_str_radix(v, 16).map_err(|_| TraceError::BadRecord {
+                path: path.into(),
+                record: i as u64 + 1,
+                reason: format!("C{} = {v:?} is not a 32-bit hex hash", t + 1),
+            })?;
+            let row = ids[t].id(h);
+            b.push(t as u32, row);
+        }
+        b.end_sample();
+    }
+    let tables = ids
+        .iter()
+        .enumerate()
+        .map(|(t, d)| TraceTable {
+            name: format!("C{}", t + 1),
+            rows: d.len().max(1),
+            dim: 0,
+            row_bytes: 0,
+        })
+        .collect();
+    Ok(b.finish(tables))
+}
+
+fn movielens(path: &Path, batch: usize) -> Result<Trace, TraceError> {
+    let r = open_text(path)?;
+    let mut recs: Vec<(f64, u64, String, String)> = Vec::new();
+    for (i, line) in r.lines().enumerate() {
+        let line = line.map_err(io_err(path))?;
+        if i == 0 && line.contains(":token") {
+            continue; // RecBole .inter header
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        let cols: Vec<&str> = line
+            .split(['\t', ',', ' '])
+            .filter(|c| !c.is_empty())
+            .collect();
+        let rec = |reason: String| TraceError::BadRecord {
+            path: path.into(),
+            record: i as u64 + 1,
+            reason,
+        };
+        if cols.len() < 4 {
+            return Err(rec(format!(
+                "has {} columns, need user, item, rating, timestamp",
+                cols.len()
+            )));
+        }
+        let ts: f64 = cols[3]
+            .parse()
+            .map_err(|_| rec(format!("timestamp {:?} is not a number", cols[3])))?;
+        recs.push((ts, i as u64, cols[0].to_string(), cols[1].to_string()));
+    }
+    // Timestamp order; ties keep file order.
+    recs.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let mut b = Builder::new(2, batch);
+    let mut users = Densify::default();
+    let mut items = Densify::default();
+    for (_, _, u, it) in recs {
+        let ur = users.id(u);
+        let ir = items.id(it);
+        b.push(0, ur);
+        b.push(1, ir);
+        b.end_sample();
+    }
+    let tables = vec![
+        TraceTable {
+            name: "users".into(),
+            rows: users.len().max(1),
+            dim: 0,
+            row_bytes: 0,
+        },
+        TraceTable {
+            name: "items".into(),
+            rows: items.len().max(1),
+            dim: 0,
+            row_bytes: 0,
+        },
+    ];
+    Ok(b.finish(tables))
+}

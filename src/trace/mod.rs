@@ -1,0 +1,146 @@
+//! Access traces: a format-independent view ([`Trace`]), importers of the
+//! field's trace formats, and conversion to `.etrace`.
+//!
+//! Every importer maps its ids to dense row ids per table, in order of first
+//! appearance, and groups accesses into batches. Importers hold the trace in
+//! memory (about 16 bytes per access); the `.etrace` reader streams.
+
+mod import;
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter};
+use std::path::{Path, PathBuf};
+
+pub use embtier_format::trace::{Access, AccessKind, TraceReader, TraceTable, TraceWriter};
+pub use import::{import, CsvSpec, Format};
+
+/// Errors of reading or converting a trace. Each names the file and, where
+/// known, the record (1-based line or record number) or byte offset.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TraceError {
+    /// The file cannot be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A record does not parse.
+    #[error("{path}: record {record}: {reason}")]
+    BadRecord {
+        /// The file.
+        path: PathBuf,
+        /// 1-based record (line) number.
+        record: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A `.etrace` structure is invalid.
+    #[error("{path}: {source}")]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What and where.
+        #[source]
+        source: embtier_format::FormatError,
+    },
+    /// The format cannot be determined, or is not what the options need.
+    #[error("{path}: {reason}")]
+    Unrecognised {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The file holds no accesses.
+    #[error("{path}: no accesses")]
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
+}
+
+/// A trace in memory: a catalog and batches of accesses.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Trace {
+    /// The tables.
+    pub tables: Vec<TraceTable>,
+    /// Batches; each is a range of `accesses`.
+    pub batch_ends: Vec<usize>,
+    /// Every access, in order.
+    pub accesses: Vec<Access>,
+}
+
+impl Trace {
+    /// Batches as slices.
+    pub fn batches(&self) -> impl Iterator<Item = &[Access]> {
+        let mut start = 0;
+        self.batch_ends.iter().map(move |&end| {
+            let b = &self.accesses[start..end];
+            start = end;
+            b
+        })
+    }
+
+    /// Read a `.etrace` file whole.
+    pub fn read_etrace(path: &Path) -> Result<Trace, TraceError> {
+        let f = File::open(path).map_err(|source| TraceError::Io {
+            path: path.into(),
+            source,
+        })?;
+        let fmt = |source| TraceError::Format {
+            path: path.into(),
+            source,
+        };
+        let mut r = TraceReader::new(BufReader::with_capacity(1 << 20, f)).map_err(fmt)?;
+        let mut t = Trace {
+            tables: r.tables().to_vec(),
+            ..Trace::default()
+        };
+        let mut b = Vec::new();
+        while r.next_batch(&mut b).map_err(fmt)? {
+            t.accesses.extend_from_slice(&b);
+            t.batch_ends.push(t.accesses.len());
+        }
+        Ok(t)
+    }
+
+    /// Write as `.etrace`; returns the bytes written.
+    pub fn write_etrace(&self, path: &Path) -> Result<u64, TraceError> {
+        let io = |source| TraceError::Io {
+            path: path.into(),
+            source,
+        };
+        let f = File::create(path).map_err(io)?;
+        let mut w = TraceWriter::new(BufWriter::with_capacity(1 << 20, f), self.tables.clone())
+            .map_err(io)?;
+        for b in self.batches() {
+            for a in b {
+                w.access(a.table, a.row, a.kind).map_err(io)?;
+            }
+            w.end_batch().map_err(io)?;
+        }
+        let (_, _, bytes) = w.finish().map_err(io)?;
+        Ok(bytes)
+    }
+}
+
+/// Dense ids in order of first appearance.
+#[derive(Debug, Default)]
+pub(crate) struct Densify<K: std::hash::Hash + Eq> {
+    map: std::collections::HashMap<K, u64>,
+}
+
+impl<K: std::hash::Hash + Eq> Densify<K> {
+    #[inline]
+    pub fn id(&mut self, key: K) -> u64 {
+        let n = self.map.len() as u64;
+        *self.map.entry(key).or_insert(n)
+    }
+    pub fn len(&self) -> u64 {
+        self.map.len() as u64
+    }
+}

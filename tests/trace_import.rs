@@ -1,0 +1,202 @@
+//! Importers on the shared real traces (each test skips, saying so, when the
+//! file is absent), and the `.etrace` round trip.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use embtier::trace::{import, CsvSpec, Format, Trace};
+
+fn shared(name: &str) -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/traces")
+        .join(name);
+    if p.exists() {
+        Some(p)
+    } else {
+        eprintln!("SKIP: {} is absent", p.display());
+        None
+    }
+}
+
+fn unique_per_table(t: &Trace) -> Vec<usize> {
+    let mut sets = vec![HashSet::new(); t.tables.len()];
+    for a in &t.accesses {
+        sets[a.table as usize].insert(a.row);
+    }
+    sets.iter().map(|s| s.len()).collect()
+}
+
+#[test]
+fn oracle_general_cloudphysics() {
+    let Some(p) = shared("cloudPhysicsIO.oracleGeneral.bin") else {
+        return;
+    };
+    let (t, f) = import(&p, Format::Auto, &CsvSpec::default(), 4096).unwrap();
+    assert_eq!(f, Format::OracleGeneral);
+    // Facts from the traces README.
+    assert_eq!(t.accesses.len(), 113_872);
+    assert_eq!(t.tables[0].rows, 48_974);
+    assert_eq!(unique_per_table(&t), vec![48_974]);
+    assert_eq!(t.batch_ends.len(), 113_872usize.div_ceil(4096));
+}
+
+#[test]
+fn csv_cloudphysics_matches_the_binary() {
+    let (Some(csv), Some(bin)) = (
+        shared("cloudPhysicsIO.csv"),
+        shared("cloudPhysicsIO.oracleGeneral.bin"),
+    ) else {
+        return;
+    };
+    let spec: CsvSpec = "id=lbn,header=yes".parse().unwrap();
+    let (a, f) = import(&csv, Format::Auto, &spec, 1).unwrap();
+    assert_eq!(f, Format::Csv);
+    let (b, _) = import(&bin, Format::OracleGeneral, &CsvSpec::default(), 1).unwrap();
+    assert_eq!(a.accesses.len(), b.accesses.len());
+    // Dense ids in order of first appearance: identical sequences.
+    assert!(a
+        .accesses
+        .iter()
+        .zip(&b.accesses)
+        .all(|(x, y)| x.row == y.row));
+}
+
+#[test]
+fn lirs_gzip_txt() {
+    for name in ["lirs_loop.trace.gz", "lirs_sprite.trace.gz"] {
+        let Some(p) = shared(name) else { continue };
+        let (t, f) = import(&p, Format::Auto, &CsvSpec::default(), 1000).unwrap();
+        assert_eq!(f, Format::Txt);
+        // Independent count: non-separator lines, distinct values.
+        let mut s = String::new();
+        use std::io::Read;
+        flate2_read(&p).read_to_string(&mut s).unwrap();
+        let ids: Vec<&str> = s
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('*'))
+            .collect();
+        assert_eq!(t.accesses.len(), ids.len(), "{name}");
+        assert_eq!(
+            t.tables[0].rows as usize,
+            ids.iter().collect::<HashSet<_>>().len(),
+            "{name}"
+        );
+    }
+}
+
+fn flate2_read(p: &Path) -> impl std::io::Read {
+    // The test decodes independently of the importer, with the gzip CLI.
+    let out = std::process::Command::new("gzip")
+        .arg("-dc")
+        .arg(p)
+        .output()
+        .unwrap();
+    std::io::Cursor::new(out.stdout)
+}
+
+#[test]
+fn movielens_100k() {
+    let Some(p) = shared("ml-100k.inter") else {
+        return;
+    };
+    let (t, f) = import(&p, Format::Auto, &CsvSpec::default(), 256).unwrap();
+    assert_eq!(f, Format::Movielens);
+    assert_eq!(t.tables.len(), 2);
+    assert_eq!((t.tables[0].rows, t.tables[1].rows), (943, 1682));
+    assert_eq!(t.accesses.len(), 200_000);
+    assert_eq!(t.batch_ends.len(), 100_000usize.div_ceil(256));
+}
+
+fn criteo_expected(p: &Path, delim: char, skip_header: bool) -> (Vec<usize>, usize) {
+    let text = std::fs::read_to_string(p).unwrap();
+    let mut sets = vec![HashSet::new(); 26];
+    let mut accesses = 0;
+    for line in text.lines().skip(skip_header as usize) {
+        let cols: Vec<&str> = line.split(delim).collect();
+        for (i, v) in cols[14..].iter().enumerate() {
+            if !v.is_empty() {
+                sets[i].insert(v.to_string());
+                accesses += 1;
+            }
+        }
+    }
+    (sets.iter().map(|s| s.len()).collect(), accesses)
+}
+
+#[test]
+fn criteo_tsv_and_csv() {
+    for (name, delim, header) in [
+        ("criteo-train-head1000.tsv", '\t', false),
+        ("criteo_sample.csv", ',', true),
+    ] {
+        let Some(p) = shared(name) else { continue };
+        let (t, f) = import(&p, Format::Auto, &CsvSpec::default(), 128).unwrap();
+        assert_eq!(f, Format::Criteo, "{name}");
+        assert_eq!(t.tables.len(), 26);
+        let (rows, accesses) = criteo_expected(&p, delim, header);
+        let got: Vec<usize> = t.tables.iter().map(|t| t.rows as usize).collect();
+        assert_eq!(got, rows, "{name}: rows per table");
+        assert_eq!(t.accesses.len(), accesses, "{name}");
+        assert_eq!(t.tables[0].name, "C1");
+    }
+}
+
+#[test]
+fn etrace_round_trip_and_compactness() {
+    let Some(p) = shared("criteo-train-head1000.tsv") else {
+        return;
+    };
+    let (t, _) = import(&p, Format::Criteo, &CsvSpec::default(), 64).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("c.etrace");
+    let bytes = t.write_etrace(&out).unwrap();
+    let per = bytes as f64 / t.accesses.len() as f64;
+    println!(
+        "criteo head: {} accesses, {bytes} bytes, {per:.2} bytes per access",
+        t.accesses.len()
+    );
+    assert!(per <= 5.0);
+    let (back, f) = import(&out, Format::Auto, &CsvSpec::default(), 1).unwrap();
+    assert_eq!(f, Format::Etrace);
+    assert_eq!(back, t);
+}
+
+#[test]
+fn bad_inputs_name_the_file_and_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("ids.txt");
+    std::fs::write(&p, "1\n2\nthree\n").unwrap();
+    let e = import(&p, Format::Txt, &CsvSpec::default(), 1)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("ids.txt") && e.contains("record 3"), "{e}");
+    let p = dir.path().join("og.bin");
+    std::fs::write(&p, [0u8; 50]).unwrap();
+    let e = import(&p, Format::OracleGeneral, &CsvSpec::default(), 1)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("og.bin") && e.contains("record 3"), "{e}");
+    let p = dir.path().join("empty.txt");
+    std::fs::write(&p, "").unwrap();
+    assert!(import(&p, Format::Txt, &CsvSpec::default(), 1)
+        .unwrap_err()
+        .to_string()
+        .contains("no accesses"));
+    let p = dir.path().join("x.csv");
+    std::fs::write(&p, "a,b\n1,2\n").unwrap();
+    let spec: CsvSpec = "id=c,header=yes".parse().unwrap();
+    let e = import(&p, Format::Csv, &spec, 1).unwrap_err().to_string();
+    assert!(e.contains("no column \"c\""), "{e}");
+    assert!("id".parse::<CsvSpec>().is_err());
+    assert!("bogus"
+        .parse::<Format>()
+        .unwrap_err()
+        .contains("oracle-general"));
+    let p = dir.path().join("t.etrace");
+    std::fs::write(&p, b"ETRACE\0\x01garbage").unwrap();
+    let e = import(&p, Format::Auto, &CsvSpec::default(), 1)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("t.etrace"), "{e}");
+}
