@@ -43,6 +43,7 @@ pub mod config;
 pub mod error;
 pub mod init;
 pub mod io;
+pub mod locality;
 pub mod policy;
 pub mod stats;
 mod store;

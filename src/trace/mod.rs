@@ -5,6 +5,7 @@
 //! appearance, and groups accesses into batches. Importers hold the trace in
 //! memory (about 16 bytes per access); the `.etrace` reader streams.
 
+pub mod gen;
 mod import;
 
 use std::fs::File;

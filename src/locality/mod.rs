@@ -1,0 +1,439 @@
+//! Locality analysis of an access trace: counts, skew, the dlrm_datasets
+//! access-count histogram, exact LRU stack distances (O(N log N)), reuse
+//! times, and exact miss-ratio curves. Every figure is given per table and
+//! overall; "overall" treats `(table, row)` as one object space.
+//!
+//! Conventions (also in `docs/locality.md`):
+//! - shares, Gini and the Zipf fit are over rows touched by the trace;
+//! - a cache size counts rows; a row hits an LRU cache of `C` rows iff its
+//!   stack distance (distinct rows accessed since its last access) is `< C`.
+
+use serde::Serialize;
+
+use crate::trace::Trace;
+
+/// Upper edges of the access-count bins of Meta's dlrm_datasets
+/// `locality_stats.txt`: (0,1], (1,2], (2,4], ..., (16384,32768], then 32768+.
+pub const COUNT_BIN_EDGES: [u64; 16] = [
+    1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768,
+];
+
+/// Bin of an access count `c >= 1`: 0 for (0,1], ..., 15 for (16384,32768], 16 above.
+pub fn count_bin(c: u64) -> usize {
+    if c <= 1 {
+        0
+    } else {
+        ((64 - (c - 1).leading_zeros()) as usize).min(16)
+    }
+}
+
+/// A point of a miss-ratio curve.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct MrcPoint {
+    /// Cache size in rows.
+    pub cache_rows: u64,
+    /// Miss ratio of an LRU cache of that size.
+    pub miss_ratio: f64,
+}
+
+/// A log2-binned histogram: `bins[k]` counts values in `[2^(k-1), 2^k)`
+/// (`bins[0]` counts 0), `cold` counts first accesses (no previous access).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Log2Hist {
+    /// Counts per bin.
+    pub bins: Vec<u64>,
+    /// First accesses.
+    pub cold: u64,
+}
+
+impl Log2Hist {
+    fn add(&mut self, v: u64) {
+        let k = if v == 0 {
+            0
+        } else {
+            64 - v.leading_zeros() as usize
+        };
+        if self.bins.len() <= k {
+            self.bins.resize(k + 1, 0);
+        }
+        self.bins[k] += 1;
+    }
+    /// Lower and upper bound (inclusive) of bin `k`.
+    pub fn range(k: usize) -> (u64, u64) {
+        if k == 0 {
+            (0, 0)
+        } else {
+            (1 << (k - 1), (1u64 << k) - 1)
+        }
+    }
+}
+
+/// Every figure of one table (or of the whole trace).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TableReport {
+    /// Table name (`overall` for the whole trace).
+    pub name: String,
+    /// Rows of the table (sum over tables for overall).
+    pub rows: u64,
+    /// Accesses.
+    pub accesses: u64,
+    /// Distinct rows accessed.
+    pub unique_rows: u64,
+    /// Rows accessed exactly once.
+    pub one_hit_rows: u64,
+    /// unique_rows / rows.
+    pub coverage: f64,
+    /// Share of accesses to the most accessed 0.1% of touched rows (at least one row).
+    pub top_0_1pct_share: f64,
+    /// The same for the top 1%.
+    pub top_1pct_share: f64,
+    /// The same for the top 10%.
+    pub top_10pct_share: f64,
+    /// Zipf exponent fitted to the rank-frequency curve (see `docs/locality.md`).
+    pub zipf_alpha: f64,
+    /// Gini coefficient of the access counts of touched rows.
+    pub gini: f64,
+    /// Fraction of touched rows per count bin ([`COUNT_BIN_EDGES`], 17 bins).
+    pub count_hist_rows: Vec<f64>,
+    /// Fraction of accesses per count bin.
+    pub count_hist_accesses: Vec<f64>,
+    /// LRU stack distances.
+    pub reuse_distance: Log2Hist,
+    /// Reuse times (accesses since the previous access of the row).
+    pub reuse_time: Log2Hist,
+    /// Exact LRU miss-ratio curve.
+    pub mrc: Vec<MrcPoint>,
+    /// Compulsory (cold) miss ratio: unique_rows / accesses.
+    pub cold_miss_ratio: f64,
+}
+
+/// The analysis of a trace.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// The whole trace.
+    pub overall: TableReport,
+    /// Per table, in catalog order.
+    pub tables: Vec<TableReport>,
+}
+
+/// Options.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Cache sizes (rows) of the MRC; by default 24 log-spaced sizes up to the
+    /// unique rows of each table.
+    pub mrc_sizes: Option<Vec<u64>>,
+}
+
+/// A Fenwick tree of i32 over positions `0..n`.
+struct Fenwick(Vec<i32>);
+
+impl Fenwick {
+    fn new(n: usize) -> Fenwick {
+        Fenwick(vec![0; n + 1])
+    }
+    #[inline]
+    fn add(&mut self, i: usize, v: i32) {
+        let mut i = i + 1;
+        while i < self.0.len() {
+            self.0[i] += v;
+            i += i & i.wrapping_neg();
+        }
+    }
+    /// Sum of positions `0..i`.
+    #[inline]
+    fn prefix(&self, mut i: usize) -> i64 {
+        let mut s = 0i64;
+        while i > 0 {
+            s += self.0[i] as i64;
+            i &= i - 1;
+        }
+        s
+    }
+}
+
+/// Exact stack distances of a sequence of dense object ids `0..n_objects`:
+/// returns `(distance_counts, reuse_distance_hist, reuse_time_hist)` where
+/// `distance_counts[d]` counts reuses at distance `d`.
+pub fn stack_distances(seq: &[u32], n_objects: usize) -> (Vec<u64>, Log2Hist, Log2Hist) {
+    const NONE: u32 = u32::MAX;
+    let mut last = vec![NONE; n_objects];
+    let mut bit = Fenwick::new(seq.len());
+    let mut counts = vec![0u64; n_objects.max(1)];
+    let mut dist_hist = Log2Hist::default();
+    let mut time_hist = Log2Hist::default();
+    for (t, &o) in seq.iter().enumerate() {
+        let p = last[o as usize];
+        if p == NONE {
+            dist_hist.cold += 1;
+            time_hist.cold += 1;
+        } else {
+            let p = p as usize;
+            let d = (bit.prefix(t) - bit.prefix(p + 1)) as u64;
+            counts[d as usize] += 1;
+            dist_hist.add(d);
+            time_hist.add((t - p) as u64);
+            bit.add(p, -1);
+        }
+        bit.add(t, 1);
+        last[o as usize] = t as u32;
+    }
+    (counts, dist_hist, time_hist)
+}
+
+/// The LRU miss-ratio curve at `sizes` from distance counts.
+pub fn mrc_from_distances(counts: &[u64], accesses: u64, sizes: &[u64]) -> Vec<MrcPoint> {
+    // hits(C) = sum of counts[d] for d < C.
+    let mut prefix = Vec::with_capacity(counts.len() + 1);
+    prefix.push(0u64);
+    for &c in counts {
+        prefix.push(prefix.last().expect("non-empty") + c);
+    }
+    sizes
+        .iter()
+        .map(|&c| {
+            let hits = prefix[(c as usize).min(counts.len())];
+            MrcPoint {
+                cache_rows: c,
+                miss_ratio: if accesses == 0 {
+                    0.0
+                } else {
+                    1.0 - hits as f64 / accesses as f64
+                },
+            }
+        })
+        .collect()
+}
+
+/// Default MRC sizes: 24 log-spaced sizes from 1 to `unique`.
+pub fn default_sizes(unique: u64) -> Vec<u64> {
+    let mut v: Vec<u64> = (0..24)
+        .map(|i| ((unique.max(1) as f64).powf(i as f64 / 23.0)).round() as u64)
+        .collect();
+    v.dedup();
+    v
+}
+
+fn skew(counts_desc: &[u64], accesses: u64) -> (f64, f64, f64, f64, f64) {
+    let n = counts_desc.len();
+    let share = |p: f64| {
+        let k = ((n as f64 * p).ceil() as usize).clamp(1, n.max(1));
+        counts_desc[..k.min(n)].iter().sum::<u64>() as f64 / accesses.max(1) as f64
+    };
+    // Gini over touched rows, ascending order.
+    let mut g = 0f64;
+    for (i, &c) in counts_desc.iter().rev().enumerate() {
+        g += (i as f64 + 1.0) * c as f64;
+    }
+    let gini = if n == 0 {
+        0.0
+    } else {
+        2.0 * g / (n as f64 * accesses as f64) - (n as f64 + 1.0) / n as f64
+    };
+    (
+        share(0.001),
+        share(0.01),
+        share(0.1),
+        fit_zipf(counts_desc),
+        gini,
+    )
+}
+
+/// Least-squares slope of log(count) against log(rank), over ranks at
+/// geometric spacing (ratio 1.1) among rows accessed at least twice, so that
+/// the head and the tail weigh alike and singletons (the flat tail) do not
+/// dominate. Returns 0 when fewer than 3 such ranks exist.
+pub fn fit_zipf(counts_desc: &[u64]) -> f64 {
+    let k = counts_desc.iter().take_while(|&&c| c >= 2).count();
+    let mut pts = Vec::new();
+    let mut r = 1f64;
+    let mut last = 0usize;
+    while (r as usize) <= k {
+        let rank = r as usize;
+        if rank != last {
+            pts.push(((rank as f64).ln(), (counts_desc[rank - 1] as f64).ln()));
+            last = rank;
+        }
+        r *= 1.1;
+    }
+    if pts.len() < 3 {
+        return 0.0;
+    }
+    let n = pts.len() as f64;
+    let (sx, sy) = pts.iter().fold((0.0, 0.0), |a, p| (a.0 + p.0, a.1 + p.1));
+    let (mx, my) = (sx / n, sy / n);
+    let (mut sxy, mut sxx) = (0.0, 0.0);
+    for (x, y) in &pts {
+        sxy += (x - mx) * (y - my);
+        sxx += (x - mx) * (x - mx);
+    }
+    if sxx == 0.0 {
+        0.0
+    } else {
+        -sxy / sxx
+    }
+}
+
+fn report(name: &str, rows: u64, seq: &[u32], n_objects: usize, opts: &Options) -> TableReport {
+    let accesses = seq.len() as u64;
+    let mut counts = vec![0u64; n_objects];
+    for &o in seq {
+        counts[o as usize] += 1;
+    }
+    counts.retain(|&c| c > 0);
+    let unique = counts.len() as u64;
+    let one_hit = counts.iter().filter(|&&c| c == 1).count() as u64;
+    let mut hist_rows = vec![0f64; 17];
+    let mut hist_acc = vec![0f64; 17];
+    for &c in &counts {
+        let b = count_bin(c);
+        hist_rows[b] += 1.0;
+        hist_acc[b] += c as f64;
+    }
+    hist_rows
+        .iter_mut()
+        .for_each(|v| *v /= unique.max(1) as f64);
+    hist_acc
+        .iter_mut()
+        .for_each(|v| *v /= accesses.max(1) as f64);
+    counts.sort_unstable_by(|a, b| b.cmp(a));
+    let (t01, t1, t10, alpha, gini) = skew(&counts, accesses);
+    let (dist, dh, th) = stack_distances(seq, n_objects);
+    let sizes = opts
+        .mrc_sizes
+        .clone()
+        .unwrap_or_else(|| default_sizes(unique));
+    TableReport {
+        name: name.into(),
+        rows,
+        accesses,
+        unique_rows: unique,
+        one_hit_rows: one_hit,
+        coverage: unique as f64 / rows.max(1) as f64,
+        top_0_1pct_share: t01,
+        top_1pct_share: t1,
+        top_10pct_share: t10,
+        zipf_alpha: alpha,
+        gini,
+        count_hist_rows: hist_rows,
+        count_hist_accesses: hist_acc,
+        reuse_distance: dh,
+        reuse_time: th,
+        mrc: mrc_from_distances(&dist, accesses, &sizes),
+        cold_miss_ratio: unique as f64 / accesses.max(1) as f64,
+    }
+}
+
+/// Analyse `trace`.
+pub fn analyze(trace: &Trace, opts: &Options) -> Report {
+    // Dense ids once: overall over (table, row), and per table.
+    let nt = trace.tables.len();
+    let mut per_table_maps: Vec<std::collections::HashMap<u64, u32>> = vec![Default::default(); nt];
+    let mut per_table_seq: Vec<Vec<u32>> = vec![Vec::new(); nt];
+    let mut overall_of_local: Vec<Vec<u32>> = vec![Vec::new(); nt];
+    let mut overall_seq = Vec::with_capacity(trace.accesses.len());
+    let mut n_overall = 0u32;
+    for a in &trace.accesses {
+        let t = a.table as usize;
+        let m = &mut per_table_maps[t];
+        let next = m.len() as u32;
+        let local = *m.entry(a.row).or_insert(next);
+        if local as usize == overall_of_local[t].len() {
+            overall_of_local[t].push(n_overall);
+            n_overall += 1;
+        }
+        per_table_seq[t].push(local);
+        overall_seq.push(overall_of_local[t][local as usize]);
+    }
+    let tables = trace
+        .tables
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            report(
+                &t.name,
+                t.rows,
+                &per_table_seq[i],
+                per_table_maps[i].len(),
+                opts,
+            )
+        })
+        .collect();
+    let rows: u64 = trace
+        .tables
+        .iter()
+        .map(|t| t.rows)
+        .fold(0u64, |a, b| a.saturating_add(b));
+    Report {
+        overall: report("overall", rows, &overall_seq, n_overall as usize, opts),
+        tables,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{PolicyKind, SimCache};
+
+    fn seq(n: usize, objects: u64, seed: u64) -> Vec<u32> {
+        let mut x = seed;
+        (0..n)
+            .map(|_| {
+                x = crate::init::mix64(x);
+                let r = (x >> 11) as f64 / (1u64 << 53) as f64;
+                (r * r * objects as f64) as u32
+            })
+            .collect()
+    }
+
+    /// The exact MRC equals an LRU simulation at every size.
+    #[test]
+    fn mrc_equals_lru_simulation_at_every_size() {
+        let s = seq(8_000, 300, 5);
+        let n = 300;
+        let (dist, _, _) = stack_distances(&s, n);
+        let sizes: Vec<u64> = (1..=n as u64).collect();
+        let mrc = mrc_from_distances(&dist, s.len() as u64, &sizes);
+        for p in mrc {
+            let mut c = SimCache::new(PolicyKind::Lru, p.cache_rows as usize);
+            let misses = s.iter().filter(|&&o| !c.access(o as u64)).count();
+            let want = misses as f64 / s.len() as f64;
+            assert!(
+                (p.miss_ratio - want).abs() < 1e-12,
+                "size {}: {} vs {want}",
+                p.cache_rows,
+                p.miss_ratio
+            );
+        }
+    }
+
+    #[test]
+    fn bins_match_dlrm() {
+        assert_eq!(count_bin(1), 0);
+        assert_eq!(count_bin(2), 1);
+        assert_eq!(count_bin(3), 2);
+        assert_eq!(count_bin(4), 2);
+        assert_eq!(count_bin(5), 3);
+        assert_eq!(count_bin(32768), 15);
+        assert_eq!(count_bin(32769), 16);
+        assert_eq!(count_bin(u64::MAX), 16);
+    }
+
+    #[test]
+    fn zipf_fit_recovers_alpha() {
+        for alpha in [0.8f64, 1.0, 1.2] {
+            let counts: Vec<u64> = (1..=20_000u64)
+                .map(|r| (1e6 * (r as f64).powf(-alpha)).round() as u64)
+                .collect();
+            let got = fit_zipf(&counts);
+            assert!((got - alpha).abs() < 0.02, "{alpha}: {got}");
+        }
+    }
+
+    #[test]
+    fn gini_extremes() {
+        let (_, _, _, _, g) = skew(&[5, 5, 5, 5], 20);
+        assert!(g.abs() < 1e-12);
+        let (_, _, _, _, g) = skew(&[100, 1, 1, 1], 103);
+        assert!(g > 0.7, "{g}");
+    }
+}

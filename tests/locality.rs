@@ -1,0 +1,107 @@
+//! Locality analysis against the field's reference (libCacheSim) on the
+//! shared CloudPhysics trace, and on generated traces.
+
+use std::path::Path;
+
+use embtier::locality::{analyze, Options};
+use embtier::trace::gen::{GenSpec, GenTable};
+use embtier::trace::{import, CsvSpec, Format};
+
+/// LRU miss ratios, object counts (sizes ignored), from libCacheSim 0.3.5:
+/// `python3 tests/reference/libcachesim_lru_mrc.py` (pip install libcachesim==0.3.5).
+const LIBCACHESIM_LRU: [(u64, f64); 8] = [
+    (1, 0.9764208936349585),
+    (10, 0.9450962484192778),
+    (100, 0.8800670928762119),
+    (1000, 0.832715680764367),
+    (5000, 0.8037709006603906),
+    (10000, 0.6976078403821835),
+    (20000, 0.6327543206407193),
+    (48974, 0.430079387382324),
+];
+
+#[test]
+fn cloudphysics_counts_and_lru_mrc_match_libcachesim() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/traces/cloudPhysicsIO.oracleGeneral.bin");
+    if !p.exists() {
+        eprintln!("SKIP: {} is absent", p.display());
+        return;
+    }
+    let (t, _) = import(&p, Format::OracleGeneral, &CsvSpec::default(), 1).unwrap();
+    let opts = Options {
+        mrc_sizes: Some(LIBCACHESIM_LRU.iter().map(|x| x.0).collect()),
+    };
+    let r = analyze(&t, &opts);
+    let o = &r.overall;
+    // Facts from the traces README.
+    assert_eq!(
+        (o.accesses, o.unique_rows, o.one_hit_rows),
+        (113_872, 48_974, 21_049)
+    );
+    assert!((o.cold_miss_ratio - 0.430079).abs() < 1e-6);
+    for (p, (size, want)) in o.mrc.iter().zip(LIBCACHESIM_LRU) {
+        assert_eq!(p.cache_rows, size);
+        assert!(
+            (p.miss_ratio - want).abs() < 1e-9,
+            "size {size}: ours {} libCacheSim {want}",
+            p.miss_ratio
+        );
+    }
+}
+
+#[test]
+fn generated_trace_skew_and_tables() {
+    let spec = GenSpec {
+        seed: 9,
+        batches: 400,
+        batch_size: 256,
+        tables: vec![
+            GenTable {
+                name: "hot".into(),
+                rows: 50_000,
+                dim: 16,
+                pooling: 4.0,
+                alpha: 1.2,
+                drift: 0.0,
+            },
+            GenTable {
+                name: "flat".into(),
+                rows: 50_000,
+                dim: 16,
+                pooling: 1.0,
+                alpha: 0.0,
+                drift: 0.0,
+            },
+        ],
+    };
+    let t = spec.generate();
+    let r = analyze(&t, &Options::default());
+    let (hot, flat) = (&r.tables[0], &r.tables[1]);
+    assert_eq!(hot.accesses, 400 * 256 * 4);
+    assert_eq!(flat.accesses, 400 * 256);
+    assert_eq!(r.overall.accesses, hot.accesses + flat.accesses);
+    assert!(
+        hot.top_1pct_share > 0.5 && flat.top_1pct_share < 0.05,
+        "{} {}",
+        hot.top_1pct_share,
+        flat.top_1pct_share
+    );
+    assert!(
+        (hot.zipf_alpha - 1.2).abs() < 0.15,
+        "alpha fit {}",
+        hot.zipf_alpha
+    );
+    assert!(hot.gini > flat.gini);
+    // Histograms are fractions summing to 1.
+    for tr in [hot, flat, &r.overall] {
+        let s: f64 = tr.count_hist_rows.iter().sum();
+        let a: f64 = tr.count_hist_accesses.iter().sum();
+        assert!((s - 1.0).abs() < 1e-9 && (a - 1.0).abs() < 1e-9);
+        // MRC is non-increasing in size.
+        assert!(tr
+            .mrc
+            .windows(2)
+            .all(|w| w[1].miss_ratio <= w[0].miss_ratio + 1e-12));
+    }
+}
