@@ -1,0 +1,390 @@
+//! `emb-locality`: characterise an embedding access trace.
+//!
+//! A thin shell: argument parsing, progress and rendering over
+//! `embtier::trace` and `embtier::locality`. Errors are one line naming the
+//! file, record or argument; exit status 2 for usage, 1 for data.
+
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use embtier::locality::{analyze, Log2Hist, Options, Report, TableReport, COUNT_BIN_EDGES};
+use embtier::trace::gen::{GenSpec, GenTable};
+use embtier::trace::{import, CsvSpec, Format, Trace};
+
+#[derive(Parser)]
+#[command(
+    name = "emb-locality",
+    version,
+    about = "Locality analysis of embedding access traces"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(clap::Args, Clone)]
+struct Input {
+    /// The trace file.
+    trace: PathBuf,
+    /// Input format: auto, etrace, oracle-general, csv, txt, criteo, movielens.
+    #[arg(long, default_value = "auto", value_parser = parse_format)]
+    format: Format,
+    /// Column spec for csv: id=COL[,table=COL][,header=yes|no][,delim=C|tab].
+    #[arg(long, default_value = "id=0", value_parser = parse_spec)]
+    columns: CsvSpec,
+    /// Accesses per batch (samples per batch for criteo and movielens).
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..))]
+    batch_size: u64,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Analyse a trace: counts, skew, count histogram, reuse, miss-ratio curves.
+    Analyze {
+        #[command(flatten)]
+        input: Input,
+        /// Print JSON (schema: docs/locality.md).
+        #[arg(long, conflicts_with = "csv")]
+        json: bool,
+        /// Print CSV: one line per table and MRC point.
+        #[arg(long)]
+        csv: bool,
+        /// Cache sizes (rows) for the MRC, comma separated.
+        #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..))]
+        mrc_sizes: Option<Vec<u64>>,
+    },
+    /// Convert a trace to .etrace.
+    Convert {
+        #[command(flatten)]
+        input: Input,
+        /// The .etrace to write.
+        out: PathBuf,
+    },
+    /// Generate a synthetic multi-table trace.
+    Gen {
+        /// The .etrace to write.
+        out: PathBuf,
+        /// A TOML workload spec (seed, batches, batch_size, [[tables]]).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Without --config: tables as NAME:ROWS:POOLING:ALPHA[:DRIFT], comma separated.
+        #[arg(long, value_delimiter = ',', default_value = "t0:1000000:8:1.05")]
+        tables: Vec<String>,
+        /// Without --config: batches.
+        #[arg(long, default_value_t = 1000)]
+        batches: u64,
+        /// Without --config: samples per batch.
+        #[arg(long, default_value_t = 512)]
+        batch_size: u64,
+        /// Seed (overrides the config's).
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+}
+
+fn parse_format(s: &str) -> Result<Format, String> {
+    s.parse()
+}
+
+fn parse_spec(s: &str) -> Result<CsvSpec, String> {
+    s.parse()
+}
+
+/// A failure and its exit status.
+struct Fail(u8, String);
+
+fn data(e: impl std::fmt::Display) -> Fail {
+    Fail(1, e.to_string())
+}
+
+fn usage(e: impl std::fmt::Display) -> Fail {
+    Fail(2, e.to_string())
+}
+
+fn load(input: &Input) -> Result<Trace, Fail> {
+    let spinner = progress(&format!("reading {}", input.trace.display()));
+    let (t, f) = import(
+        &input.trace,
+        input.format,
+        &input.columns,
+        input.batch_size as usize,
+    )
+    .map_err(data)?;
+    if let Some(s) = spinner {
+        s.finish_and_clear();
+    }
+    if input.format == Format::Auto {
+        eprintln!("{}: read as {}", input.trace.display(), f.name());
+    }
+    Ok(t)
+}
+
+fn progress(msg: &str) -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let s = indicatif::ProgressBar::new_spinner();
+    s.set_message(msg.to_string());
+    s.enable_steady_tick(std::time::Duration::from_millis(120));
+    Some(s)
+}
+
+fn run(cli: Cli) -> Result<(), Fail> {
+    match cli.cmd {
+        Cmd::Analyze {
+            input,
+            json,
+            csv,
+            mrc_sizes,
+        } => {
+            let t = load(&input)?;
+            let spinner = progress("analysing");
+            let r = analyze(&t, &Options { mrc_sizes });
+            if let Some(s) = spinner {
+                s.finish_and_clear();
+            }
+            let mut o = String::new();
+            if json {
+                o = serde_json::to_string_pretty(&r).map_err(data)?;
+                o.push('\n');
+            } else if csv {
+                print_csv(&mut o, &r);
+            } else {
+                print_text(&mut o, &r);
+            }
+            emit(&o)
+        }
+        Cmd::Convert { input, out } => {
+            let t = load(&input)?;
+            let bytes = t.write_etrace(&out).map_err(data)?;
+            eprintln!(
+                "{}: {} tables, {} batches, {} accesses, {} bytes ({:.2} bytes per access)",
+                out.display(),
+                t.tables.len(),
+                t.batch_ends.len(),
+                t.accesses.len(),
+                bytes,
+                bytes as f64 / t.accesses.len().max(1) as f64
+            );
+            Ok(())
+        }
+        Cmd::Gen {
+            out,
+            config,
+            tables,
+            batches,
+            batch_size,
+            seed,
+        } => {
+            let mut spec = match config {
+                Some(p) => {
+                    let text = std::fs::read_to_string(&p)
+                        .map_err(|e| data(format!("{}: {e}", p.display())))?;
+                    toml::from_str::<GenSpec>(&text)
+                        .map_err(|e| data(format!("{}: {e}", p.display())))?
+                }
+                None => GenSpec {
+                    seed: 0,
+                    batches,
+                    batch_size,
+                    tables: tables
+                        .iter()
+                        .map(|s| parse_table(s))
+                        .collect::<Result<_, _>>()?,
+                },
+            };
+            if let Some(s) = seed {
+                spec.seed = s;
+            }
+            spec.validate().map_err(usage)?;
+            let start = std::time::Instant::now();
+            let t = spec.generate();
+            let bytes = t.write_etrace(&out).map_err(data)?;
+            let secs = start.elapsed().as_secs_f64();
+            eprintln!(
+                "{}: {} accesses in {} batches, {bytes} bytes, {:.1} M accesses/s",
+                out.display(),
+                t.accesses.len(),
+                t.batch_ends.len(),
+                t.accesses.len() as f64 / secs / 1e6
+            );
+            Ok(())
+        }
+    }
+}
+
+/// Write the output; a closed pipe (`| head`) is a normal end, not an error.
+fn emit(o: &str) -> Result<(), Fail> {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(o.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(data(format!("stdout: {e}"))),
+        _ => Ok(()),
+    }
+}
+
+fn parse_table(s: &str) -> Result<GenTable, Fail> {
+    let p: Vec<&str> = s.split(':').collect();
+    let bad = || {
+        usage(format!(
+            "--tables {s:?}: expected NAME:ROWS:POOLING:ALPHA[:DRIFT]"
+        ))
+    };
+    if p.len() < 4 || p.len() > 5 {
+        return Err(bad());
+    }
+    Ok(GenTable {
+        name: p[0].to_string(),
+        rows: p[1].parse().map_err(|_| bad())?,
+        dim: 64,
+        pooling: p[2].parse().map_err(|_| bad())?,
+        alpha: p[3].parse().map_err(|_| bad())?,
+        drift: p
+            .get(4)
+            .map(|d| d.parse())
+            .transpose()
+            .map_err(|_| bad())?
+            .unwrap_or(0.0),
+    })
+}
+
+fn bin_label(i: usize) -> String {
+    if i == 16 {
+        "(32768+".to_string()
+    } else {
+        let lo = if i == 0 { 0 } else { COUNT_BIN_EDGES[i - 1] };
+        format!("({lo}, {}]", COUNT_BIN_EDGES[i])
+    }
+}
+
+fn print_table(o: &mut String, t: &TableReport) {
+    let _ = writeln!(o, "== {} ==", t.name);
+    let _ = writeln!(
+        o,
+        "accesses {}  unique rows {}  rows touched once {} ({:.1}%)  coverage {:.4} of {} rows",
+        t.accesses,
+        t.unique_rows,
+        t.one_hit_rows,
+        100.0 * t.one_hit_rows as f64 / t.unique_rows.max(1) as f64,
+        t.coverage,
+        t.rows
+    );
+    let _ = writeln!(o, 
+        "skew: top 0.1% {:.3}  top 1% {:.3}  top 10% {:.3} of accesses;  zipf alpha {:.3};  gini {:.3}",
+        t.top_0_1pct_share, t.top_1pct_share, t.top_10pct_share, t.zipf_alpha, t.gini
+    );
+    let _ = writeln!(o, "access-count histogram (dlrm_datasets bins):");
+    let _ = writeln!(
+        o,
+        "  {:<16} {:>8} {:>8} {:>10} {:>8}",
+        "count", "rows", "cum", "accesses", "cum"
+    );
+    let (mut cr, mut ca) = (0.0, 0.0);
+    for i in 0..17 {
+        cr += t.count_hist_rows[i];
+        ca += t.count_hist_accesses[i];
+        let _ = writeln!(
+            o,
+            "  {:<16} {:>8.3} {:>8.3} {:>10.3} {:>8.3}",
+            bin_label(i),
+            t.count_hist_rows[i],
+            cr,
+            t.count_hist_accesses[i],
+            ca
+        );
+    }
+    print_hist(
+        o,
+        "reuse distance (LRU stack)",
+        &t.reuse_distance,
+        t.accesses,
+    );
+    print_hist(o, "reuse time", &t.reuse_time, t.accesses);
+    let _ = writeln!(
+        o,
+        "LRU miss-ratio curve (cold miss ratio {:.4}):",
+        t.cold_miss_ratio
+    );
+    for p in &t.mrc {
+        let _ = writeln!(o, "  {:>12} rows  {:.4}", p.cache_rows, p.miss_ratio);
+    }
+    o.push('\n');
+}
+
+fn print_hist(o: &mut String, name: &str, h: &Log2Hist, total: u64) {
+    let _ = writeln!(o, "{name}:");
+    let mut cum = 0u64;
+    for (k, &c) in h.bins.iter().enumerate() {
+        if c == 0 {
+            continue;
+        }
+        cum += c;
+        let (lo, hi) = Log2Hist::range(k);
+        let _ = writeln!(
+            o,
+            "  [{lo}, {hi}] {:>10} {:>8.4} cum {:.4}",
+            c,
+            c as f64 / total.max(1) as f64,
+            cum as f64 / total.max(1) as f64
+        );
+    }
+    let _ = writeln!(
+        o,
+        "  first access {:>10} {:>8.4}",
+        h.cold,
+        h.cold as f64 / total.max(1) as f64
+    );
+}
+
+fn print_text(o: &mut String, r: &Report) {
+    print_table(o, &r.overall);
+    for t in &r.tables {
+        print_table(o, t);
+    }
+}
+
+fn print_csv(o: &mut String, r: &Report) {
+    let _ = writeln!(o, "table,rows,accesses,unique_rows,one_hit_rows,coverage,top_0_1pct_share,top_1pct_share,top_10pct_share,zipf_alpha,gini,cold_miss_ratio,cache_rows,miss_ratio");
+    for t in std::iter::once(&r.overall).chain(&r.tables) {
+        for p in &t.mrc {
+            let _ = writeln!(
+                o,
+                "{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{:.4},{:.4},{:.6},{},{:.6}",
+                t.name,
+                t.rows,
+                t.accesses,
+                t.unique_rows,
+                t.one_hit_rows,
+                t.coverage,
+                t.top_0_1pct_share,
+                t.top_1pct_share,
+                t.top_10pct_share,
+                t.zipf_alpha,
+                t.gini,
+                t.cold_miss_ratio,
+                p.cache_rows,
+                p.miss_ratio
+            );
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Fail(code, msg)) => {
+            eprintln!("emb-locality: error: {msg}");
+            ExitCode::from(code)
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! The emb-locality binary: exit statuses, one-line errors, and a
+//! gen -> convert -> analyze round trip.
+
+use std::process::{Command, Output};
+
+fn bin(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_emb-locality"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    for args in [
+        &["analyze"][..],
+        &["analyze", "x", "--format", "parquet"],
+        &["analyze", "x", "--mrc-sizes", "0,10"],
+        &["analyze", "x", "--columns", "idx"],
+        &["frobnicate"],
+    ] {
+        let o = bin(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{args:?}");
+    }
+    let o = bin(&["gen", "/tmp/never.etrace", "--tables", "a:10:1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("NAME:ROWS:POOLING:ALPHA"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn data_errors_exit_1_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.etrace");
+    let o = bin(&["analyze", missing.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    assert!(e.contains("missing.etrace"), "{e}");
+
+    let bad = dir.path().join("bad.txt");
+    std::fs::write(&bad, "1\n2\nx\n").unwrap();
+    let o = bin(&["analyze", bad.to_str().unwrap(), "--format", "txt"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("record 3"), "{}", stderr(&o));
+
+    let corrupt = dir.path().join("c.etrace");
+    let o = bin(&[
+        "gen",
+        corrupt.to_str().unwrap(),
+        "--batches",
+        "10",
+        "--batch-size",
+        "50",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut b = std::fs::read(&corrupt).unwrap();
+    let n = b.len();
+    b[n - 10] ^= 0xff;
+    std::fs::write(&corrupt, &b).unwrap();
+    let o = bin(&["analyze", corrupt.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("checksum mismatch"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("panicked"));
+}
+
+#[test]
+fn gen_convert_analyze() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("w.toml");
+    std::fs::write(
+        &spec,
+        "seed = 3\nbatches = 50\nbatch_size = 100\n[[tables]]\nname = \"a\"\nrows = 5000\npooling = 2\nalpha = 1.1\n[[tables]]\nname = \"b\"\nrows = 100\nalpha = 0.0\n",
+    )
+    .unwrap();
+    let gen = dir.path().join("g.etrace");
+    let o = bin(&[
+        "gen",
+        gen.to_str().unwrap(),
+        "--config",
+        spec.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Same spec, same bytes.
+    let gen2 = dir.path().join("g2.etrace");
+    bin(&[
+        "gen",
+        gen2.to_str().unwrap(),
+        "--config",
+        spec.to_str().unwrap(),
+    ]);
+    assert_eq!(std::fs::read(&gen).unwrap(), std::fs::read(&gen2).unwrap());
+
+    let o = bin(&[
+        "analyze",
+        gen.to_str().unwrap(),
+        "--json",
+        "--mrc-sizes",
+        "10,100,1000",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["overall"]["accesses"], 50 * 100 * 3);
+    assert_eq!(v["tables"][0]["name"], "a");
+    assert_eq!(v["tables"][1]["accesses"], 50 * 100);
+    let sizes: Vec<u64> = v["tables"][0]["mrc"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["cache_rows"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes, vec![10, 100, 1000]);
+    for key in [
+        "unique_rows",
+        "one_hit_rows",
+        "top_0_1pct_share",
+        "top_1pct_share",
+        "top_10pct_share",
+        "zipf_alpha",
+        "count_hist_rows",
+        "count_hist_accesses",
+    ] {
+        assert!(!v["overall"][key].is_null(), "{key}");
+    }
+
+    // txt -> etrace -> analyze agree.
+    let txt = dir.path().join("ids.txt");
+    std::fs::write(&txt, "5\n6\n5\n7\n5\n").unwrap();
+    let et = dir.path().join("ids.etrace");
+    let o = bin(&["convert", txt.to_str().unwrap(), et.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let a = bin(&["analyze", txt.to_str().unwrap(), "--csv"]);
+    let b = bin(&["analyze", et.to_str().unwrap(), "--csv"]);
+    assert_eq!(a.stdout, b.stdout);
+    assert!(String::from_utf8_lossy(&a.stdout).contains("overall,3,5,3,2,"));
+}
