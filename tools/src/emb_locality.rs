@@ -271,7 +271,7 @@ fn print_table(o: &mut String, t: &TableReport) {
         t.coverage,
         t.rows
     );
-    let _ = writeln!(o, 
+    let _ = writeln!(o,
         "skew: top 0.1% {:.3}  top 1% {:.3}  top 10% {:.3} of accesses;  zipf alpha {:.3};  gini {:.3}",
         t.top_0_1pct_share, t.top_1pct_share, t.top_10pct_share, t.zipf_alpha, t.gini
     );
