@@ -7,6 +7,7 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use embtier::locality::shards::{shards, Sampling};
 use embtier::locality::{analyze, stack_distances, Options};
 use embtier::trace::gen::{GenSpec, GenTable};
 
@@ -66,6 +67,17 @@ fn locality(c: &mut Criterion) {
     let objects = map.len();
     g.bench_function("stack_distances", |b| {
         b.iter(|| black_box(stack_distances(&seq, objects)))
+    });
+    let keys: Vec<u64> = t
+        .accesses
+        .iter()
+        .map(|a| (a.table as u64) << 40 | a.row)
+        .collect();
+    g.bench_function("shards_rate_0.01", |b| {
+        b.iter(|| black_box(shards(keys.iter().copied(), n, Sampling::Rate(0.01)).rate))
+    });
+    g.bench_function("shards_fixed_8192", |b| {
+        b.iter(|| black_box(shards(keys.iter().copied(), n, Sampling::FixedSize(8192)).rate))
     });
     g.bench_function("analyze_per_table_and_overall", |b| {
         b.iter(|| black_box(analyze(&t, &Options::default())))

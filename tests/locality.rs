@@ -31,6 +31,7 @@ fn cloudphysics_counts_and_lru_mrc_match_libcachesim() {
     let (t, _) = import(&p, Format::OracleGeneral, &CsvSpec::default(), 1).unwrap();
     let opts = Options {
         mrc_sizes: Some(LIBCACHESIM_LRU.iter().map(|x| x.0).collect()),
+        sample: None,
     };
     let r = analyze(&t, &opts);
     let o = &r.overall;
@@ -103,5 +104,61 @@ fn generated_trace_skew_and_tables() {
             .mrc
             .windows(2)
             .all(|w| w[1].miss_ratio <= w[0].miss_ratio + 1e-12));
+    }
+}
+
+/// SHARDS at rate 0.01 on a 10 M-access Zipf trace: within 0.01 mean
+/// absolute error of the exact MRC over 100 cache sizes evenly spaced up to
+/// the unique rows (the SHARDS paper's evaluation). The fixed-size variant
+/// too. The MAE over a log-spaced grid from 10 rows is printed as well: sizes
+/// below 1/R rows are below what a 1% sample resolves (docs/locality.md).
+#[test]
+fn shards_mae_on_10m_accesses() {
+    use embtier::locality::shards::{shards, Sampling};
+    use embtier::locality::{mrc_from_distances, stack_distances};
+    let spec = GenSpec {
+        seed: 11,
+        batches: 2442,
+        batch_size: 4096,
+        tables: vec![GenTable {
+            name: "z".into(),
+            rows: 2_000_000,
+            dim: 16,
+            pooling: 1.0,
+            alpha: 0.9,
+            drift: 0.0,
+        }],
+    };
+    let t = spec.generate();
+    assert!(t.accesses.len() >= 10_000_000);
+    // Dense ids once; exact distances once; each estimate once.
+    let mut ids = std::collections::HashMap::new();
+    let seq: Vec<u32> = t
+        .accesses
+        .iter()
+        .map(|a| {
+            let n = ids.len() as u32;
+            *ids.entry(a.row).or_insert(n)
+        })
+        .collect();
+    let unique = ids.len() as u64;
+    let n = seq.len() as u64;
+    let (dist, _, _) = stack_distances(&seq, unique as usize);
+    let linear: Vec<u64> = (1..=100).map(|k| k * unique / 100).collect();
+    let log: Vec<u64> = (0..30).map(|i| (10f64 * 1.4f64.powi(i)) as u64).collect();
+    for sampling in [Sampling::Rate(0.01), Sampling::FixedSize(16_384)] {
+        let est = shards(seq.iter().map(|&o| o as u64), n, sampling);
+        let mae = |sizes: &[u64]| {
+            let e = mrc_from_distances(&dist, n, sizes);
+            let s = est.mrc(sizes);
+            e.iter()
+                .zip(&s)
+                .map(|(a, b)| (a.miss_ratio - b.miss_ratio).abs())
+                .sum::<f64>()
+                / e.len() as f64
+        };
+        let (lin, lg) = (mae(&linear), mae(&log));
+        println!("{sampling:?}: MAE {lin:.5} over 100 evenly spaced sizes, {lg:.5} over 30 log-spaced sizes from 10 rows");
+        assert!(lin <= 0.01, "{sampling:?}: MAE {lin}");
     }
 }

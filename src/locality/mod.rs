@@ -10,6 +10,8 @@
 
 use serde::Serialize;
 
+pub mod shards;
+
 use crate::trace::Trace;
 
 /// Upper edges of the access-count bins of Meta's dlrm_datasets
@@ -47,7 +49,7 @@ pub struct Log2Hist {
 }
 
 impl Log2Hist {
-    fn add(&mut self, v: u64) {
+    pub(crate) fn add(&mut self, v: u64) {
         let k = if v == 0 {
             0
         } else {
@@ -101,8 +103,10 @@ pub struct TableReport {
     pub reuse_distance: Log2Hist,
     /// Reuse times (accesses since the previous access of the row).
     pub reuse_time: Log2Hist,
-    /// Exact LRU miss-ratio curve.
+    /// LRU miss-ratio curve (exact, or estimated by SHARDS; see `mrc_method`).
     pub mrc: Vec<MrcPoint>,
+    /// `exact`, or `shards` with the final sampling rate.
+    pub mrc_method: String,
     /// Compulsory (cold) miss ratio: unique_rows / accesses.
     pub cold_miss_ratio: f64,
 }
@@ -122,6 +126,8 @@ pub struct Options {
     /// Cache sizes (rows) of the MRC; by default 24 log-spaced sizes up to the
     /// unique rows of each table.
     pub mrc_sizes: Option<Vec<u64>>,
+    /// Estimate the MRC and stack distances with SHARDS instead of exactly.
+    pub sample: Option<shards::Sampling>,
 }
 
 /// A Fenwick tree of i32 over positions `0..n`.
@@ -178,6 +184,22 @@ pub fn stack_distances(seq: &[u32], n_objects: usize) -> (Vec<u64>, Log2Hist, Lo
         last[o as usize] = t as u32;
     }
     (counts, dist_hist, time_hist)
+}
+
+/// Reuse times (accesses since the previous access of the same object).
+pub fn reuse_times(seq: &[u32], n_objects: usize) -> Log2Hist {
+    let mut last = vec![u64::MAX; n_objects];
+    let mut h = Log2Hist::default();
+    for (t, &o) in seq.iter().enumerate() {
+        let p = last[o as usize];
+        if p == u64::MAX {
+            h.cold += 1;
+        } else {
+            h.add(t as u64 - p);
+        }
+        last[o as usize] = t as u64;
+    }
+    h
 }
 
 /// The LRU miss-ratio curve at `sizes` from distance counts.
@@ -297,11 +319,39 @@ fn report(name: &str, rows: u64, seq: &[u32], n_objects: usize, opts: &Options) 
         .for_each(|v| *v /= accesses.max(1) as f64);
     counts.sort_unstable_by(|a, b| b.cmp(a));
     let (t01, t1, t10, alpha, gini) = skew(&counts, accesses);
-    let (dist, dh, th) = stack_distances(seq, n_objects);
     let sizes = opts
         .mrc_sizes
         .clone()
         .unwrap_or_else(|| default_sizes(unique));
+    let th = reuse_times(seq, n_objects);
+    let (mrc, dh, method) = match opts.sample {
+        None => {
+            let (dist, dh, _) = stack_distances(seq, n_objects);
+            (
+                mrc_from_distances(&dist, accesses, &sizes),
+                dh,
+                "exact".to_string(),
+            )
+        }
+        Some(sampling) => {
+            let r = shards::shards(seq.iter().map(|&o| o as u64), accesses, sampling);
+            // Scale sampled counts to estimates of the whole trace.
+            let mut dh = r.reuse_distance.clone();
+            let scale = 1.0 / r.rate;
+            dh.bins
+                .iter_mut()
+                .for_each(|c| *c = (*c as f64 * scale).round() as u64);
+            dh.cold = (dh.cold as f64 * scale).round() as u64;
+            (
+                r.mrc(&sizes),
+                dh,
+                format!(
+                    "shards (rate {:.6}, {} sampled references)",
+                    r.rate, r.sampled
+                ),
+            )
+        }
+    };
     TableReport {
         name: name.into(),
         rows,
@@ -318,7 +368,8 @@ fn report(name: &str, rows: u64, seq: &[u32], n_objects: usize, opts: &Options) 
         count_hist_accesses: hist_acc,
         reuse_distance: dh,
         reuse_time: th,
-        mrc: mrc_from_distances(&dist, accesses, &sizes),
+        mrc,
+        mrc_method: method,
         cold_miss_ratio: unique as f64 / accesses.max(1) as f64,
     }
 }

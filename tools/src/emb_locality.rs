@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use embtier::locality::shards::Sampling;
 use embtier::locality::{analyze, Log2Hist, Options, Report, TableReport, COUNT_BIN_EDGES};
 use embtier::trace::gen::{GenSpec, GenTable};
 use embtier::trace::{import, CsvSpec, Format, Trace};
@@ -55,6 +56,12 @@ enum Cmd {
         /// Cache sizes (rows) for the MRC, comma separated.
         #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..))]
         mrc_sizes: Option<Vec<u64>>,
+        /// Estimate MRCs by SHARDS at this sampling rate, in (0, 1].
+        #[arg(long, value_parser = parse_rate, conflicts_with = "sample_size")]
+        sample: Option<f64>,
+        /// Estimate MRCs by fixed-size SHARDS with at most this many sampled rows.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        sample_size: Option<u64>,
     },
     /// Convert a trace to .etrace.
     Convert {
@@ -87,6 +94,13 @@ enum Cmd {
 
 fn parse_format(s: &str) -> Result<Format, String> {
     s.parse()
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r > 0.0 && r <= 1.0 => Ok(r),
+        _ => Err(format!("{s:?} is not a rate in (0, 1]")),
+    }
 }
 
 fn parse_spec(s: &str) -> Result<CsvSpec, String> {
@@ -139,10 +153,17 @@ fn run(cli: Cli) -> Result<(), Fail> {
             json,
             csv,
             mrc_sizes,
+            sample,
+            sample_size,
         } => {
             let t = load(&input)?;
             let spinner = progress("analysing");
-            let r = analyze(&t, &Options { mrc_sizes });
+            let sample = match (sample, sample_size) {
+                (Some(r), _) => Some(Sampling::Rate(r)),
+                (None, Some(n)) => Some(Sampling::FixedSize(n as usize)),
+                (None, None) => None,
+            };
+            let r = analyze(&t, &Options { mrc_sizes, sample });
             if let Some(s) = spinner {
                 s.finish_and_clear();
             }
@@ -304,8 +325,8 @@ fn print_table(o: &mut String, t: &TableReport) {
     print_hist(o, "reuse time", &t.reuse_time, t.accesses);
     let _ = writeln!(
         o,
-        "LRU miss-ratio curve (cold miss ratio {:.4}):",
-        t.cold_miss_ratio
+        "LRU miss-ratio curve, {} (cold miss ratio {:.4}):",
+        t.mrc_method, t.cold_miss_ratio
     );
     for p in &t.mrc {
         let _ = writeln!(o, "  {:>12} rows  {:.4}", p.cache_rows, p.miss_ratio);
