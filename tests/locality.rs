@@ -31,7 +31,7 @@ fn cloudphysics_counts_and_lru_mrc_match_libcachesim() {
     let (t, _) = import(&p, Format::OracleGeneral, &CsvSpec::default(), 1).unwrap();
     let opts = Options {
         mrc_sizes: Some(LIBCACHESIM_LRU.iter().map(|x| x.0).collect()),
-        sample: None,
+        ..Options::default()
     };
     let r = analyze(&t, &opts);
     let o = &r.overall;
@@ -94,6 +94,19 @@ fn generated_trace_skew_and_tables() {
         hot.zipf_alpha
     );
     assert!(hot.gini > flat.gini);
+    // Working sets and bandwidth: every batch touches both tables.
+    assert_eq!(hot.working_set_per_batch.count, 400);
+    assert!(hot.working_set_per_batch.max <= 1024.0 && hot.working_set_per_batch.mean > 100.0);
+    assert!(
+        flat.working_set_per_batch.mean > 250.0,
+        "uniform over 50k rows: few repeats in 256"
+    );
+    let bw = &hot.bandwidth;
+    assert_eq!(bw.row_bytes, 64); // dim 16 f32
+    assert!((bw.accesses_per_batch - 1024.0).abs() < 1e-9);
+    assert!((bw.bytes_per_s - 1024.0 * 64.0).abs() < 1e-6);
+    assert!(bw.unique_bytes_per_s < bw.bytes_per_s);
+    assert!((r.overall.bandwidth.bytes_per_s - (1024.0 + 256.0) * 64.0).abs() < 1e-6);
     // Histograms are fractions summing to 1.
     for tr in [hot, flat, &r.overall] {
         let s: f64 = tr.count_hist_rows.iter().sum();

@@ -70,6 +70,64 @@ impl Log2Hist {
     }
 }
 
+/// A quantity over time: summary statistics and a series of at most 200
+/// points (each the mean of consecutive values).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Series {
+    /// Values summarised.
+    pub count: u64,
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Maximum.
+    pub max: f64,
+    /// Downsampled values in time order.
+    pub points: Vec<f64>,
+}
+
+impl Series {
+    fn of(values: &[u64]) -> Series {
+        if values.is_empty() {
+            return Series::default();
+        }
+        let mut sorted = values.to_vec();
+        sorted.sort_unstable();
+        let q = |p: f64| sorted[((sorted.len() - 1) as f64 * p).round() as usize] as f64;
+        let per = values.len().div_ceil(200);
+        Series {
+            count: values.len() as u64,
+            mean: values.iter().sum::<u64>() as f64 / values.len() as f64,
+            p50: q(0.5),
+            p99: q(0.99),
+            max: *sorted.last().expect("non-empty") as f64,
+            points: values
+                .chunks(per)
+                .map(|c| c.iter().sum::<u64>() as f64 / c.len() as f64)
+                .collect(),
+        }
+    }
+}
+
+/// Bandwidth a table needs at a target training rate.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Bandwidth {
+    /// Bytes per row assumed.
+    pub row_bytes: u64,
+    /// Target batches per second.
+    pub batches_per_s: f64,
+    /// Mean accesses per batch.
+    pub accesses_per_batch: f64,
+    /// Mean distinct rows per batch.
+    pub unique_rows_per_batch: f64,
+    /// Row bytes read per second, every access counted.
+    pub bytes_per_s: f64,
+    /// Row bytes read per second after deduplication within each batch.
+    pub unique_bytes_per_s: f64,
+}
+
 /// Every figure of one table (or of the whole trace).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TableReport {
@@ -109,6 +167,14 @@ pub struct TableReport {
     pub mrc_method: String,
     /// Compulsory (cold) miss ratio: unique_rows / accesses.
     pub cold_miss_ratio: f64,
+    /// Distinct rows per batch, over time.
+    pub working_set_per_batch: Series,
+    /// Distinct rows per window of `window` accesses (of this table), over time.
+    pub working_set_per_window: Series,
+    /// Window length used.
+    pub window: u64,
+    /// Bandwidth need at the target rate.
+    pub bandwidth: Bandwidth,
 }
 
 /// The analysis of a trace.
@@ -128,6 +194,12 @@ pub struct Options {
     pub mrc_sizes: Option<Vec<u64>>,
     /// Estimate the MRC and stack distances with SHARDS instead of exactly.
     pub sample: Option<shards::Sampling>,
+    /// Accesses per working-set window (default: accesses / 100, at least 1000).
+    pub window: Option<u64>,
+    /// Target training rate for the bandwidth figures (default 1 batch/s).
+    pub batches_per_s: Option<f64>,
+    /// Bytes per row when the trace does not say (default 256).
+    pub row_bytes: Option<u64>,
 }
 
 /// A Fenwick tree of i32 over positions `0..n`.
@@ -295,7 +367,54 @@ pub fn fit_zipf(counts_desc: &[u64]) -> f64 {
     }
 }
 
-fn report(name: &str, rows: u64, seq: &[u32], n_objects: usize, opts: &Options) -> TableReport {
+/// One table's (or the whole trace's) input to `report`.
+struct Stream<'a> {
+    name: &'a str,
+    rows: u64,
+    row_bytes: u64,
+    /// Dense object ids in time order.
+    seq: &'a [u32],
+    /// Batch index of each access.
+    batch_of: &'a [u32],
+    batches: usize,
+    n_objects: usize,
+}
+
+fn working_sets(s: &Stream<'_>, window: u64) -> (Vec<u64>, Vec<u64>) {
+    let mut per_batch = vec![0u64; s.batches];
+    let mut seen_b = vec![u32::MAX; s.n_objects];
+    let mut seen_w = vec![u64::MAX; s.n_objects];
+    let mut per_window = Vec::new();
+    for (i, (&o, &b)) in s.seq.iter().zip(s.batch_of).enumerate() {
+        if seen_b[o as usize] != b {
+            seen_b[o as usize] = b;
+            per_batch[b as usize] += 1;
+        }
+        let w = i as u64 / window;
+        if w as usize == per_window.len() {
+            per_window.push(0);
+        }
+        if seen_w[o as usize] != w {
+            seen_w[o as usize] = w;
+            per_window[w as usize] += 1;
+        }
+    }
+    // Batches in which the table has no access do not count.
+    let mut touched = vec![false; s.batches];
+    for &b in s.batch_of {
+        touched[b as usize] = true;
+    }
+    let per_batch = per_batch
+        .into_iter()
+        .zip(touched)
+        .filter(|(_, t)| *t)
+        .map(|(c, _)| c)
+        .collect();
+    (per_batch, per_window)
+}
+
+fn report(st: &Stream<'_>, opts: &Options) -> TableReport {
+    let (name, rows, seq, n_objects) = (st.name, st.rows, st.seq, st.n_objects);
     let accesses = seq.len() as u64;
     let mut counts = vec![0u64; n_objects];
     for &o in seq {
@@ -324,6 +443,12 @@ fn report(name: &str, rows: u64, seq: &[u32], n_objects: usize, opts: &Options) 
         .clone()
         .unwrap_or_else(|| default_sizes(unique));
     let th = reuse_times(seq, n_objects);
+    let window = opts.window.unwrap_or((accesses / 100).max(1000)).max(1);
+    let (ws_batch, ws_window) = working_sets(st, window);
+    let bps = opts.batches_per_s.unwrap_or(1.0);
+    // Means over all batches of the trace (a table absent from a batch moves nothing then).
+    let per_batch = accesses as f64 / st.batches.max(1) as f64;
+    let uniq_per_batch = ws_batch.iter().sum::<u64>() as f64 / st.batches.max(1) as f64;
     let (mrc, dh, method) = match opts.sample {
         None => {
             let (dist, dh, _) = stack_distances(seq, n_objects);
@@ -371,6 +496,17 @@ fn report(name: &str, rows: u64, seq: &[u32], n_objects: usize, opts: &Options) 
         mrc,
         mrc_method: method,
         cold_miss_ratio: unique as f64 / accesses.max(1) as f64,
+        working_set_per_batch: Series::of(&ws_batch),
+        working_set_per_window: Series::of(&ws_window),
+        window,
+        bandwidth: Bandwidth {
+            row_bytes: st.row_bytes,
+            batches_per_s: bps,
+            accesses_per_batch: per_batch,
+            unique_rows_per_batch: uniq_per_batch,
+            bytes_per_s: per_batch * st.row_bytes as f64 * bps,
+            unique_bytes_per_s: uniq_per_batch * st.row_bytes as f64 * bps,
+        },
     }
 }
 
@@ -380,10 +516,16 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Report {
     let nt = trace.tables.len();
     let mut per_table_maps: Vec<std::collections::HashMap<u64, u32>> = vec![Default::default(); nt];
     let mut per_table_seq: Vec<Vec<u32>> = vec![Vec::new(); nt];
+    let mut per_table_batch: Vec<Vec<u32>> = vec![Vec::new(); nt];
     let mut overall_of_local: Vec<Vec<u32>> = vec![Vec::new(); nt];
     let mut overall_seq = Vec::with_capacity(trace.accesses.len());
+    let mut overall_batch = Vec::with_capacity(trace.accesses.len());
     let mut n_overall = 0u32;
-    for a in &trace.accesses {
+    let mut b = 0usize;
+    for (i, a) in trace.accesses.iter().enumerate() {
+        while trace.batch_ends.get(b).is_some_and(|&end| i >= end) {
+            b += 1;
+        }
         let t = a.table as usize;
         let m = &mut per_table_maps[t];
         let next = m.len() as u32;
@@ -393,18 +535,36 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Report {
             n_overall += 1;
         }
         per_table_seq[t].push(local);
+        per_table_batch[t].push(b as u32);
         overall_seq.push(overall_of_local[t][local as usize]);
+        overall_batch.push(b as u32);
     }
-    let tables = trace
+    let batches = trace.batch_ends.len().max(1);
+    let default_rb = opts.row_bytes.unwrap_or(256);
+    let row_bytes = |t: &crate::trace::TraceTable| {
+        if t.row_bytes > 0 {
+            t.row_bytes as u64
+        } else if t.dim > 0 {
+            t.dim as u64 * 4
+        } else {
+            default_rb
+        }
+    };
+    let tables: Vec<TableReport> = trace
         .tables
         .iter()
         .enumerate()
         .map(|(i, t)| {
             report(
-                &t.name,
-                t.rows,
-                &per_table_seq[i],
-                per_table_maps[i].len(),
+                &Stream {
+                    name: &t.name,
+                    rows: t.rows,
+                    row_bytes: row_bytes(t),
+                    seq: &per_table_seq[i],
+                    batch_of: &per_table_batch[i],
+                    batches,
+                    n_objects: per_table_maps[i].len(),
+                },
                 opts,
             )
         })
@@ -414,10 +574,23 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Report {
         .iter()
         .map(|t| t.rows)
         .fold(0u64, |a, b| a.saturating_add(b));
-    Report {
-        overall: report("overall", rows, &overall_seq, n_overall as usize, opts),
-        tables,
-    }
+    let mut overall = report(
+        &Stream {
+            name: "overall",
+            rows,
+            row_bytes: 0,
+            seq: &overall_seq,
+            batch_of: &overall_batch,
+            batches,
+            n_objects: n_overall as usize,
+        },
+        opts,
+    );
+    // Overall bandwidth is the sum of the tables' (rows differ in size).
+    overall.bandwidth.bytes_per_s = tables.iter().map(|t| t.bandwidth.bytes_per_s).sum();
+    overall.bandwidth.unique_bytes_per_s =
+        tables.iter().map(|t| t.bandwidth.unique_bytes_per_s).sum();
+    Report { overall, tables }
 }
 
 #[cfg(test)]

@@ -62,6 +62,15 @@ enum Cmd {
         /// Estimate MRCs by fixed-size SHARDS with at most this many sampled rows.
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         sample_size: Option<u64>,
+        /// Accesses per working-set window (default: a hundredth of the trace).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        window: Option<u64>,
+        /// Target training rate for the bandwidth figures, batches per second.
+        #[arg(long, value_parser = parse_positive)]
+        batches_per_s: Option<f64>,
+        /// Bytes per row where the trace does not say (default 256).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        row_bytes: Option<u64>,
     },
     /// Convert a trace to .etrace.
     Convert {
@@ -94,6 +103,13 @@ enum Cmd {
 
 fn parse_format(s: &str) -> Result<Format, String> {
     s.parse()
+}
+
+fn parse_positive(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r > 0.0 && r.is_finite() => Ok(r),
+        _ => Err(format!("{s:?} is not a positive number")),
+    }
 }
 
 fn parse_rate(s: &str) -> Result<f64, String> {
@@ -155,6 +171,9 @@ fn run(cli: Cli) -> Result<(), Fail> {
             mrc_sizes,
             sample,
             sample_size,
+            window,
+            batches_per_s,
+            row_bytes,
         } => {
             let t = load(&input)?;
             let spinner = progress("analysing");
@@ -163,7 +182,16 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 (None, Some(n)) => Some(Sampling::FixedSize(n as usize)),
                 (None, None) => None,
             };
-            let r = analyze(&t, &Options { mrc_sizes, sample });
+            let r = analyze(
+                &t,
+                &Options {
+                    mrc_sizes,
+                    sample,
+                    window,
+                    batches_per_s,
+                    row_bytes,
+                },
+            );
             if let Some(s) = spinner {
                 s.finish_and_clear();
             }
@@ -323,6 +351,24 @@ fn print_table(o: &mut String, t: &TableReport) {
         t.accesses,
     );
     print_hist(o, "reuse time", &t.reuse_time, t.accesses);
+    let w = &t.working_set_per_batch;
+    let v = &t.working_set_per_window;
+    let _ = writeln!(
+        o,
+        "working set: per batch mean {:.1}, p50 {:.0}, p99 {:.0}, max {:.0} rows over {} batches; per {} accesses mean {:.1}, max {:.0} rows",
+        w.mean, w.p50, w.p99, w.max, w.count, t.window, v.mean, v.max
+    );
+    let b = &t.bandwidth;
+    let _ = writeln!(
+        o,
+        "bandwidth at {} batches/s: {:.1} accesses and {:.1} distinct rows per batch; {:.2} MB/s of rows, {:.2} MB/s after per-batch dedup{}",
+        b.batches_per_s,
+        b.accesses_per_batch,
+        b.unique_rows_per_batch,
+        b.bytes_per_s / 1e6,
+        b.unique_bytes_per_s / 1e6,
+        if b.row_bytes > 0 { format!(" ({} bytes per row)", b.row_bytes) } else { String::new() }
+    );
     let _ = writeln!(
         o,
         "LRU miss-ratio curve, {} (cold miss ratio {:.4}):",
@@ -367,12 +413,12 @@ fn print_text(o: &mut String, r: &Report) {
 }
 
 fn print_csv(o: &mut String, r: &Report) {
-    let _ = writeln!(o, "table,rows,accesses,unique_rows,one_hit_rows,coverage,top_0_1pct_share,top_1pct_share,top_10pct_share,zipf_alpha,gini,cold_miss_ratio,cache_rows,miss_ratio");
+    let _ = writeln!(o, "table,rows,accesses,unique_rows,one_hit_rows,coverage,top_0_1pct_share,top_1pct_share,top_10pct_share,zipf_alpha,gini,cold_miss_ratio,bytes_per_s,unique_bytes_per_s,cache_rows,miss_ratio");
     for t in std::iter::once(&r.overall).chain(&r.tables) {
         for p in &t.mrc {
             let _ = writeln!(
                 o,
-                "{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{:.4},{:.4},{:.6},{},{:.6}",
+                "{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{:.4},{:.4},{:.6},{:.1},{:.1},{},{:.6}",
                 t.name,
                 t.rows,
                 t.accesses,
@@ -385,6 +431,8 @@ fn print_csv(o: &mut String, r: &Report) {
                 t.zipf_alpha,
                 t.gini,
                 t.cold_miss_ratio,
+                t.bandwidth.bytes_per_s,
+                t.bandwidth.unique_bytes_per_s,
                 p.cache_rows,
                 p.miss_ratio
             );
