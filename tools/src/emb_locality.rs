@@ -9,6 +9,8 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod plot;
+
 use clap::{Parser, Subcommand};
 use embtier::locality::shards::Sampling;
 use embtier::locality::{analyze, Log2Hist, Options, Report, TableReport, COUNT_BIN_EDGES};
@@ -71,6 +73,9 @@ enum Cmd {
         /// Bytes per row where the trace does not say (default 256).
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         row_bytes: Option<u64>,
+        /// Write SVG charts (MRC, access-count CDF, reuse-distance CDF) into this directory.
+        #[arg(long)]
+        plot: Option<PathBuf>,
     },
     /// Convert a trace to .etrace.
     Convert {
@@ -174,6 +179,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
             window,
             batches_per_s,
             row_bytes,
+            plot,
         } => {
             let t = load(&input)?;
             let spinner = progress("analysing");
@@ -194,6 +200,14 @@ fn run(cli: Cli) -> Result<(), Fail> {
             );
             if let Some(s) = spinner {
                 s.finish_and_clear();
+            }
+            if let Some(dir) = &plot {
+                plot::write_all(&r, dir)
+                    .map_err(|e| data(format!("--plot {}: {e}", dir.display())))?;
+                eprintln!(
+                    "{}: mrc.svg, count_cdf.svg, reuse_distance_cdf.svg",
+                    dir.display()
+                );
             }
             let mut o = String::new();
             if json {

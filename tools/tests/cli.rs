@@ -142,3 +142,33 @@ fn gen_convert_analyze() {
     assert_eq!(a.stdout, b.stdout);
     assert!(String::from_utf8_lossy(&a.stdout).contains("overall,3,5,3,2,"));
 }
+
+#[test]
+fn plot_writes_three_svgs() {
+    let dir = tempfile::tempdir().unwrap();
+    let tr = dir.path().join("p.etrace");
+    assert!(bin(&[
+        "gen",
+        tr.to_str().unwrap(),
+        "--batches",
+        "20",
+        "--batch-size",
+        "64",
+        "--tables",
+        "a:1000:2:1.1,b:500:1:0"
+    ])
+    .status
+    .success());
+    let out = dir.path().join("plots");
+    let o = bin(&[
+        "analyze",
+        tr.to_str().unwrap(),
+        "--plot",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for f in ["mrc.svg", "count_cdf.svg", "reuse_distance_cdf.svg"] {
+        let s = std::fs::read_to_string(out.join(f)).unwrap();
+        assert!(s.starts_with("<svg") && s.contains("polyline"), "{f}");
+    }
+}
