@@ -472,6 +472,12 @@ impl StoreConfig {
         toml::to_string_pretty(self).expect("a StoreConfig always serialises")
     }
 
+    /// Check the config: table shapes, names, and that every tier budget
+    /// holds what it must (the errors `Store::create` would give).
+    pub fn validate(&self) -> Result<()> {
+        self.plan().map(|_| ())
+    }
+
     /// Check the config and split the tier budgets among tables.
     pub(crate) fn plan(&self) -> Result<Vec<TablePlan>> {
         if self.tables.is_empty() {

@@ -10,6 +10,7 @@
 
 use serde::Serialize;
 
+pub mod plan;
 pub mod shards;
 
 use crate::trace::Trace;

@@ -12,6 +12,7 @@ use std::process::ExitCode;
 mod plot;
 
 use clap::{Parser, Subcommand};
+use embtier::locality::plan::{plan, Budgets, DeviceProfile};
 use embtier::locality::shards::Sampling;
 use embtier::locality::{analyze, Log2Hist, Options, Report, TableReport, COUNT_BIN_EDGES};
 use embtier::trace::gen::{GenSpec, GenTable};
@@ -77,6 +78,33 @@ enum Cmd {
         #[arg(long)]
         plot: Option<PathBuf>,
     },
+    /// Plan a store: pin or cache each table and size its caches from the MRCs.
+    Plan {
+        #[command(flatten)]
+        input: Input,
+        /// DRAM budget, e.g. 8GiB.
+        #[arg(long, value_parser = parse_bytes)]
+        dram: u64,
+        /// PMem budget (0: no PMem tier).
+        #[arg(long, value_parser = parse_bytes, default_value = "0")]
+        pmem: u64,
+        /// A device profile TOML ([dram], [pmem], [ssd] with latency_us,
+        /// bandwidth_gbps, parallelism); default: DRAM, Optane PMem, NAND NVMe.
+        #[arg(long)]
+        profile: Option<PathBuf>,
+        /// Bytes per row where the trace does not say (default 256).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(4..))]
+        row_bytes: Option<u64>,
+        /// Write the store.toml here (default: print it).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Print the plan as JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Estimate MRCs by SHARDS at this rate.
+        #[arg(long, value_parser = parse_rate)]
+        sample: Option<f64>,
+    },
     /// Convert a trace to .etrace.
     Convert {
         #[command(flatten)]
@@ -108,6 +136,55 @@ enum Cmd {
 
 fn parse_format(s: &str) -> Result<Format, String> {
     s.parse()
+}
+
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    s.parse::<embtier::ByteSize>().map(|b| b.0)
+}
+
+/// The store.toml of a plan: explicit per-table shares of payload bytes.
+fn store_config(p: &embtier::locality::plan::Plan) -> embtier::StoreConfig {
+    use embtier::locality::plan::Decision;
+    use embtier::{ByteSize, Placement, StoreConfig, TableConfig};
+    let mut cfg = StoreConfig::default();
+    let (mut dram, mut pmem) = (0u64, 0u64);
+    for t in &p.tables {
+        let dim = (t.row_bytes / 4).max(1) as u32;
+        let mut tc = TableConfig::new(t.name.clone(), t.rows.max(1), dim);
+        match t.placement {
+            Decision::PinnedDram => {
+                tc.placement = Placement::PinnedDram;
+                dram += t.rows * t.row_bytes;
+            }
+            Decision::PinnedPmem => {
+                tc.placement = Placement::PinnedPmem;
+                pmem += t.rows * t.row_bytes;
+            }
+            Decision::Cached => {
+                // Every cached table stages rows through at least one DRAM row.
+                let d = t.dram_rows.max(1) * t.row_bytes;
+                let m = t.pmem_rows * t.row_bytes;
+                tc.dram_bytes = Some(ByteSize(d));
+                tc.pmem_bytes = Some(ByteSize(m));
+                dram += d;
+                pmem += m;
+            }
+        }
+        cfg.tables.push(tc);
+    }
+    cfg.dram.capacity = ByteSize(dram);
+    if pmem > 0 {
+        cfg.pmem = Some(embtier::config::PmemConfig {
+            path: None,
+            capacity: ByteSize(pmem),
+            policy: Default::default(),
+        });
+    } else {
+        for t in &mut cfg.tables {
+            t.pmem_bytes = None;
+        }
+    }
+    cfg
 }
 
 fn parse_positive(s: &str) -> Result<f64, String> {
@@ -217,6 +294,108 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 print_csv(&mut o, &r);
             } else {
                 print_text(&mut o, &r);
+            }
+            emit(&o)
+        }
+        Cmd::Plan {
+            input,
+            dram,
+            pmem,
+            profile,
+            row_bytes,
+            out,
+            json,
+            sample,
+        } => {
+            let t = load(&input)?;
+            let profile = match profile {
+                Some(p) => {
+                    let text = std::fs::read_to_string(&p)
+                        .map_err(|e| data(format!("{}: {e}", p.display())))?;
+                    toml::from_str::<DeviceProfile>(&text)
+                        .map_err(|e| data(format!("{}: {e}", p.display())))?
+                }
+                None => DeviceProfile::default(),
+            };
+            let r = analyze(
+                &t,
+                &Options {
+                    sample: sample.map(Sampling::Rate),
+                    ..Options::default()
+                },
+            );
+            let rb: Vec<u64> = t
+                .tables
+                .iter()
+                .map(|tt| {
+                    if tt.row_bytes > 0 {
+                        tt.row_bytes as u64
+                    } else if tt.dim > 0 {
+                        tt.dim as u64 * 4
+                    } else {
+                        row_bytes.unwrap_or(256)
+                    }
+                })
+                .collect();
+            let p = plan(
+                &r,
+                &rb,
+                Budgets { dram, pmem },
+                &profile,
+                t.batch_ends.len() as u64,
+            );
+            let cfg = store_config(&p);
+            cfg.validate().map_err(data)?;
+            let toml_text = format!(
+                "# store.toml planned by emb-locality from {}\n# predicted: DRAM {:.4}, PMem {:.4}, SSD {:.4} of accesses; {:.3} ms per batch\n{}",
+                input.trace.display(),
+                p.dram_hit_ratio,
+                p.pmem_hit_ratio,
+                p.ssd_ratio,
+                p.seconds_per_batch * 1e3,
+                cfg.to_toml()
+            );
+            let mut o = String::new();
+            if json {
+                o = serde_json::to_string_pretty(&p).map_err(data)?;
+                o.push('\n');
+            } else {
+                let _ = writeln!(o, "| table | rows | row bytes | placement | DRAM MiB | DRAM rows | PMem MiB | PMem rows | DRAM hits | PMem hits | SSD |");
+                let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|---|---|");
+                for tp in &p.tables {
+                    let _ = writeln!(
+                        o,
+                        "| {} | {} | {} | {:?} | {:.2} | {} | {:.2} | {} | {:.4} | {:.4} | {:.4} |",
+                        tp.name,
+                        tp.rows,
+                        tp.row_bytes,
+                        tp.placement,
+                        tp.dram_bytes as f64 / (1 << 20) as f64,
+                        tp.dram_rows,
+                        tp.pmem_bytes as f64 / (1 << 20) as f64,
+                        tp.pmem_rows,
+                        tp.dram_hit_ratio,
+                        tp.pmem_hit_ratio,
+                        tp.ssd_ratio
+                    );
+                }
+                let _ = writeln!(
+                    o,
+                    "\npredicted over all accesses: DRAM {:.4}, PMem {:.4}, SSD {:.4}; {:.3} ms per batch on the profile\n",
+                    p.dram_hit_ratio,
+                    p.pmem_hit_ratio,
+                    p.ssd_ratio,
+                    p.seconds_per_batch * 1e3
+                );
+            }
+            match out {
+                Some(path) => {
+                    std::fs::write(&path, &toml_text)
+                        .map_err(|e| data(format!("{}: {e}", path.display())))?;
+                    eprintln!("{}: written", path.display());
+                }
+                None if !json => o.push_str(&toml_text),
+                None => {}
             }
             emit(&o)
         }

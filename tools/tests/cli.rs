@@ -172,3 +172,58 @@ fn plot_writes_three_svgs() {
         assert!(s.starts_with("<svg") && s.contains("polyline"), "{f}");
     }
 }
+
+/// plan -> store.toml -> a real store opens with it.
+#[test]
+fn plan_emits_a_store_config_the_store_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    let tr = dir.path().join("w.etrace");
+    let o = bin(&[
+        "gen",
+        tr.to_str().unwrap(),
+        "--batches",
+        "100",
+        "--batch-size",
+        "128",
+        "--tables",
+        "tiny:50:2:0.5,big:100000:4:1.1,flat:100000:1:0",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let toml_path = dir.path().join("store.toml");
+    let o = bin(&[
+        "plan",
+        tr.to_str().unwrap(),
+        "--dram",
+        "1MiB",
+        "--pmem",
+        "4MiB",
+        "--out",
+        toml_path.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&toml_path).unwrap();
+    let cfg = embtier::StoreConfig::from_toml(&text).unwrap();
+    assert_eq!(cfg.tables.len(), 3);
+    assert_eq!(
+        cfg.tables[0].placement,
+        embtier::Placement::PinnedDram,
+        "{text}"
+    );
+    let store = embtier::Store::create(dir.path().join("s"), cfg).unwrap();
+    let mut out = vec![0f32; 64]; // generated tables have dim 64
+    store.lookup("big", &[7], &mut out).unwrap();
+    // JSON plan: fractions sum to one.
+    let o = bin(&["plan", tr.to_str().unwrap(), "--dram", "1MiB", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let s = v["dram_hit_ratio"].as_f64().unwrap()
+        + v["pmem_hit_ratio"].as_f64().unwrap()
+        + v["ssd_ratio"].as_f64().unwrap();
+    assert!((s - 1.0).abs() < 1e-9);
+    // Bad budget: usage error.
+    assert_eq!(
+        bin(&["plan", tr.to_str().unwrap(), "--dram", "lots"])
+            .status
+            .code(),
+        Some(2)
+    );
+}

@@ -1,0 +1,493 @@
+//! Placement planning: tier budgets and per-table miss-ratio curves in, a
+//! store configuration and predicted hit ratios out.
+//!
+//! **DRAM.** Each table offers a curve of (bytes, hits): cached sizes along
+//! its MRC (a cached row costs its payload plus 14.5 bytes of bookkeeping,
+//! as measured), and, as the last point, pinning the whole table (every
+//! access hits; costs rows x row bytes). The budget goes greedily to the
+//! best marginal hits per byte along each curve's upper concave hull (the
+//! allocation Talus and Cliffhanger use; optimal for concave curves).
+//!
+//! **PMem** extends each table's cache below DRAM. The store's tiers are
+//! exclusive, so DRAM + PMem behave like one LRU of the combined size: PMem
+//! hits are `accesses x (mrc(d) - mrc(d + p))`. A table that got no DRAM may
+//! instead be pinned to PMem whole. The same greedy allocates the budget.
+//!
+//! **Time.** A [`DeviceProfile`] turns hits and misses into an estimated time
+//! per batch: per tier, bytes over bandwidth plus operations times latency
+//! over the tier's parallelism.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Report, TableReport};
+
+/// Bytes of DRAM bookkeeping per cached row (measured: tests/bookkeeping.rs).
+pub const BOOKKEEPING_BYTES: f64 = 14.5;
+
+/// Latency, bandwidth and parallelism of one tier.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TierProfile {
+    /// Latency of one access, microseconds.
+    pub latency_us: f64,
+    /// Read bandwidth, GB/s.
+    pub bandwidth_gbps: f64,
+    /// Accesses in flight at once (cores, queue depth).
+    pub parallelism: f64,
+}
+
+/// A device profile: one [`TierProfile`] per tier.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceProfile {
+    /// DRAM.
+    pub dram: TierProfile,
+    /// PMem.
+    pub pmem: TierProfile,
+    /// SSD (one 4 KiB read per missed row).
+    pub ssd: TierProfile,
+}
+
+impl Default for DeviceProfile {
+    /// DDR4 DRAM, Intel Optane DC PMem (100 series, App Direct reads), and a
+    /// NAND NVMe SSD; the figures and their sources are in docs/locality.md.
+    fn default() -> DeviceProfile {
+        DeviceProfile {
+            dram: TierProfile {
+                latency_us: 0.1,
+                bandwidth_gbps: 20.0,
+                parallelism: 10.0,
+            },
+            pmem: TierProfile {
+                latency_us: 0.35,
+                bandwidth_gbps: 6.6,
+                parallelism: 10.0,
+            },
+            ssd: TierProfile {
+                latency_us: 80.0,
+                bandwidth_gbps: 3.0,
+                parallelism: 64.0,
+            },
+        }
+    }
+}
+
+/// Tier budgets in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Budgets {
+    /// DRAM bytes.
+    pub dram: u64,
+    /// PMem bytes.
+    pub pmem: u64,
+}
+
+/// Where a table goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Decision {
+    /// Cached (DRAM then PMem then SSD).
+    Cached,
+    /// Pinned whole to DRAM.
+    PinnedDram,
+    /// Pinned whole to PMem.
+    PinnedPmem,
+}
+
+/// The plan for one table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TablePlan {
+    /// Table name.
+    pub name: String,
+    /// Rows.
+    pub rows: u64,
+    /// Bytes per row.
+    pub row_bytes: u64,
+    /// Placement.
+    pub placement: Decision,
+    /// DRAM bytes given (payload, plus bookkeeping for caches).
+    pub dram_bytes: u64,
+    /// DRAM cache rows (0 when pinned).
+    pub dram_rows: u64,
+    /// PMem bytes given.
+    pub pmem_bytes: u64,
+    /// PMem cache rows (0 when pinned).
+    pub pmem_rows: u64,
+    /// Accesses in the trace.
+    pub accesses: u64,
+    /// Predicted fraction of accesses served by DRAM.
+    pub dram_hit_ratio: f64,
+    /// Predicted fraction served by PMem.
+    pub pmem_hit_ratio: f64,
+    /// Predicted fraction read from SSD.
+    pub ssd_ratio: f64,
+}
+
+/// A whole plan.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Plan {
+    /// Per table.
+    pub tables: Vec<TablePlan>,
+    /// Predicted fractions of all accesses per tier.
+    pub dram_hit_ratio: f64,
+    /// PMem share.
+    pub pmem_hit_ratio: f64,
+    /// SSD share.
+    pub ssd_ratio: f64,
+    /// Estimated seconds per batch on the profile.
+    pub seconds_per_batch: f64,
+    /// Batches in the trace.
+    pub batches: u64,
+}
+
+/// Linear interpolation of a table's MRC at `rows` (log-spaced points).
+fn mrc_at(t: &TableReport, rows: f64) -> f64 {
+    if rows <= 0.0 {
+        return 1.0;
+    }
+    let pts = &t.mrc;
+    if pts.is_empty() {
+        return 1.0;
+    }
+    if rows >= t.unique_rows as f64 {
+        return t.cold_miss_ratio;
+    }
+    let mut prev = (0.0f64, 1.0f64);
+    for p in pts {
+        let x = p.cache_rows as f64;
+        if rows <= x {
+            let f = (rows - prev.0) / (x - prev.0).max(1e-9);
+            return prev.1 + f * (p.miss_ratio - prev.1);
+        }
+        prev = (x, p.miss_ratio);
+    }
+    prev.1
+}
+
+/// One step a table can take: go to `bytes` total and `hits` total.
+#[derive(Debug, Clone, Copy)]
+struct Point {
+    bytes: f64,
+    hits: f64,
+    rows: u64,
+    pin: bool,
+}
+
+/// Upper concave hull of points starting at (0, 0), sorted by bytes.
+fn hull(mut pts: Vec<Point>) -> Vec<Point> {
+    pts.sort_by(|a, b| a.bytes.total_cmp(&b.bytes));
+    let mut h: Vec<Point> = vec![Point {
+        bytes: 0.0,
+        hits: 0.0,
+        rows: 0,
+        pin: false,
+    }];
+    for p in pts {
+        if p.hits <= h.last().expect("non-empty").hits {
+            continue;
+        }
+        while h.len() >= 2 {
+            let (a, b) = (h[h.len() - 2], h[h.len() - 1]);
+            // Drop b if it lies under the segment a -> p.
+            let cross =
+                (b.bytes - a.bytes) * (p.hits - a.hits) - (b.hits - a.hits) * (p.bytes - a.bytes);
+            if cross >= 0.0 {
+                h.pop();
+            } else {
+                break;
+            }
+        }
+        h.push(p);
+    }
+    h
+}
+
+/// Greedy allocation of `budget` bytes over hulls; returns the chosen index
+/// on each hull.
+fn allocate(hulls: &[Vec<Point>], budget: f64) -> Vec<usize> {
+    let mut at = vec![0usize; hulls.len()];
+    let mut left = budget;
+    loop {
+        let mut best: Option<(usize, f64)> = None;
+        for (i, h) in hulls.iter().enumerate() {
+            if let Some(next) = h.get(at[i] + 1) {
+                let cur = h[at[i]];
+                let cost = next.bytes - cur.bytes;
+                if cost <= left + 1e-9 {
+                    let gain = (next.hits - cur.hits) / cost.max(1e-9);
+                    if best.is_none_or(|b| gain > b.1) {
+                        best = Some((i, gain));
+                    }
+                }
+            }
+        }
+        match best {
+            Some((i, _)) => {
+                let cost = hulls[i][at[i] + 1].bytes - hulls[i][at[i]].bytes;
+                left -= cost;
+                at[i] += 1;
+            }
+            None => return at,
+        }
+    }
+}
+
+/// Candidate sizes: every MRC point plus a fine log grid up to the unique rows.
+fn sizes(t: &TableReport) -> Vec<u64> {
+    let mut v: Vec<u64> = t.mrc.iter().map(|p| p.cache_rows).collect();
+    let u = t.unique_rows.max(1);
+    for i in 0..=64 {
+        v.push(((u as f64).powf(i as f64 / 64.0)).round() as u64);
+    }
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// Plan a store for the tables of `r`, with `row_bytes[i]` bytes per row of
+/// table i (already resolved from the trace or the command line).
+pub fn plan(
+    r: &Report,
+    row_bytes: &[u64],
+    budgets: Budgets,
+    profile: &DeviceProfile,
+    batches: u64,
+) -> Plan {
+    let n = r.tables.len();
+    // DRAM.
+    let hulls: Vec<Vec<Point>> = r
+        .tables
+        .iter()
+        .zip(row_bytes)
+        .map(|(t, &rb)| {
+            let acc = t.accesses as f64;
+            let mut pts: Vec<Point> = sizes(t)
+                .into_iter()
+                .map(|s| Point {
+                    bytes: s as f64 * (rb as f64 + BOOKKEEPING_BYTES),
+                    hits: acc * (1.0 - mrc_at(t, s as f64)),
+                    rows: s,
+                    pin: false,
+                })
+                .collect();
+            pts.push(Point {
+                bytes: (t.rows as f64) * rb as f64,
+                hits: acc,
+                rows: t.rows,
+                pin: true,
+            });
+            hull(pts)
+        })
+        .collect();
+    let at = allocate(&hulls, budgets.dram as f64);
+    let dram: Vec<Point> = at.iter().zip(&hulls).map(|(&i, h)| h[i]).collect();
+    // PMem: for tables not pinned to DRAM.
+    let pmem_hulls: Vec<Vec<Point>> = r
+        .tables
+        .iter()
+        .zip(row_bytes)
+        .zip(&dram)
+        .map(|((t, &rb), d)| {
+            if d.pin {
+                return hull(Vec::new());
+            }
+            let acc = t.accesses as f64;
+            let base = acc * (1.0 - mrc_at(t, d.rows as f64));
+            let mut pts: Vec<Point> = sizes(t)
+                .into_iter()
+                .filter(|&s| s > 0)
+                .map(|s| Point {
+                    bytes: s as f64 * rb as f64,
+                    hits: acc * (1.0 - mrc_at(t, (d.rows + s) as f64)) - base,
+                    rows: s,
+                    pin: false,
+                })
+                .collect();
+            if d.rows == 0 {
+                pts.push(Point {
+                    bytes: t.rows as f64 * rb as f64,
+                    hits: acc,
+                    rows: t.rows,
+                    pin: true,
+                });
+            }
+            hull(pts)
+        })
+        .collect();
+    let pat = allocate(&pmem_hulls, budgets.pmem as f64);
+    let mut tables = Vec::with_capacity(n);
+    let (mut dh, mut ph, mut total) = (0.0, 0.0, 0.0);
+    let mut secs = 0.0;
+    for i in 0..n {
+        let t = &r.tables[i];
+        let d = dram[i];
+        let p = pmem_hulls[i][pat[i]];
+        let acc = t.accesses as f64;
+        let (placement, dram_hits, pmem_hits) = if d.pin {
+            (Decision::PinnedDram, acc, 0.0)
+        } else if p.pin {
+            (Decision::PinnedPmem, 0.0, acc)
+        } else {
+            (Decision::Cached, d.hits, p.hits)
+        };
+        let ssd = (acc - dram_hits - pmem_hits).max(0.0);
+        let rb = row_bytes[i] as f64;
+        let time = |tp: &crate::locality::plan::TierProfile, ops: f64, bytes: f64| {
+            ops * tp.latency_us * 1e-6 / tp.parallelism + bytes / (tp.bandwidth_gbps * 1e9)
+        };
+        secs += time(&profile.dram, dram_hits, dram_hits * rb)
+            + time(&profile.pmem, pmem_hits, pmem_hits * rb)
+            + time(&profile.ssd, ssd, ssd * 4096.0);
+        dh += dram_hits;
+        ph += pmem_hits;
+        total += acc;
+        tables.push(TablePlan {
+            name: t.name.clone(),
+            rows: t.rows,
+            row_bytes: row_bytes[i],
+            placement,
+            dram_bytes: if p.pin { 0 } else { d.bytes.ceil() as u64 },
+            dram_rows: if d.pin || p.pin { 0 } else { d.rows },
+            pmem_bytes: if d.pin { 0 } else { p.bytes.ceil() as u64 },
+            pmem_rows: if p.pin || d.pin { 0 } else { p.rows },
+            accesses: t.accesses,
+            dram_hit_ratio: dram_hits / acc.max(1.0),
+            pmem_hit_ratio: pmem_hits / acc.max(1.0),
+            ssd_ratio: ssd / acc.max(1.0),
+        });
+    }
+    Plan {
+        tables,
+        dram_hit_ratio: dh / total.max(1.0),
+        pmem_hit_ratio: ph / total.max(1.0),
+        ssd_ratio: 1.0 - (dh + ph) / total.max(1.0),
+        seconds_per_batch: secs / batches.max(1) as f64,
+        batches,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::locality::{analyze, Options};
+    use crate::trace::gen::{GenSpec, GenTable};
+
+    fn report() -> Report {
+        let spec = GenSpec {
+            seed: 1,
+            batches: 200,
+            batch_size: 256,
+            tables: vec![
+                // Small and very hot: should be pinned.
+                GenTable {
+                    name: "tiny".into(),
+                    rows: 200,
+                    dim: 16,
+                    pooling: 4.0,
+                    alpha: 0.5,
+                    drift: 0.0,
+                },
+                // Large and skewed: should be cached.
+                GenTable {
+                    name: "skewed".into(),
+                    rows: 200_000,
+                    dim: 16,
+                    pooling: 4.0,
+                    alpha: 1.1,
+                    drift: 0.0,
+                },
+                // Large and uniform: caching buys little.
+                GenTable {
+                    name: "flat".into(),
+                    rows: 200_000,
+                    dim: 16,
+                    pooling: 1.0,
+                    alpha: 0.0,
+                    drift: 0.0,
+                },
+            ],
+        };
+        analyze(&spec.generate(), &Options::default())
+    }
+
+    #[test]
+    fn budget_goes_where_it_buys_hits() {
+        let r = report();
+        let rb = vec![64u64; 3];
+        let p = plan(
+            &r,
+            &rb,
+            Budgets {
+                dram: 1 << 20,
+                pmem: 0,
+            },
+            &DeviceProfile::default(),
+            200,
+        );
+        assert_eq!(
+            p.tables[0].placement,
+            Decision::PinnedDram,
+            "{:?}",
+            p.tables[0]
+        );
+        assert!(
+            p.tables[1].dram_bytes > 10 * p.tables[2].dram_bytes,
+            "{:?}",
+            p.tables
+        );
+        let spent: u64 = p.tables.iter().map(|t| t.dram_bytes).sum();
+        assert!(spent <= 1 << 20);
+        // More DRAM never predicts fewer hits.
+        let q = plan(
+            &r,
+            &rb,
+            Budgets {
+                dram: 4 << 20,
+                pmem: 0,
+            },
+            &DeviceProfile::default(),
+            200,
+        );
+        assert!(q.dram_hit_ratio >= p.dram_hit_ratio);
+        // PMem adds hits below DRAM.
+        let w = plan(
+            &r,
+            &rb,
+            Budgets {
+                dram: 1 << 20,
+                pmem: 8 << 20,
+            },
+            &DeviceProfile::default(),
+            200,
+        );
+        assert!(w.pmem_hit_ratio > 0.0 && (w.dram_hit_ratio - p.dram_hit_ratio).abs() < 1e-9);
+        assert!(w.seconds_per_batch < p.seconds_per_batch);
+        let total = w.dram_hit_ratio + w.pmem_hit_ratio + w.ssd_ratio;
+        assert!((total - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn hull_is_concave() {
+        let pts = vec![
+            Point {
+                bytes: 1.0,
+                hits: 1.0,
+                rows: 1,
+                pin: false,
+            },
+            Point {
+                bytes: 2.0,
+                hits: 1.1,
+                rows: 2,
+                pin: false,
+            },
+            Point {
+                bytes: 3.0,
+                hits: 3.0,
+                rows: 3,
+                pin: false,
+            },
+        ];
+        let h = hull(pts);
+        assert_eq!(h.iter().map(|p| p.rows).collect::<Vec<_>>(), vec![0, 3]);
+    }
+}
