@@ -33,8 +33,12 @@ pub fn count_bin(c: u64) -> usize {
 /// A point of a miss-ratio curve.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct MrcPoint {
-    /// Cache size in rows.
+    /// Cache size in rows (with `--bytes`: the rows a cache of `cache_bytes`
+    /// holds, for one table; 0 overall, where row sizes differ).
     pub cache_rows: u64,
+    /// Cache size in bytes, when sizes are given in bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_bytes: Option<u64>,
     /// Miss ratio of an LRU cache of that size.
     pub miss_ratio: f64,
 }
@@ -201,6 +205,10 @@ pub struct Options {
     pub batches_per_s: Option<f64>,
     /// Bytes per row when the trace does not say (default 256).
     pub row_bytes: Option<u64>,
+    /// Cache sizes are bytes: a row hits an LRU cache of `C` bytes iff the
+    /// bytes of the distinct rows accessed since its last access, plus its
+    /// own, fit in `C`.
+    pub bytes: bool,
 }
 
 /// A Fenwick tree of i32 over positions `0..n`.
@@ -289,10 +297,64 @@ pub fn mrc_from_distances(counts: &[u64], accesses: u64, sizes: &[u64]) -> Vec<M
             let hits = prefix[(c as usize).min(counts.len())];
             MrcPoint {
                 cache_rows: c,
+                cache_bytes: None,
                 miss_ratio: if accesses == 0 {
                     0.0
                 } else {
                     1.0 - hits as f64 / accesses as f64
+                },
+            }
+        })
+        .collect()
+}
+
+/// Exact LRU miss-ratio curve with cache sizes in bytes, for objects of
+/// different sizes: `size_of[o]` bytes for object `o`. O(N log N).
+pub fn byte_mrc(seq: &[u32], size_of: &[u64], sizes: &[u64]) -> Vec<MrcPoint> {
+    const NONE: u32 = u32::MAX;
+    let mut last = vec![NONE; size_of.len()];
+    // Fenwick over positions of byte weights (i64).
+    let mut tree = vec![0i64; seq.len() + 1];
+    let add = |tree: &mut Vec<i64>, i: usize, v: i64| {
+        let mut i = i + 1;
+        while i < tree.len() {
+            tree[i] += v;
+            i += i & i.wrapping_neg();
+        }
+    };
+    let prefix = |tree: &Vec<i64>, mut i: usize| {
+        let mut s = 0i64;
+        while i > 0 {
+            s += tree[i];
+            i &= i - 1;
+        }
+        s
+    };
+    let mut need: Vec<u64> = Vec::with_capacity(seq.len());
+    for (t, &o) in seq.iter().enumerate() {
+        let sz = size_of[o as usize] as i64;
+        let p = last[o as usize];
+        if p != NONE {
+            let p = p as usize;
+            let between = prefix(&tree, t) - prefix(&tree, p + 1);
+            need.push((between + sz) as u64);
+            add(&mut tree, p, -sz);
+        }
+        add(&mut tree, t, sz);
+        last[o as usize] = t as u32;
+    }
+    need.sort_unstable();
+    sizes
+        .iter()
+        .map(|&c| {
+            let hits = need.partition_point(|&n| n <= c);
+            MrcPoint {
+                cache_rows: 0,
+                cache_bytes: Some(c),
+                miss_ratio: if seq.is_empty() {
+                    0.0
+                } else {
+                    1.0 - hits as f64 / seq.len() as f64
                 },
             }
         })
@@ -379,6 +441,8 @@ struct Stream<'a> {
     batch_of: &'a [u32],
     batches: usize,
     n_objects: usize,
+    /// Bytes of each object (overall only; empty for a table).
+    object_bytes: Vec<u64>,
 }
 
 fn working_sets(s: &Stream<'_>, window: u64) -> (Vec<u64>, Vec<u64>) {
@@ -439,10 +503,19 @@ fn report(st: &Stream<'_>, opts: &Options) -> TableReport {
         .for_each(|v| *v /= accesses.max(1) as f64);
     counts.sort_unstable_by(|a, b| b.cmp(a));
     let (t01, t1, t10, alpha, gini) = skew(&counts, accesses);
-    let sizes = opts
-        .mrc_sizes
-        .clone()
-        .unwrap_or_else(|| default_sizes(unique));
+    let sizes = opts.mrc_sizes.clone().unwrap_or_else(|| {
+        let rows = default_sizes(unique);
+        if opts.bytes {
+            let rb = if st.row_bytes > 0 {
+                st.row_bytes
+            } else {
+                (st.object_bytes.iter().sum::<u64>() / st.object_bytes.len().max(1) as u64).max(1)
+            };
+            rows.iter().map(|r| r * rb).collect()
+        } else {
+            rows
+        }
+    });
     let th = reuse_times(seq, n_objects);
     let window = opts.window.unwrap_or((accesses / 100).max(1000)).max(1);
     let (ws_batch, ws_window) = working_sets(st, window);
@@ -450,11 +523,27 @@ fn report(st: &Stream<'_>, opts: &Options) -> TableReport {
     // Means over all batches of the trace (a table absent from a batch moves nothing then).
     let per_batch = accesses as f64 / st.batches.max(1) as f64;
     let uniq_per_batch = ws_batch.iter().sum::<u64>() as f64 / st.batches.max(1) as f64;
-    let (mrc, dh, method) = match opts.sample {
+    // With --bytes, a table's sizes convert to rows (its rows are all one size).
+    let row_sizes: Vec<u64> = if opts.bytes && st.row_bytes > 0 {
+        sizes.iter().map(|c| c / st.row_bytes).collect()
+    } else {
+        sizes.clone()
+    };
+    let (mut mrc, dh, method) = match opts.sample {
+        None if opts.bytes && st.row_bytes == 0 => {
+            // Overall: rows of different sizes, so weigh distances in bytes.
+            let (_, dh, _) = stack_distances(seq, n_objects);
+            let sz: Vec<u64> = st.object_bytes.iter().map(|&b| b.max(1)).collect();
+            (
+                byte_mrc(seq, &sz, &sizes),
+                dh,
+                "exact, in bytes".to_string(),
+            )
+        }
         None => {
             let (dist, dh, _) = stack_distances(seq, n_objects);
             (
-                mrc_from_distances(&dist, accesses, &sizes),
+                mrc_from_distances(&dist, accesses, &row_sizes),
                 dh,
                 "exact".to_string(),
             )
@@ -468,16 +557,33 @@ fn report(st: &Stream<'_>, opts: &Options) -> TableReport {
                 .iter_mut()
                 .for_each(|c| *c = (*c as f64 * scale).round() as u64);
             dh.cold = (dh.cold as f64 * scale).round() as u64;
-            (
-                r.mrc(&sizes),
-                dh,
-                format!(
-                    "shards (rate {:.6}, {} sampled references)",
-                    r.rate, r.sampled
-                ),
-            )
+            let mut method = format!(
+                "shards (rate {:.6}, {} sampled references)",
+                r.rate, r.sampled
+            );
+            if opts.bytes && st.row_bytes == 0 {
+                // SHARDS counts rows; convert at the mean row size.
+                let mean = (st.object_bytes.iter().sum::<u64>()
+                    / st.object_bytes.len().max(1) as u64)
+                    .max(1);
+                let as_rows: Vec<u64> = sizes.iter().map(|c| c / mean).collect();
+                let mut m = r.mrc(&as_rows);
+                for (p, &c) in m.iter_mut().zip(&sizes) {
+                    p.cache_bytes = Some(c);
+                    p.cache_rows = 0;
+                }
+                method.push_str(&format!(", bytes at the mean row size {mean}"));
+                (m, dh, method)
+            } else {
+                (r.mrc(&row_sizes), dh, method)
+            }
         }
     };
+    if opts.bytes && st.row_bytes > 0 {
+        for (p, &c) in mrc.iter_mut().zip(&sizes) {
+            p.cache_bytes = Some(c);
+        }
+    }
     TableReport {
         name: name.into(),
         rows,
@@ -565,6 +671,7 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Report {
                     batch_of: &per_table_batch[i],
                     batches,
                     n_objects: per_table_maps[i].len(),
+                    object_bytes: Vec::new(),
                 },
                 opts,
             )
@@ -575,6 +682,12 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Report {
         .iter()
         .map(|t| t.rows)
         .fold(0u64, |a, b| a.saturating_add(b));
+    let mut object_bytes = vec![0u64; n_overall as usize];
+    for (t, ids) in overall_of_local.iter().enumerate() {
+        for &o in ids {
+            object_bytes[o as usize] = row_bytes(&trace.tables[t]);
+        }
+    }
     let mut overall = report(
         &Stream {
             name: "overall",
@@ -584,6 +697,7 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Report {
             batch_of: &overall_batch,
             batches,
             n_objects: n_overall as usize,
+            object_bytes,
         },
         opts,
     );
@@ -629,6 +743,26 @@ mod tests {
                 p.miss_ratio
             );
         }
+    }
+
+    /// Byte MRC with equal sizes equals the row MRC at C / size.
+    #[test]
+    fn byte_mrc_matches_rows_for_equal_sizes() {
+        let s = seq(5000, 200, 9);
+        let (dist, _, _) = stack_distances(&s, 200);
+        let rows = mrc_from_distances(&dist, 5000, &(1..=200).collect::<Vec<_>>());
+        let bytes = byte_mrc(
+            &s,
+            &vec![64; 200],
+            &(1..=200).map(|c| c * 64).collect::<Vec<_>>(),
+        );
+        for (a, b) in rows.iter().zip(&bytes) {
+            assert!((a.miss_ratio - b.miss_ratio).abs() < 1e-12);
+        }
+        // A row bigger than the cache never hits.
+        let big = byte_mrc(&[0, 0, 0], &[100], &[99, 100]);
+        assert_eq!(big[0].miss_ratio, 1.0);
+        assert!((big[1].miss_ratio - 1.0 / 3.0).abs() < 1e-12);
     }
 
     #[test]

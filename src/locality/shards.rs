@@ -64,6 +64,7 @@ impl Sampled {
                 let hits = prefix[k];
                 MrcPoint {
                     cache_rows: c,
+                    cache_bytes: None,
                     miss_ratio: if self.total > 0.0 {
                         (1.0 - hits / self.total).clamp(0.0, 1.0)
                     } else {

@@ -77,6 +77,9 @@ enum Cmd {
         /// Write SVG charts (MRC, access-count CDF, reuse-distance CDF) into this directory.
         #[arg(long)]
         plot: Option<PathBuf>,
+        /// Cache sizes are bytes, and the MRC weighs rows by their size.
+        #[arg(long)]
+        bytes: bool,
     },
     /// Plan a store: pin or cache each table and size its caches from the MRCs.
     Plan {
@@ -257,6 +260,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
             batches_per_s,
             row_bytes,
             plot,
+            bytes,
         } => {
             let t = load(&input)?;
             let spinner = progress("analysing");
@@ -273,6 +277,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
                     window,
                     batches_per_s,
                     row_bytes,
+                    bytes,
                 },
             );
             if let Some(s) = spinner {
@@ -568,7 +573,14 @@ fn print_table(o: &mut String, t: &TableReport) {
         t.mrc_method, t.cold_miss_ratio
     );
     for p in &t.mrc {
-        let _ = writeln!(o, "  {:>12} rows  {:.4}", p.cache_rows, p.miss_ratio);
+        match p.cache_bytes {
+            Some(b) => {
+                let _ = writeln!(o, "  {:>14} bytes  {:.4}", b, p.miss_ratio);
+            }
+            None => {
+                let _ = writeln!(o, "  {:>12} rows  {:.4}", p.cache_rows, p.miss_ratio);
+            }
+        }
     }
     o.push('\n');
 }

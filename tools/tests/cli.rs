@@ -227,3 +227,35 @@ fn plan_emits_a_store_config_the_store_accepts() {
         Some(2)
     );
 }
+
+#[test]
+fn bytes_mrc_in_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let tr = dir.path().join("b.etrace");
+    assert!(bin(&[
+        "gen",
+        tr.to_str().unwrap(),
+        "--batches",
+        "20",
+        "--batch-size",
+        "64",
+        "--tables",
+        "a:1000:2:1.1,b:500:1:0"
+    ])
+    .status
+    .success());
+    let o = bin(&[
+        "analyze",
+        tr.to_str().unwrap(),
+        "--json",
+        "--bytes",
+        "--mrc-sizes",
+        "2560,25600",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // Table a has 256-byte rows (dim 64): 2560 bytes hold 10 rows.
+    assert_eq!(v["tables"][0]["mrc"][0]["cache_bytes"], 2560);
+    assert_eq!(v["tables"][0]["mrc"][0]["cache_rows"], 10);
+    assert_eq!(v["overall"]["mrc"][1]["cache_bytes"], 25600);
+}
