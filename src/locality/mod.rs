@@ -10,6 +10,7 @@
 
 use serde::Serialize;
 
+pub mod dlrm;
 pub mod plan;
 pub mod shards;
 

@@ -80,6 +80,10 @@ enum Cmd {
         /// Cache sizes are bytes, and the MRC weighs rows by their size.
         #[arg(long)]
         bytes: bool,
+        /// Print the overall access-count histogram beside the mean of a
+        /// dlrm_datasets locality_stats.txt.
+        #[arg(long)]
+        compare_dlrm: Option<PathBuf>,
     },
     /// Plan a store: pin or cache each table and size its caches from the MRCs.
     Plan {
@@ -261,6 +265,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
             row_bytes,
             plot,
             bytes,
+            compare_dlrm,
         } => {
             let t = load(&input)?;
             let spinner = progress("analysing");
@@ -299,6 +304,32 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 print_csv(&mut o, &r);
             } else {
                 print_text(&mut o, &r);
+            }
+            if let Some(p) = &compare_dlrm {
+                let stats = embtier::locality::dlrm::read(p).map_err(data)?;
+                let (dr, da) = embtier::locality::dlrm::mean(&stats);
+                let _ = writeln!(
+                    o,
+                    "access-count histogram, this trace (overall) vs the mean of {} batch files of {}:",
+                    stats.len(),
+                    p.display()
+                );
+                let _ = writeln!(
+                    o,
+                    "  {:<16} {:>9} {:>9} {:>11} {:>11}",
+                    "count", "rows", "dlrm rows", "accesses", "dlrm acc."
+                );
+                for k in 0..17 {
+                    let _ = writeln!(
+                        o,
+                        "  {:<16} {:>9.3} {:>9.3} {:>11.3} {:>11.3}",
+                        bin_label(k),
+                        r.overall.count_hist_rows[k],
+                        dr[k],
+                        r.overall.count_hist_accesses[k],
+                        da[k]
+                    );
+                }
             }
             emit(&o)
         }
