@@ -95,6 +95,9 @@ enum Cmd {
         /// PMem budget (0: no PMem tier).
         #[arg(long, value_parser = parse_bytes, default_value = "0")]
         pmem: u64,
+        /// SSD budget: the data file must hold every table (default: unchecked).
+        #[arg(long, value_parser = parse_bytes)]
+        ssd: Option<u64>,
         /// A device profile TOML ([dram], [pmem], [ssd] with latency_us,
         /// bandwidth_gbps, parallelism); default: DRAM, Optane PMem, NAND NVMe.
         #[arg(long)]
@@ -337,6 +340,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
             input,
             dram,
             pmem,
+            ssd,
             profile,
             row_bytes,
             out,
@@ -417,11 +421,12 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 }
                 let _ = writeln!(
                     o,
-                    "\npredicted over all accesses: DRAM {:.4}, PMem {:.4}, SSD {:.4}; {:.3} ms per batch on the profile\n",
+                    "\npredicted over all accesses: DRAM {:.4}, PMem {:.4}, SSD {:.4}; {:.3} ms per batch on the profile; SSD data file {:.3} GiB\n",
                     p.dram_hit_ratio,
                     p.pmem_hit_ratio,
                     p.ssd_ratio,
-                    p.seconds_per_batch * 1e3
+                    p.seconds_per_batch * 1e3,
+                    ssd_need as f64 / (1u64 << 30) as f64
                 );
             }
             match out {

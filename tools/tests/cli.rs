@@ -219,6 +219,17 @@ fn plan_emits_a_store_config_the_store_accepts() {
         + v["pmem_hit_ratio"].as_f64().unwrap()
         + v["ssd_ratio"].as_f64().unwrap();
     assert!((s - 1.0).abs() < 1e-9);
+    // An SSD too small for the tables is a data error naming the need.
+    let o = bin(&[
+        "plan",
+        tr.to_str().unwrap(),
+        "--dram",
+        "1MiB",
+        "--ssd",
+        "1MiB",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("need"), "{}", stderr(&o));
     // Bad budget: usage error.
     assert_eq!(
         bin(&["plan", tr.to_str().unwrap(), "--dram", "lots"])
