@@ -386,6 +386,23 @@ fn run(cli: Cli) -> Result<(), Fail> {
             );
             let cfg = store_config(&p);
             cfg.validate().map_err(data)?;
+            // The SSD data file holds every row, in sealed 4 KiB block groups.
+            let ssd_need: u64 = p
+                .tables
+                .iter()
+                .map(|t| {
+                    let l = embtier::format::RowLayout::for_row_bytes(t.row_bytes as u32);
+                    l.blocks_for(t.rows.max(1)) * embtier::format::BLOCK_SIZE as u64
+                })
+                .sum();
+            if let Some(budget) = ssd {
+                if ssd_need > budget {
+                    return Err(data(format!(
+                        "--ssd {budget}: the tables need {ssd_need} bytes of SSD ({:.3} GiB)",
+                        ssd_need as f64 / (1u64 << 30) as f64
+                    )));
+                }
+            }
             let toml_text = format!(
                 "# store.toml planned by emb-locality from {}\n# predicted: DRAM {:.4}, PMem {:.4}, SSD {:.4} of accesses; {:.3} ms per batch\n{}",
                 input.trace.display(),
