@@ -33,7 +33,7 @@ use std::str::FromStr;
 pub use list::{Link, List};
 pub use lru::{Fifo, Lru};
 pub use sieve::Sieve;
-pub use sim::SimCache;
+pub use sim::{simulate, SimCache, SimResult};
 
 /// A cache replacement policy over slots `0..capacity`.
 ///

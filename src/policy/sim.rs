@@ -178,3 +178,38 @@ mod tests {
         assert!(hot_after_scan(&l2) < 50);
     }
 }
+
+/// Hits and misses of a simulation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SimResult {
+    /// Accesses that hit.
+    pub hits: u64,
+    /// Accesses that missed.
+    pub misses: u64,
+}
+
+impl SimResult {
+    /// misses / accesses.
+    pub fn miss_ratio(&self) -> f64 {
+        let n = self.hits + self.misses;
+        if n == 0 {
+            0.0
+        } else {
+            self.misses as f64 / n as f64
+        }
+    }
+}
+
+/// Run `ids` through a cache of `capacity` objects under `kind`.
+pub fn simulate(kind: PolicyKind, capacity: usize, ids: &[u64]) -> SimResult {
+    let mut c = SimCache::new(kind, capacity.max(1));
+    let mut r = SimResult::default();
+    for &id in ids {
+        if c.access(id) {
+            r.hits += 1;
+        } else {
+            r.misses += 1;
+        }
+    }
+    r
+}
