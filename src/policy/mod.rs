@@ -22,16 +22,23 @@
 //! assert!(c.access(3));
 //! ```
 
+pub mod chains;
+mod clock;
+mod lfu;
 mod list;
 mod lru;
+mod s3fifo;
 mod sieve;
 mod sim;
 
 use std::fmt;
 use std::str::FromStr;
 
+pub use clock::Clock;
+pub use lfu::Lfu;
 pub use list::{Link, List};
 pub use lru::{Fifo, Lru};
+pub use s3fifo::S3Fifo;
 pub use sieve::Sieve;
 pub use sim::{simulate, SimCache, SimResult};
 
@@ -41,6 +48,13 @@ pub use sim::{simulate, SimCache, SimResult};
 /// `hit` and `remove` are given resident slots; `evict` is called only when
 /// at least one slot is resident.
 pub trait EvictionPolicy {
+    /// A miss on `key`, before any eviction for it: returns whether the key
+    /// will be admitted (inserted). Policies with ghost lists look the key up
+    /// here. The default admits everything.
+    fn miss(&mut self, key: u64) -> bool {
+        let _ = key;
+        true
+    }
     /// `slot` became resident, holding `key`.
     fn insert(&mut self, slot: usize, key: u64);
     /// The resident `slot` was accessed.
@@ -68,11 +82,24 @@ pub enum PolicyKind {
     /// SIEVE (Zhang et al., NSDI '24): scan-resistant, one visited bit per
     /// row, lazy promotion.
     Sieve,
+    /// CLOCK (second chance), 1-bit.
+    Clock,
+    /// LFU, FIFO among equal frequencies.
+    Lfu,
+    /// S3-FIFO (Yang et al., SOSP '23).
+    S3Fifo,
 }
 
 impl PolicyKind {
     /// Every policy.
-    pub const ALL: &'static [PolicyKind] = &[PolicyKind::Lru, PolicyKind::Fifo, PolicyKind::Sieve];
+    pub const ALL: &'static [PolicyKind] = &[
+        PolicyKind::Lru,
+        PolicyKind::Fifo,
+        PolicyKind::Clock,
+        PolicyKind::Lfu,
+        PolicyKind::S3Fifo,
+        PolicyKind::Sieve,
+    ];
 
     /// Command-line name.
     pub fn name(self) -> &'static str {
@@ -80,6 +107,9 @@ impl PolicyKind {
             PolicyKind::Lru => "lru",
             PolicyKind::Fifo => "fifo",
             PolicyKind::Sieve => "sieve",
+            PolicyKind::Clock => "clock",
+            PolicyKind::Lfu => "lfu",
+            PolicyKind::S3Fifo => "s3fifo",
         }
     }
 }
@@ -122,6 +152,12 @@ pub enum AnyPolicy<L: Link> {
     Fifo(Fifo<L>),
     /// SIEVE.
     Sieve(Sieve<L>),
+    /// CLOCK.
+    Clock(Clock<L>),
+    /// LFU.
+    Lfu(Lfu<L>),
+    /// S3-FIFO.
+    S3Fifo(S3Fifo<L>),
 }
 
 impl<L: Link> AnyPolicy<L> {
@@ -131,6 +167,9 @@ impl<L: Link> AnyPolicy<L> {
             PolicyKind::Lru => AnyPolicy::Lru(Lru::new(capacity)),
             PolicyKind::Fifo => AnyPolicy::Fifo(Fifo::new(capacity)),
             PolicyKind::Sieve => AnyPolicy::Sieve(Sieve::new(capacity)),
+            PolicyKind::Clock => AnyPolicy::Clock(Clock::new(capacity)),
+            PolicyKind::Lfu => AnyPolicy::Lfu(Lfu::new(capacity)),
+            PolicyKind::S3Fifo => AnyPolicy::S3Fifo(S3Fifo::new(capacity)),
         }
     }
 }
@@ -141,11 +180,18 @@ macro_rules! dispatch {
             AnyPolicy::Lru($p) => $e,
             AnyPolicy::Fifo($p) => $e,
             AnyPolicy::Sieve($p) => $e,
+            AnyPolicy::Clock($p) => $e,
+            AnyPolicy::Lfu($p) => $e,
+            AnyPolicy::S3Fifo($p) => $e,
         }
     };
 }
 
 impl<L: Link> EvictionPolicy for AnyPolicy<L> {
+    #[inline]
+    fn miss(&mut self, key: u64) -> bool {
+        dispatch!(self, p => p.miss(key))
+    }
     #[inline]
     fn insert(&mut self, slot: usize, key: u64) {
         dispatch!(self, p => p.insert(slot, key))

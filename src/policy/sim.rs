@@ -37,6 +37,9 @@ impl SimCache {
             self.policy.hit(slot as usize);
             return true;
         }
+        if !self.policy.miss(id) {
+            return false; // not admitted
+        }
         let slot = if self.keys.len() < self.capacity {
             self.keys.push(id);
             self.keys.len() - 1

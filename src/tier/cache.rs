@@ -249,6 +249,10 @@ impl SlotCache {
     pub fn insert(&mut self, id: u64, src: &[u8], dirty: bool, spill: &mut Spill) -> usize {
         debug_assert!(id <= ID_MASK);
         debug_assert!(self.get(id).is_none());
+        // The store must hold the row it serves, so a policy's refusal to
+        // admit is not honoured here; the call still lets ghost-based
+        // policies see the miss before the eviction.
+        let _ = self.policy.miss(id);
         let slot = if self.len == self.cap {
             let victim = self.policy.evict();
             let key = self.keys[victim];
