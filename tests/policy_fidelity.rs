@@ -5,11 +5,13 @@
 
 use std::path::Path;
 
-use embtier::policy::{PolicyKind, SimCache};
+use embtier::policy::PolicyKind;
 use embtier::trace::{import, CsvSpec, Format};
 
 /// (trace, policy, [(cache size, libCacheSim miss ratio)]).
-const REFERENCE: &[(&str, &str, &[(u64, f64)])] = &[
+type Reference = (&'static str, &'static str, &'static [(u64, f64)]);
+
+const REFERENCE: &[Reference] = &[
     (
         "cloudphysics",
         "lru",
