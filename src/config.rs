@@ -495,6 +495,15 @@ impl StoreConfig {
                 self.ssd.psync_threads
             )));
         }
+        let policies = std::iter::once(("dram", self.dram.policy))
+            .chain(self.pmem.as_ref().map(|p| ("pmem", p.policy)));
+        for (tier, p) in policies {
+            if !p.store_supported() {
+                return Err(Error::config(format!(
+                    "{tier}.policy {p} runs in simulation only; the store's tiers support lru, fifo, clock, lfu, s3fifo and sieve"
+                )));
+            }
+        }
         for (i, t) in self.tables.iter().enumerate() {
             if t.name.is_empty()
                 || t.name.len() > embtier_format::MAX_NAME_LEN
@@ -675,6 +684,19 @@ mod tests {
         assert_eq!(plan[0].dram_rows, 100);
         assert_eq!(plan[1].dram_rows, 300);
         assert_eq!(plan[2].dram_rows, 100);
+    }
+
+    #[test]
+    fn simulation_only_policies_are_refused() {
+        let cfg = StoreConfig::builder()
+            .table(TableConfig::new("a", 1000, 4))
+            .dram_policy(PolicyKind::Slru)
+            .build();
+        assert!(cfg
+            .plan()
+            .unwrap_err()
+            .to_string()
+            .contains("simulation only"));
     }
 
     #[test]

@@ -30,6 +30,8 @@ mod lru;
 mod s3fifo;
 mod sieve;
 mod sim;
+mod slru;
+mod twoq;
 
 use std::fmt;
 use std::str::FromStr;
@@ -41,6 +43,8 @@ pub use lru::{Fifo, Lru};
 pub use s3fifo::S3Fifo;
 pub use sieve::Sieve;
 pub use sim::{simulate, SimCache, SimResult};
+pub use slru::Slru;
+pub use twoq::TwoQ;
 
 /// A cache replacement policy over slots `0..capacity`.
 ///
@@ -63,6 +67,12 @@ pub trait EvictionPolicy {
     fn evict(&mut self) -> usize;
     /// Stop tracking the resident `slot` (the caller removed it).
     fn remove(&mut self, slot: usize);
+    /// A slot the policy dropped on its own during the last `insert` or
+    /// `hit` (2Q's second eviction, SLRU's demotion out of the cache).
+    /// Callers drain it after each call and free the slots it returns.
+    fn overflow(&mut self) -> Option<usize> {
+        None
+    }
     /// Heap bytes of the policy's own bookkeeping.
     fn meta_bytes(&self) -> usize;
 }
@@ -88,6 +98,10 @@ pub enum PolicyKind {
     Lfu,
     /// S3-FIFO (Yang et al., SOSP '23).
     S3Fifo,
+    /// 2Q (Johnson and Shasha, VLDB '94).
+    TwoQ,
+    /// Segmented LRU, four segments.
+    Slru,
 }
 
 impl PolicyKind {
@@ -97,9 +111,18 @@ impl PolicyKind {
         PolicyKind::Fifo,
         PolicyKind::Clock,
         PolicyKind::Lfu,
+        PolicyKind::TwoQ,
+        PolicyKind::Slru,
         PolicyKind::S3Fifo,
         PolicyKind::Sieve,
     ];
+
+    /// Whether the store's tiers can run this policy. 2Q and SLRU drop slots
+    /// on their own (a second eviction, a hit that demotes out of the cache),
+    /// which the store's shards do not spill yet; they run in simulation.
+    pub fn store_supported(self) -> bool {
+        !matches!(self, PolicyKind::TwoQ | PolicyKind::Slru)
+    }
 
     /// Command-line name.
     pub fn name(self) -> &'static str {
@@ -110,6 +133,8 @@ impl PolicyKind {
             PolicyKind::Clock => "clock",
             PolicyKind::Lfu => "lfu",
             PolicyKind::S3Fifo => "s3fifo",
+            PolicyKind::TwoQ => "2q",
+            PolicyKind::Slru => "slru",
         }
     }
 }
@@ -158,6 +183,10 @@ pub enum AnyPolicy<L: Link> {
     Lfu(Lfu<L>),
     /// S3-FIFO.
     S3Fifo(S3Fifo<L>),
+    /// 2Q.
+    TwoQ(TwoQ<L>),
+    /// SLRU.
+    Slru(Slru<L>),
 }
 
 impl<L: Link> AnyPolicy<L> {
@@ -170,6 +199,8 @@ impl<L: Link> AnyPolicy<L> {
             PolicyKind::Clock => AnyPolicy::Clock(Clock::new(capacity)),
             PolicyKind::Lfu => AnyPolicy::Lfu(Lfu::new(capacity)),
             PolicyKind::S3Fifo => AnyPolicy::S3Fifo(S3Fifo::new(capacity)),
+            PolicyKind::TwoQ => AnyPolicy::TwoQ(TwoQ::new(capacity)),
+            PolicyKind::Slru => AnyPolicy::Slru(Slru::new(capacity)),
         }
     }
 }
@@ -183,6 +214,8 @@ macro_rules! dispatch {
             AnyPolicy::Clock($p) => $e,
             AnyPolicy::Lfu($p) => $e,
             AnyPolicy::S3Fifo($p) => $e,
+            AnyPolicy::TwoQ($p) => $e,
+            AnyPolicy::Slru($p) => $e,
         }
     };
 }
@@ -207,6 +240,10 @@ impl<L: Link> EvictionPolicy for AnyPolicy<L> {
     #[inline]
     fn remove(&mut self, slot: usize) {
         dispatch!(self, p => p.remove(slot))
+    }
+    #[inline]
+    fn overflow(&mut self) -> Option<usize> {
+        dispatch!(self, p => p.overflow())
     }
     fn meta_bytes(&self) -> usize {
         dispatch!(self, p => p.meta_bytes())

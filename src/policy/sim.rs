@@ -10,6 +10,7 @@ pub struct SimCache {
     policy: AnyPolicy<u32>,
     index: HashMap<u64, u32>,
     keys: Vec<u64>,
+    free: Vec<u32>,
     capacity: usize,
 }
 
@@ -27,6 +28,7 @@ impl SimCache {
             policy: AnyPolicy::new(kind, capacity),
             index: HashMap::with_capacity(capacity),
             keys: Vec::with_capacity(capacity),
+            free: Vec::new(),
             capacity,
         }
     }
@@ -35,23 +37,35 @@ impl SimCache {
     pub fn access(&mut self, id: u64) -> bool {
         if let Some(&slot) = self.index.get(&id) {
             self.policy.hit(slot as usize);
+            self.drain_overflow();
             return true;
         }
         if !self.policy.miss(id) {
             return false; // not admitted
         }
-        let slot = if self.keys.len() < self.capacity {
-            self.keys.push(id);
-            self.keys.len() - 1
-        } else {
+        let slot = if self.index.len() == self.capacity {
             let victim = self.policy.evict();
             self.index.remove(&self.keys[victim]);
-            self.keys[victim] = id;
             victim
+        } else if let Some(s) = self.free.pop() {
+            s as usize
+        } else {
+            self.keys.push(0);
+            self.keys.len() - 1
         };
+        self.keys[slot] = id;
         self.index.insert(id, slot as u32);
         self.policy.insert(slot, id);
+        self.drain_overflow();
         false
+    }
+
+    /// Free the slots the policy dropped by itself.
+    fn drain_overflow(&mut self) {
+        while let Some(v) = self.policy.overflow() {
+            self.index.remove(&self.keys[v]);
+            self.free.push(v as u32);
+        }
     }
 
     /// Whether `id` is resident (does not count as an access).
