@@ -500,7 +500,7 @@ impl StoreConfig {
         for (tier, p) in policies {
             if !p.store_supported() {
                 return Err(Error::config(format!(
-                    "{tier}.policy {p} runs in simulation only; the store's tiers support lru, fifo, clock, lfu, s3fifo and sieve"
+                    "{tier}.policy {p} runs in simulation only; the store's tiers support lru, fifo, clock, lfu, arc, s3fifo and sieve"
                 )));
             }
         }

@@ -152,7 +152,7 @@ impl Ghost {
         self.set.insert(key, self.gen);
         self.queue.push_back((key, self.gen));
         // Drop stale entries (removed keys) now and then.
-        if self.queue.len() > 2 * self.cap + 16 {
+        if self.queue.len() > self.cap.saturating_mul(2).saturating_add(16) {
             let set = &self.set;
             self.queue.retain(|(k, g)| set.get(k) == Some(g));
         }

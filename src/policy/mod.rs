@@ -22,6 +22,7 @@
 //! assert!(c.access(3));
 //! ```
 
+mod arc;
 pub mod chains;
 mod clock;
 mod lfu;
@@ -36,6 +37,7 @@ mod twoq;
 use std::fmt;
 use std::str::FromStr;
 
+pub use arc::Arc;
 pub use clock::Clock;
 pub use lfu::Lfu;
 pub use list::{Link, List};
@@ -102,6 +104,8 @@ pub enum PolicyKind {
     TwoQ,
     /// Segmented LRU, four segments.
     Slru,
+    /// ARC (Megiddo and Modha, FAST '03).
+    Arc,
 }
 
 impl PolicyKind {
@@ -113,12 +117,13 @@ impl PolicyKind {
         PolicyKind::Lfu,
         PolicyKind::TwoQ,
         PolicyKind::Slru,
+        PolicyKind::Arc,
         PolicyKind::S3Fifo,
         PolicyKind::Sieve,
     ];
 
     /// Whether the store's tiers can run this policy. 2Q and SLRU drop slots
-    /// on their own (a second eviction, a hit that demotes out of the cache),
+    /// on their own (a second eviction, a demotion out of the cache),
     /// which the store's shards do not spill yet; they run in simulation.
     pub fn store_supported(self) -> bool {
         !matches!(self, PolicyKind::TwoQ | PolicyKind::Slru)
@@ -135,6 +140,7 @@ impl PolicyKind {
             PolicyKind::S3Fifo => "s3fifo",
             PolicyKind::TwoQ => "2q",
             PolicyKind::Slru => "slru",
+            PolicyKind::Arc => "arc",
         }
     }
 }
@@ -187,6 +193,8 @@ pub enum AnyPolicy<L: Link> {
     TwoQ(TwoQ<L>),
     /// SLRU.
     Slru(Slru<L>),
+    /// ARC.
+    Arc(Arc<L>),
 }
 
 impl<L: Link> AnyPolicy<L> {
@@ -201,6 +209,7 @@ impl<L: Link> AnyPolicy<L> {
             PolicyKind::S3Fifo => AnyPolicy::S3Fifo(S3Fifo::new(capacity)),
             PolicyKind::TwoQ => AnyPolicy::TwoQ(TwoQ::new(capacity)),
             PolicyKind::Slru => AnyPolicy::Slru(Slru::new(capacity)),
+            PolicyKind::Arc => AnyPolicy::Arc(Arc::new(capacity)),
         }
     }
 }
@@ -216,6 +225,7 @@ macro_rules! dispatch {
             AnyPolicy::S3Fifo($p) => $e,
             AnyPolicy::TwoQ($p) => $e,
             AnyPolicy::Slru($p) => $e,
+            AnyPolicy::Arc($p) => $e,
         }
     };
 }

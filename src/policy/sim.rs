@@ -40,8 +40,10 @@ impl SimCache {
             self.drain_overflow();
             return true;
         }
-        if !self.policy.miss(id) {
-            return false; // not admitted
+        let admit = self.policy.miss(id);
+        self.drain_overflow();
+        if !admit {
+            return false;
         }
         let slot = if self.index.len() == self.capacity {
             let victim = self.policy.evict();
