@@ -339,12 +339,21 @@ fn single_tier_miss_ratios_match_libcachesim() {
             if *t != trace {
                 continue;
             }
-            let Ok(kind) = policy.parse::<PolicyKind>() else {
+            let ids: &[u64] = &ids;
+            let run: Box<dyn Fn(usize) -> f64> = if *policy == "belady" {
+                Box::new(move |size| embtier::policy::offline::belady(ids, size).miss_ratio())
+            } else if let Ok(kind) = policy.parse::<PolicyKind>() {
+                Box::new(move |size| embtier::policy::simulate(kind, size, ids).miss_ratio())
+            } else if *policy == "wtinylfu" {
+                // Known gap: matching libCacheSim needs its count-min sketch's
+                // exact hashing; see docs/replay.md.
                 eprintln!("not yet implemented: {policy}");
                 continue;
+            } else {
+                panic!("reference policy {policy} is not implemented");
             };
             for &(size, want) in points.iter() {
-                let got = embtier::policy::simulate(kind, size as usize, &ids).miss_ratio();
+                let got = run(size as usize);
                 checked += 1;
                 if (got - want).abs() > 1e-4 {
                     failures.push(format!(

@@ -28,6 +28,7 @@ mod clock;
 mod lfu;
 mod list;
 mod lru;
+pub mod offline;
 mod s3fifo;
 mod sieve;
 mod sim;
