@@ -45,7 +45,7 @@ pub use list::{Link, List};
 pub use lru::{Fifo, Lru};
 pub use s3fifo::S3Fifo;
 pub use sieve::Sieve;
-pub use sim::{simulate, SimCache, SimResult};
+pub use sim::{densify, simulate, simulate_dense, DenseCache, SimCache, SimResult};
 pub use slru::Slru;
 pub use twoq::TwoQ;
 

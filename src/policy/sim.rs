@@ -219,9 +219,108 @@ impl SimResult {
     }
 }
 
-/// Run `ids` through a cache of `capacity` objects under `kind`.
+/// Run `ids` through a cache of `capacity` objects under `kind` (ids are
+/// densified once, then simulated without hashing).
 pub fn simulate(kind: PolicyKind, capacity: usize, ids: &[u64]) -> SimResult {
-    let mut c = SimCache::new(kind, capacity.max(1));
+    let (dense, n) = densify(ids);
+    simulate_dense(kind, capacity, &dense, n)
+}
+
+/// Dense ids `0..n` for `ids`, in order of first appearance, and `n`.
+pub fn densify(ids: &[u64]) -> (Vec<u32>, usize) {
+    let mut map: HashMap<u64, u32> = HashMap::with_capacity(ids.len() / 4);
+    let dense = ids
+        .iter()
+        .map(|id| {
+            let n = map.len() as u32;
+            *map.entry(*id).or_insert(n)
+        })
+        .collect();
+    (dense, map.len())
+}
+
+/// A cache of dense ids `0..n_objects`: the same policies as [`SimCache`],
+/// with a vector instead of a hash map from id to slot, so the per-request
+/// path does no hashing.
+#[derive(Debug, Clone)]
+pub struct DenseCache {
+    policy: AnyPolicy<u32>,
+    slot_of: Vec<u32>,
+    keys: Vec<u32>,
+    free: Vec<u32>,
+    len: usize,
+    capacity: usize,
+}
+
+const NO_SLOT: u32 = u32::MAX;
+
+impl DenseCache {
+    /// A cache of `capacity` (at least 1) over ids `0..n_objects`.
+    ///
+    /// # Panics
+    /// If `capacity` or `n_objects` does not fit in a u32.
+    pub fn new(kind: PolicyKind, capacity: usize, n_objects: usize) -> DenseCache {
+        assert!(capacity > 0 && capacity < u32::MAX as usize && n_objects < u32::MAX as usize);
+        DenseCache {
+            policy: AnyPolicy::new(kind, capacity),
+            slot_of: vec![NO_SLOT; n_objects],
+            keys: Vec::with_capacity(capacity.min(n_objects)),
+            free: Vec::new(),
+            len: 0,
+            capacity,
+        }
+    }
+
+    fn drain_overflow(&mut self) {
+        while let Some(v) = self.policy.overflow() {
+            self.slot_of[self.keys[v] as usize] = NO_SLOT;
+            self.free.push(v as u32);
+            self.len -= 1;
+        }
+    }
+
+    /// Access `id`: true on a hit.
+    #[inline]
+    pub fn access(&mut self, id: u32) -> bool {
+        let s = self.slot_of[id as usize];
+        if s != NO_SLOT {
+            self.policy.hit(s as usize);
+            self.drain_overflow();
+            return true;
+        }
+        let admit = self.policy.miss(id as u64);
+        self.drain_overflow();
+        if !admit {
+            return false;
+        }
+        let slot = if self.len == self.capacity {
+            let v = self.policy.evict();
+            self.slot_of[self.keys[v] as usize] = NO_SLOT;
+            self.len -= 1;
+            v
+        } else if let Some(f) = self.free.pop() {
+            f as usize
+        } else {
+            self.keys.push(0);
+            self.keys.len() - 1
+        };
+        self.keys[slot] = id;
+        self.slot_of[id as usize] = slot as u32;
+        self.len += 1;
+        self.policy.insert(slot, id as u64);
+        self.drain_overflow();
+        false
+    }
+}
+
+/// Run dense ids through a cache of `capacity` under `kind`.
+pub fn simulate_dense(
+    kind: PolicyKind,
+    capacity: usize,
+    ids: &[u32],
+    n_objects: usize,
+) -> SimResult {
+    let mut c = DenseCache::new(kind, capacity.max(1), n_objects);
     let mut r = SimResult::default();
     for &id in ids {
         if c.access(id) {

@@ -9,7 +9,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-mod plot;
+use embtier_tools::plot;
 
 use clap::{Parser, Subcommand};
 use embtier::locality::plan::{plan, Budgets, DeviceProfile};

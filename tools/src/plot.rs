@@ -1,4 +1,4 @@
-//! SVG charts of a locality report (plotters, pure-Rust SVG backend).
+//! SVG charts of locality reports and simulations (plotters, pure-Rust SVG backend).
 
 use std::path::Path;
 
@@ -203,6 +203,47 @@ fn reuse_cdf(r: &Report, path: &Path) -> Res {
             .draw_series(LineSeries::new(pts, c.stroke_width(2)))
             .map_err(err)?
             .label(t.name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.8))
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)
+}
+
+/// One SVG chart of miss-ratio curves, one line per series, log x.
+pub fn mrc_lines(path: &Path, title: &str, series: &[(String, Vec<(f64, f64)>)]) -> Res {
+    let root = SVGBackend::new(path, (900, 600)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let max_x = series
+        .iter()
+        .flat_map(|s| s.1.iter().map(|p| p.0))
+        .fold(2.0f64, f64::max);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d((1f64..max_x).log_scale(), 0f64..1f64)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("cache size (rows)")
+        .y_desc("miss ratio")
+        .draw()
+        .map_err(err)?;
+    for (i, (name, pts)) in series.iter().enumerate() {
+        let c = palette(i);
+        chart
+            .draw_series(LineSeries::new(
+                pts.iter().map(|&(x, y)| (x.max(1.0), y)),
+                c.stroke_width(2),
+            ))
+            .map_err(err)?
+            .label(name.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
     }
     chart

@@ -1,0 +1,339 @@
+//! `emb-replay`: replay embedding access traces through eviction policies.
+//!
+//! A thin shell over `embtier::policy` (the store's own policy code) and
+//! `embtier::trace`. Errors are one line naming the file, record or
+//! argument; exit status 2 for usage, 1 for data.
+
+use embtier_tools::plot;
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use embtier::policy::offline::{belady, set_associative, SetPolicy};
+use embtier::policy::{densify, simulate_dense, PolicyKind, SimResult};
+use embtier::trace::{import, CsvSpec, Format, Trace};
+use rayon::prelude::*;
+
+#[derive(Parser)]
+#[command(
+    name = "emb-replay",
+    version,
+    about = "Replay embedding access traces through eviction policies"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Simulate single-tier caches: every policy at every size, in parallel.
+    Simulate {
+        /// The trace file.
+        trace: PathBuf,
+        /// Input format: auto, etrace, oracle-general, csv, txt, criteo, movielens.
+        #[arg(long, default_value = "auto", value_parser = |s: &str| s.parse::<Format>())]
+        format: Format,
+        /// Column spec for csv: id=COL[,table=COL][,header=yes|no][,delim=C|tab].
+        #[arg(long, default_value = "id=0", value_parser = |s: &str| s.parse::<CsvSpec>())]
+        columns: CsvSpec,
+        /// Accesses per batch (samples per batch for criteo and movielens).
+        #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..))]
+        batch_size: u64,
+        /// Policies, comma separated (case, '-' and '_' ignored).
+        #[arg(long, value_delimiter = ',', default_value = "lru")]
+        policies: Vec<String>,
+        /// Cache sizes: rows (1000), bytes (64MiB, at the trace's mean row
+        /// size), or `auto` (16 log-spaced sizes up to the unique rows).
+        #[arg(long, value_delimiter = ',', default_value = "auto")]
+        sizes: Vec<String>,
+        /// Bytes per row where the trace does not say (default 256).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        row_bytes: Option<u64>,
+        /// Print JSON: {"results": [{"policy", "size", "miss_ratio", "hits", "misses"}]}.
+        #[arg(long, conflicts_with = "csv")]
+        json: bool,
+        /// Print CSV.
+        #[arg(long)]
+        csv: bool,
+        /// Write mrc.svg (one line per policy) into this directory.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+    },
+}
+
+/// A failure and its exit status.
+struct Fail(u8, String);
+
+fn data(e: impl std::fmt::Display) -> Fail {
+    Fail(1, e.to_string())
+}
+
+fn usage(e: impl std::fmt::Display) -> Fail {
+    Fail(2, e.to_string())
+}
+
+/// What `--policies` accepts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Sim {
+    Online(PolicyKind),
+    Belady,
+    SetAssoc(SetPolicy),
+}
+
+impl Sim {
+    fn name(self) -> String {
+        match self {
+            Sim::Online(k) => k.name().to_string(),
+            Sim::Belady => "belady".into(),
+            Sim::SetAssoc(SetPolicy::Lru) => "lru-32way".into(),
+            Sim::SetAssoc(SetPolicy::Lfu) => "lfu-32way".into(),
+        }
+    }
+}
+
+const KNOWN: &str =
+    "lru, fifo, clock, lfu, 2q, slru, arc, s3fifo, sieve, belady, lru-32way, lfu-32way";
+
+fn parse_policy(s: &str) -> Result<Sim, Fail> {
+    let n: String = s
+        .chars()
+        .filter(|c| *c != '-' && *c != '_')
+        .flat_map(char::to_lowercase)
+        .collect();
+    match n.as_str() {
+        "belady" | "min" | "opt" => Ok(Sim::Belady),
+        "lru32way" => Ok(Sim::SetAssoc(SetPolicy::Lru)),
+        "lfu32way" => Ok(Sim::SetAssoc(SetPolicy::Lfu)),
+        "wtinylfu" => Err(usage(
+            "--policies: wtinylfu is not implemented yet (see docs/replay.md)",
+        )),
+        _ => n
+            .parse::<PolicyKind>()
+            .map(Sim::Online)
+            .map_err(|_| usage(format!("--policies: unknown policy {s:?} (known: {KNOWN})"))),
+    }
+}
+
+fn mean_row_bytes(t: &Trace, default: u64) -> u64 {
+    let rb: Vec<u64> = t
+        .tables
+        .iter()
+        .map(|tt| {
+            if tt.row_bytes > 0 {
+                tt.row_bytes as u64
+            } else if tt.dim > 0 {
+                tt.dim as u64 * 4
+            } else {
+                default
+            }
+        })
+        .collect();
+    let total: u64 = t.accesses.iter().map(|a| rb[a.table as usize]).sum();
+    (total / t.accesses.len().max(1) as u64).max(1)
+}
+
+fn parse_sizes(spec: &[String], unique: u64, row_bytes: u64) -> Result<Vec<u64>, Fail> {
+    if spec.len() == 1 && spec[0].trim() == "auto" {
+        let mut v: Vec<u64> = (0..16)
+            .map(|i| ((unique.max(2) as f64).powf((i + 1) as f64 / 16.0)).round() as u64)
+            .collect();
+        v.dedup();
+        return Ok(v);
+    }
+    let mut out = Vec::new();
+    for s in spec {
+        let t = s.trim();
+        let rows = if t.chars().all(|c| c.is_ascii_digit()) && !t.is_empty() {
+            t.parse::<u64>()
+                .map_err(|_| usage(format!("--sizes: {t:?} is too large")))?
+        } else {
+            let b = t.parse::<embtier::ByteSize>().map_err(|e| {
+                usage(format!(
+                    "--sizes: {e} (rows like 1000, bytes like 64MiB, or auto)"
+                ))
+            })?;
+            b.0 / row_bytes
+        };
+        if rows == 0 {
+            return Err(usage(format!(
+                "--sizes: {t:?} is zero rows (a row is {row_bytes} bytes); a cache holds at least one row"
+            )));
+        }
+        if rows > u32::MAX as u64 - 1 {
+            return Err(usage(format!("--sizes: {t:?} is more than 2^32 rows")));
+        }
+        if rows > unique {
+            eprintln!("note: size {rows} exceeds the trace's {unique} unique rows: only cold misses remain");
+        }
+        out.push(rows);
+    }
+    Ok(out)
+}
+
+fn run(cli: Cli) -> Result<(), Fail> {
+    match cli.cmd {
+        Cmd::Simulate {
+            trace,
+            format,
+            columns,
+            batch_size,
+            policies,
+            sizes,
+            row_bytes,
+            json,
+            csv,
+            plot,
+        } => {
+            let sims: Vec<Sim> = policies
+                .iter()
+                .map(|p| parse_policy(p))
+                .collect::<Result<_, _>>()?;
+            let (t, f) = import(&trace, format, &columns, batch_size as usize).map_err(data)?;
+            if format == Format::Auto {
+                eprintln!("{}: read as {}", trace.display(), f.name());
+            }
+            // One id space over (table, row); dense once, no hashing per request after.
+            let keys: Vec<u64> = t
+                .accesses
+                .iter()
+                .map(|a| (a.table as u64) << 40 | a.row)
+                .collect();
+            let (dense, n) = densify(&keys);
+            let sizes = parse_sizes(
+                &sizes,
+                n as u64,
+                mean_row_bytes(&t, row_bytes.unwrap_or(256)),
+            )?;
+            let jobs: Vec<(Sim, u64)> = sims
+                .iter()
+                .flat_map(|&s| sizes.iter().map(move |&z| (s, z)))
+                .collect();
+            let start = std::time::Instant::now();
+            let results: Vec<(Sim, u64, SimResult)> = jobs
+                .par_iter()
+                .map(|&(s, z)| {
+                    let r = match s {
+                        Sim::Online(k) => simulate_dense(k, z as usize, &dense, n),
+                        Sim::Belady => belady(&keys, z as usize),
+                        Sim::SetAssoc(p) => set_associative(&keys, z as usize, 32, p),
+                    };
+                    (s, z, r)
+                })
+                .collect();
+            let secs = start.elapsed().as_secs_f64();
+            eprintln!(
+                "{} simulations of {} requests ({} unique rows) in {:.2} s",
+                results.len(),
+                keys.len(),
+                n,
+                secs
+            );
+            if let Some(dir) = &plot {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| data(format!("--plot {}: {e}", dir.display())))?;
+                let series: Vec<(String, Vec<(f64, f64)>)> = sims
+                    .iter()
+                    .map(|s| {
+                        let pts = results
+                            .iter()
+                            .filter(|r| r.0 == *s)
+                            .map(|r| (r.1 as f64, r.2.miss_ratio()))
+                            .collect();
+                        (s.name(), pts)
+                    })
+                    .collect();
+                let path = dir.join("mrc.svg");
+                plot::mrc_lines(
+                    &path,
+                    &format!("Miss-ratio curves: {}", trace.display()),
+                    &series,
+                )
+                .map_err(|e| data(format!("--plot {}: {e}", path.display())))?;
+                eprintln!("{}: written", path.display());
+            }
+            let mut o = String::new();
+            if json {
+                let v: Vec<serde_json::Value> = results
+                    .iter()
+                    .map(|(s, z, r)| {
+                        serde_json::json!({
+                            "policy": s.name(), "size": z, "miss_ratio": r.miss_ratio(),
+                            "hits": r.hits, "misses": r.misses,
+                        })
+                    })
+                    .collect();
+                o = serde_json::to_string_pretty(&serde_json::json!({ "results": v }))
+                    .map_err(data)?;
+                o.push('\n');
+            } else if csv {
+                o.push_str("policy,size,miss_ratio,hits,misses\n");
+                for (s, z, r) in &results {
+                    let _ = writeln!(
+                        o,
+                        "{},{},{:.6},{},{}",
+                        s.name(),
+                        z,
+                        r.miss_ratio(),
+                        r.hits,
+                        r.misses
+                    );
+                }
+            } else {
+                let _ = write!(o, "| policy |");
+                for z in &sizes {
+                    let _ = write!(o, " {z} |");
+                }
+                o.push_str("\n|---|");
+                for _ in &sizes {
+                    o.push_str("---|");
+                }
+                o.push('\n');
+                for s in &sims {
+                    let _ = write!(o, "| {} |", s.name());
+                    for z in &sizes {
+                        let r = results
+                            .iter()
+                            .find(|r| r.0 == *s && r.1 == *z)
+                            .expect("simulated");
+                        let _ = write!(o, " {:.4} |", r.2.miss_ratio());
+                    }
+                    o.push('\n');
+                }
+                let _ = writeln!(
+                    o,
+                    "\nmiss ratios; sizes in rows; {} requests, {} unique rows",
+                    keys.len(),
+                    n
+                );
+            }
+            use std::io::Write;
+            match std::io::stdout().lock().write_all(o.as_bytes()) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    Err(data(format!("stdout: {e}")))
+                }
+                _ => Ok(()),
+            }
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Fail(code, msg)) => {
+            eprintln!("emb-replay: error: {msg}");
+            ExitCode::from(code)
+        }
+    }
+}

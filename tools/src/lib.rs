@@ -1,0 +1,3 @@
+//! Shared rendering of the embtier command-line tools.
+
+pub mod plot;

@@ -1,0 +1,147 @@
+//! The emb-replay binary: sweeps, output shapes, fidelity through the CLI,
+//! and bad input.
+
+use std::process::{Command, Output};
+
+fn replay(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_emb-replay"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn locality(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_emb-locality"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn gen(dir: &std::path::Path) -> String {
+    let tr = dir.join("t.etrace");
+    let o = locality(&[
+        "gen",
+        tr.to_str().unwrap(),
+        "--batches",
+        "50",
+        "--batch-size",
+        "200",
+        "--tables",
+        "a:20000:4:1.0",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    tr.to_str().unwrap().to_string()
+}
+
+#[test]
+fn sweep_json_csv_and_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let tr = gen(dir.path());
+    let o = replay(&[
+        "simulate",
+        &tr,
+        "--policies",
+        "LRU,S3-FIFO,sieve,belady,lru_32way",
+        "--sizes",
+        "100,1000",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let res = v["results"].as_array().unwrap();
+    assert_eq!(res.len(), 10);
+    let get = |p: &str, z: u64| {
+        res.iter()
+            .find(|r| r["policy"] == p && r["size"] == z)
+            .unwrap_or_else(|| panic!("{p} {z}"))["miss_ratio"]
+            .as_f64()
+            .unwrap()
+    };
+    for z in [100, 1000] {
+        // MIN is the lower bound; bigger caches miss less.
+        for p in ["lru", "s3fifo", "sieve", "lru-32way"] {
+            assert!(get("belady", z) <= get(p, z));
+        }
+    }
+    assert!(get("lru", 1000) < get("lru", 100));
+    let r0 = &res[0];
+    assert_eq!(
+        r0["hits"].as_u64().unwrap() + r0["misses"].as_u64().unwrap(),
+        50 * 200 * 4
+    );
+    let o = replay(&["simulate", &tr, "--sizes", "64KiB", "--csv"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // 64 KiB of 256-byte rows (dim 64) is 256 rows.
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("\nlru,256,"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let p = dir.path().join("plots");
+    let o = replay(&[
+        "simulate",
+        &tr,
+        "--policies",
+        "lru,arc",
+        "--plot",
+        p.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::read_to_string(p.join("mrc.svg"))
+        .unwrap()
+        .starts_with("<svg"));
+}
+
+#[test]
+fn matches_libcachesim_through_the_cli() {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/traces/cloudPhysicsIO.oracleGeneral.bin");
+    if !p.exists() {
+        eprintln!("SKIP: {} is absent", p.display());
+        return;
+    }
+    let o = replay(&[
+        "simulate",
+        p.to_str().unwrap(),
+        "--policies",
+        "arc,s3fifo",
+        "--sizes",
+        "5000",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mr = |i: usize| v["results"][i]["miss_ratio"].as_f64().unwrap();
+    // libCacheSim 0.3.5 (tests/reference/libcachesim_policies.py).
+    assert!((mr(0) - 0.7707777153294928).abs() < 1e-4);
+    assert!((mr(1) - 0.7525028101728256).abs() < 1e-4);
+}
+
+#[test]
+fn bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let tr = gen(dir.path());
+    let o = replay(&["simulate", &tr, "--policies", "lru,bogus"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("bogus") && stderr(&o).contains("s3fifo"),
+        "{}",
+        stderr(&o)
+    );
+    let o = replay(&["simulate", &tr, "--sizes", "0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("zero"), "{}", stderr(&o));
+    let o = replay(&["simulate", &tr, "--sizes", "12 parsecs"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = replay(&["simulate", &tr, "--sizes", "100000000"]);
+    assert!(o.status.success());
+    assert!(stderr(&o).contains("exceeds"), "{}", stderr(&o));
+    let o = replay(&["simulate", dir.path().join("none.etrace").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
+    assert!(!stderr(&o).contains("panicked"));
+}
