@@ -622,7 +622,8 @@ fn report(st: &Stream<'_>, opts: &Options) -> TableReport {
 pub fn analyze(trace: &Trace, opts: &Options) -> Report {
     // Dense ids once: overall over (table, row), and per table.
     let nt = trace.tables.len();
-    let mut per_table_maps: Vec<std::collections::HashMap<u64, u32>> = vec![Default::default(); nt];
+    let mut per_table_maps: Vec<std::collections::HashMap<u64, u32, crate::init::FastHash>> =
+        vec![Default::default(); nt];
     let mut per_table_seq: Vec<Vec<u32>> = vec![Vec::new(); nt];
     let mut per_table_batch: Vec<Vec<u32>> = vec![Vec::new(); nt];
     let mut overall_of_local: Vec<Vec<u32>> = vec![Vec::new(); nt];

@@ -228,7 +228,8 @@ pub fn simulate(kind: PolicyKind, capacity: usize, ids: &[u64]) -> SimResult {
 
 /// Dense ids `0..n` for `ids`, in order of first appearance, and `n`.
 pub fn densify(ids: &[u64]) -> (Vec<u32>, usize) {
-    let mut map: HashMap<u64, u32> = HashMap::with_capacity(ids.len() / 4);
+    let mut map: HashMap<u64, u32, crate::init::FastHash> =
+        HashMap::with_capacity_and_hasher(ids.len() / 4, Default::default());
     let dense = ids
         .iter()
         .map(|id| {

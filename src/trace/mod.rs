@@ -132,7 +132,7 @@ impl Trace {
 /// Dense ids in order of first appearance.
 #[derive(Debug, Default)]
 pub(crate) struct Densify<K: std::hash::Hash + Eq> {
-    map: std::collections::HashMap<K, u64>,
+    map: std::collections::HashMap<K, u64, crate::init::FastHash>,
 }
 
 impl<K: std::hash::Hash + Eq> Densify<K> {
