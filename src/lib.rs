@@ -45,6 +45,7 @@ pub mod init;
 pub mod io;
 pub mod locality;
 pub mod policy;
+pub mod replay;
 pub mod stats;
 mod store;
 mod table;
