@@ -306,7 +306,6 @@ struct Sim<'a> {
     rep: HierarchyReport,
     /// (table, row) of each dense id.
     origin: &'a [(u32, u64)],
-    victims: Vec<(u32, bool)>,
     dirty_out: BTreeSet<(u32, u64)>,
     io: BatchIo,
 }
@@ -319,14 +318,11 @@ impl Sim<'_> {
     /// Insert into tier `i` and push its victims down.
     fn insert_at(&mut self, i: usize, id: u32, dirty: bool) {
         let rb = self.rb(id);
-        let mut victims = std::mem::take(&mut self.victims);
-        victims.clear();
+        let mut victims = Vec::new();
         self.tiers[i].insert(id, dirty, &mut victims);
         self.rep.tiers[i].bytes_written += rb;
         self.io.tier_written[i] += rb;
-        let down: Vec<(u32, bool)> = victims.drain(..).collect();
-        self.victims = victims;
-        for (v, d) in down {
+        for (v, d) in victims {
             self.evicted_from(i, v, d);
         }
     }
@@ -505,7 +501,6 @@ pub fn simulate_hierarchy(
             ..HierarchyReport::default()
         },
         origin: &origin,
-        victims: Vec::new(),
         dirty_out: BTreeSet::new(),
         io: BatchIo::default(),
     };
@@ -547,8 +542,8 @@ pub fn simulate_hierarchy(
         if let Some(p) = profiles {
             let io = sim.io;
             let mut s = 0.0;
-            for i in 0..sim.tiers.len().min(p.len()) {
-                s += p[i].seconds(io.tier_hits[i], io.tier_read[i], io.tier_written[i]);
+            for (i, dev) in p.iter().enumerate().take(sim.tiers.len()) {
+                s += dev.seconds(io.tier_hits[i], io.tier_read[i], io.tier_written[i]);
             }
             if h.ssd {
                 if let Some(ssd) = p.get(sim.tiers.len()) {
