@@ -289,11 +289,11 @@ impl RowGeometry {
 }
 
 /// Per-batch device activity, for time estimates.
-#[derive(Default, Clone, Copy)]
+#[derive(Default, Clone)]
 struct BatchIo {
-    tier_hits: [u64; 4],
-    tier_read: [u64; 4],
-    tier_written: [u64; 4],
+    tier_hits: Vec<u64>,
+    tier_read: Vec<u64>,
+    tier_written: Vec<u64>,
     ssd_ops: u64,
     ssd_read: u64,
     ssd_written: u64,
@@ -504,10 +504,16 @@ pub fn simulate_hierarchy(
         dirty_out: BTreeSet::new(),
         io: BatchIo::default(),
     };
+    let fresh_io = BatchIo {
+        tier_hits: vec![0; h.tiers.len()],
+        tier_read: vec![0; h.tiers.len()],
+        tier_written: vec![0; h.tiers.len()],
+        ..BatchIo::default()
+    };
     let mut start = 0usize;
     let mut total_secs = 0.0;
     for &end in &trace.batch_ends {
-        sim.io = BatchIo::default();
+        sim.io = fresh_io.clone();
         let batch = &trace.accesses[start..end];
         let ids = &dense[start..end];
         // Per table, as the store is called: lookups, then updates.
@@ -540,7 +546,7 @@ pub fn simulate_hierarchy(
         }
         sim.write_back();
         if let Some(p) = profiles {
-            let io = sim.io;
+            let io = &sim.io;
             let mut s = 0.0;
             for (i, dev) in p.iter().enumerate().take(sim.tiers.len()) {
                 s += dev.seconds(io.tier_hits[i], io.tier_read[i], io.tier_written[i]);
@@ -567,6 +573,126 @@ pub fn simulate_hierarchy(
     rep.est_seconds = total_secs;
     rep.est_seconds_per_batch = total_secs / rep.batches.max(1) as f64;
     rep
+}
+
+/// Device profiles of a hierarchy's tiers, by name, as read from or written
+/// to a profile TOML (`[dram]`, `[pmem]`, `[ssd]`).
+pub type Profiles = std::collections::BTreeMap<String, DeviceProfile>;
+
+/// Measure this machine's tiers: DRAM (a heap buffer), PMem (a file mapped
+/// from `dir`, as the store's PMem tier), SSD (O_DIRECT 4 KiB random reads
+/// at queue depth 64, and 1 MiB sequential writes, through the store's own
+/// I/O engine, on a file in `dir`). `mib` sizes the buffers and files.
+pub fn calibrate(dir: &std::path::Path, mib: usize) -> crate::Result<Profiles> {
+    use std::time::Instant;
+    let bytes = mib.max(16) << 20;
+    let row = 256usize;
+    let rows = bytes / row;
+    // Random row gathers and sequential copies over a byte region.
+    let measure_mem = |region: &mut [u8]| -> DeviceProfile {
+        let mut x = 0x1234_5678u64;
+        let n = 2_000_000usize;
+        let mut out = [0u8; 256];
+        let mut sink = 0u64;
+        let start = Instant::now();
+        for _ in 0..n {
+            x = crate::init::mix64(x);
+            let r = (x % rows as u64) as usize * row;
+            out.copy_from_slice(&region[r..r + row]);
+            sink = sink.wrapping_add(out[7] as u64);
+        }
+        let per_op = start.elapsed().as_secs_f64() / n as f64;
+        std::hint::black_box(sink);
+        let half = region.len() / 2;
+        let (a, b) = region.split_at_mut(half);
+        let start = Instant::now();
+        for _ in 0..4 {
+            b[..half].copy_from_slice(&a[..half]);
+        }
+        let gbps = (4 * half) as f64 / start.elapsed().as_secs_f64() / 1e9;
+        DeviceProfile {
+            latency_us: per_op * 1e6,
+            read_gbps: gbps,
+            write_gbps: gbps,
+            iops: 1.0 / per_op,
+            parallelism: 1.0,
+        }
+    };
+    let mut profiles = Profiles::new();
+    let mut dram = vec![1u8; bytes];
+    profiles.insert("dram".into(), measure_mem(&mut dram));
+    drop(dram);
+    // PMem: a mapped file, as the store maps its PMem tier.
+    let pmem_path = dir.join("calibrate.pmem");
+    {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&pmem_path)
+            .map_err(|e| crate::Error::io(&pmem_path, "open", e))?;
+        f.set_len(bytes as u64)
+            .map_err(|e| crate::Error::io(&pmem_path, "set_len", e))?;
+        // SAFETY: the file was just created by us in the calibration
+        // directory and is not shared; the mapping lives only in this block.
+        let mut map = unsafe { memmap2::MmapMut::map_mut(&f) }
+            .map_err(|e| crate::Error::io(&pmem_path, "mmap", e))?;
+        map.fill(1);
+        profiles.insert("pmem".into(), measure_mem(&mut map));
+    }
+    let _ = std::fs::remove_file(&pmem_path);
+    // SSD: a real file, fully written, read back with O_DIRECT.
+    let ssd_path = dir.join("calibrate.ssd");
+    let cfg = crate::config::SsdConfig {
+        queue_depth: 64,
+        ..Default::default()
+    };
+    let (engine, _) = crate::io::open_engine(&ssd_path, &cfg)?;
+    let mut buf = crate::io::AlignedBuf::new(1 << 20);
+    buf.as_mut_slice().fill(7);
+    let chunks = (bytes >> 20) as u64;
+    let start = Instant::now();
+    for c in 0..chunks {
+        engine
+            .write_extents(&[c << 20], 1 << 20, &buf)
+            .map_err(|f| crate::Error::io(&ssd_path, f.op, f.error))?;
+    }
+    engine
+        .sync()
+        .map_err(|f| crate::Error::io(&ssd_path, f.op, f.error))?;
+    let write_gbps = bytes as f64 / start.elapsed().as_secs_f64() / 1e9;
+    let blocks = (bytes / 4096) as u64;
+    let mut x = 99u64;
+    let offsets: Vec<u64> = (0..4096)
+        .map(|_| {
+            x = crate::init::mix64(x);
+            (x % blocks) * 4096
+        })
+        .collect();
+    let mut rbuf = crate::io::AlignedBuf::new(offsets.len() * 4096);
+    let start = Instant::now();
+    let mut reads = 0u64;
+    while start.elapsed().as_secs_f64() < 2.0 {
+        engine
+            .read_extents(&offsets, 4096, &mut rbuf)
+            .map_err(|f| crate::Error::io(&ssd_path, f.op, f.error))?;
+        reads += offsets.len() as u64;
+    }
+    let iops = reads as f64 / start.elapsed().as_secs_f64();
+    let lat = crate::stats::LatencySummary::of(&engine.read_latency().snapshot());
+    let _ = std::fs::remove_file(&ssd_path);
+    profiles.insert(
+        "ssd".into(),
+        DeviceProfile {
+            latency_us: lat.p50 as f64 / 1e3,
+            read_gbps: iops * 4096.0 / 1e9,
+            write_gbps,
+            iops,
+            parallelism: 64.0,
+        },
+    );
+    Ok(profiles)
 }
 
 #[cfg(test)]

@@ -13,6 +13,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use embtier::policy::offline::{belady, set_associative, SetPolicy};
 use embtier::policy::{densify, simulate_dense, PolicyKind, SimResult};
+use embtier::replay::{
+    calibrate, simulate_hierarchy, DeviceProfile, Hierarchy, Profiles, RowGeometry, TierSpec,
+};
 use embtier::trace::{import, CsvSpec, Format, Trace};
 use rayon::prelude::*;
 
@@ -61,6 +64,28 @@ enum Cmd {
         /// Write mrc.svg (one line per policy) into this directory.
         #[arg(long)]
         plot: Option<PathBuf>,
+        /// A tier hierarchy instead of a sweep, e.g.
+        /// dram:lru:64MiB,pmem:sieve:1GiB,ssd (sizes in rows or bytes).
+        #[arg(long)]
+        tiers: Option<String>,
+        /// Inclusive tiers (default: exclusive, as the store).
+        #[arg(long, requires = "tiers")]
+        inclusive: bool,
+        /// Built-in device profiles per tier, e.g. dram=dram,pmem=optane-pmem,ssd=nand-nvme.
+        #[arg(long, value_delimiter = ',')]
+        devices: Vec<String>,
+        /// A profile TOML ([dram], [pmem], [ssd]; see `calibrate`), overriding built-ins.
+        #[arg(long)]
+        profile: Option<PathBuf>,
+    },
+    /// Measure this machine's DRAM, PMem (a mapped file in DIR) and SSD (a
+    /// file in DIR, O_DIRECT) and write DIR/profile.toml.
+    Calibrate {
+        /// Directory on the devices to measure.
+        dir: PathBuf,
+        /// MiB of buffers and files.
+        #[arg(long, default_value_t = 512)]
+        mib: usize,
     },
 }
 
@@ -186,7 +211,26 @@ fn run(cli: Cli) -> Result<(), Fail> {
             json,
             csv,
             plot,
+            tiers,
+            inclusive,
+            devices,
+            profile,
         } => {
+            if let Some(spec) = tiers {
+                let (t, f) = import(&trace, format, &columns, batch_size as usize).map_err(data)?;
+                if format == Format::Auto {
+                    eprintln!("{}: read as {}", trace.display(), f.name());
+                }
+                return hierarchy(
+                    &t,
+                    &spec,
+                    inclusive,
+                    &devices,
+                    profile.as_deref(),
+                    row_bytes,
+                    json,
+                );
+            }
             let sims: Vec<Sim> = policies
                 .iter()
                 .map(|p| parse_policy(p))
@@ -309,14 +353,221 @@ fn run(cli: Cli) -> Result<(), Fail> {
                     n
                 );
             }
-            use std::io::Write;
-            match std::io::stdout().lock().write_all(o.as_bytes()) {
-                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-                    Err(data(format!("stdout: {e}")))
-                }
-                _ => Ok(()),
-            }
+            emit(&o)
         }
+        Cmd::Calibrate { dir, mib } => {
+            std::fs::create_dir_all(&dir).map_err(|e| data(format!("{}: {e}", dir.display())))?;
+            eprintln!(
+                "measuring DRAM, PMem (a mapped file) and SSD (O_DIRECT) in {} ...",
+                dir.display()
+            );
+            let p = calibrate(&dir, mib).map_err(data)?;
+            let text = format!(
+                "# measured by emb-replay calibrate in {} ({mib} MiB)\n{}",
+                dir.display(),
+                toml::to_string_pretty(&p).map_err(data)?
+            );
+            let path = dir.join("profile.toml");
+            std::fs::write(&path, &text).map_err(|e| data(format!("{}: {e}", path.display())))?;
+            eprintln!("{}: written", path.display());
+            emit(&text)
+        }
+    }
+}
+
+/// Parse `dram:lru:64MiB,pmem:sieve:1GiB,ssd`.
+fn parse_tiers(spec: &str, row_bytes: u64, unique: u64) -> Result<Hierarchy, Fail> {
+    let mut h = Hierarchy {
+        tiers: Vec::new(),
+        ssd: false,
+        inclusive: false,
+    };
+    let parts: Vec<&str> = spec.split(',').map(str::trim).collect();
+    for (i, part) in parts.iter().enumerate() {
+        if *part == "ssd" {
+            if i + 1 != parts.len() {
+                return Err(usage("--tiers: ssd must be the last tier"));
+            }
+            h.ssd = true;
+            continue;
+        }
+        let f: Vec<&str> = part.split(':').collect();
+        if f.len() != 3 {
+            return Err(usage(format!(
+                "--tiers: {part:?} is not NAME:POLICY:SIZE (e.g. dram:lru:64MiB)"
+            )));
+        }
+        let kind = match parse_policy(f[1])? {
+            Sim::Online(k) => k,
+            _ => {
+                return Err(usage(format!(
+                    "--tiers: {:?} cannot run in a tier (online policies only)",
+                    f[1]
+                )))
+            }
+        };
+        let rows = parse_sizes(&[f[2].to_string()], unique, row_bytes)?[0];
+        h.tiers.push(TierSpec {
+            name: f[0].to_string(),
+            policy: kind,
+            rows,
+        });
+    }
+    if h.tiers.is_empty() {
+        return Err(usage("--tiers: at least one cache tier"));
+    }
+    Ok(h)
+}
+
+/// The device of each tier (and the SSD, last).
+fn profiles_for(
+    h: &Hierarchy,
+    devices: &[String],
+    file: Option<&std::path::Path>,
+) -> Result<Vec<DeviceProfile>, Fail> {
+    let from_file: Profiles = match file {
+        Some(p) => {
+            let text =
+                std::fs::read_to_string(p).map_err(|e| data(format!("{}: {e}", p.display())))?;
+            toml::from_str(&text).map_err(|e| data(format!("{}: {e}", p.display())))?
+        }
+        None => Profiles::new(),
+    };
+    let mut chosen: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+    for d in devices {
+        let (tier, dev) = d
+            .split_once('=')
+            .ok_or_else(|| usage(format!("--devices: {d:?} is not TIER=PROFILE")))?;
+        chosen.insert(tier.to_string(), dev.to_string());
+    }
+    let pick = |tier: &str, default: &str| -> Result<DeviceProfile, Fail> {
+        if let Some(p) = from_file.get(tier) {
+            return Ok(*p);
+        }
+        let name = chosen.get(tier).map(String::as_str).unwrap_or(default);
+        DeviceProfile::builtin(name).ok_or_else(|| {
+            usage(format!(
+                "--devices: unknown profile {name:?} (built-in: dram, optane-pmem, optane-ssd, nand-nvme)"
+            ))
+        })
+    };
+    let mut out = Vec::new();
+    for t in &h.tiers {
+        let default = if t.name == "pmem" {
+            "optane-pmem"
+        } else {
+            "dram"
+        };
+        out.push(pick(&t.name, default)?);
+    }
+    out.push(pick("ssd", "nand-nvme")?);
+    Ok(out)
+}
+
+fn hierarchy(
+    t: &Trace,
+    spec: &str,
+    inclusive: bool,
+    devices: &[String],
+    profile: Option<&std::path::Path>,
+    row_bytes: Option<u64>,
+    json: bool,
+) -> Result<(), Fail> {
+    let geo = RowGeometry::of(t, row_bytes.unwrap_or(256));
+    let keys: Vec<u64> = t
+        .accesses
+        .iter()
+        .map(|a| (a.table as u64) << 40 | a.row)
+        .collect();
+    let (_, unique) = densify(&keys);
+    let mut h = parse_tiers(
+        spec,
+        mean_row_bytes(t, row_bytes.unwrap_or(256)),
+        unique as u64,
+    )?;
+    h.inclusive = inclusive;
+    let profiles = profiles_for(&h, devices, profile)?;
+    let r = simulate_hierarchy(t, &h, &geo, Some(&profiles));
+    let mut o = String::new();
+    let to_ssd = r.ssd.rows_read;
+    if json {
+        let v = serde_json::json!({ "results": [{
+            "policy": h.tiers[0].policy.name(),
+            "size": h.tiers[0].rows,
+            "miss_ratio": to_ssd as f64 / r.accesses.max(1) as f64,
+            "hits": r.tiers.iter().map(|t| t.hits).sum::<u64>(),
+            "misses": to_ssd,
+            "inclusive": h.inclusive,
+            "tiers": r.tiers,
+            "ssd": r.ssd,
+            "est_seconds": r.est_seconds,
+            "est_seconds_per_batch": r.est_seconds_per_batch,
+        }]});
+        o = serde_json::to_string_pretty(&v).map_err(data)?;
+        o.push('\n');
+    } else {
+        let _ = writeln!(
+            o,
+            "{} hierarchy, {} accesses in {} batches, {} unique rows\n",
+            if h.inclusive {
+                "inclusive"
+            } else {
+                "exclusive"
+            },
+            r.accesses,
+            r.batches,
+            unique
+        );
+        let _ = writeln!(o, "| tier | policy | rows | lookups | hits | hit ratio | MiB read | MiB written | evictions | dirty write-backs |");
+        let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|---|");
+        for tr in &r.tiers {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} | {:.4} | {:.1} | {:.1} | {} | {} |",
+                tr.name,
+                tr.policy,
+                tr.rows,
+                tr.lookups,
+                tr.hits,
+                tr.hit_ratio,
+                tr.bytes_read as f64 / (1 << 20) as f64,
+                tr.bytes_written as f64 / (1 << 20) as f64,
+                tr.evictions,
+                tr.dirty_writebacks
+            );
+        }
+        let s = &r.ssd;
+        let _ = writeln!(
+            o,
+            "| ssd | - | all | {} rows read | - | - | {:.1} ({} block reads) | {:.1} ({} block writes, {} rows) | - | - |",
+            s.rows_read,
+            s.bytes_read as f64 / (1 << 20) as f64,
+            s.read_ops,
+            s.bytes_written as f64 / (1 << 20) as f64,
+            s.write_ops,
+            s.rows_written
+        );
+        let _ = writeln!(
+            o,
+            "\nestimated time: {:.3} ms per batch, {:.2} s for the trace (profiles: {})",
+            r.est_seconds_per_batch * 1e3,
+            r.est_seconds,
+            h.tiers
+                .iter()
+                .map(|t| t.name.as_str())
+                .chain(std::iter::once("ssd"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    emit(&o)
+}
+
+fn emit(o: &str) -> Result<(), Fail> {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(o.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(data(format!("stdout: {e}"))),
+        _ => Ok(()),
     }
 }
 

@@ -145,3 +145,73 @@ fn bad_input() {
     assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
     assert!(!stderr(&o).contains("panicked"));
 }
+
+#[test]
+fn hierarchy_and_calibrate() {
+    let dir = tempfile::tempdir().unwrap();
+    let tr = gen(dir.path());
+    let o = replay(&[
+        "simulate",
+        &tr,
+        "--tiers",
+        "dram:lru:500,pmem:sieve:2000,ssd",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = &v["results"][0];
+    let tiers = r["tiers"].as_array().unwrap();
+    assert_eq!(tiers.len(), 2);
+    // Exclusive: PMem sees exactly DRAM's misses; SSD reads what both missed
+    // (once per batch per row).
+    assert_eq!(tiers[1]["lookups"], tiers[0]["misses"]);
+    assert!(r["ssd"]["rows_read"].as_u64().unwrap() <= tiers[1]["misses"].as_u64().unwrap());
+    assert!(r["est_seconds"].as_f64().unwrap() > 0.0);
+    let o = replay(&[
+        "simulate",
+        &tr,
+        "--tiers",
+        "dram:lru:500,ssd",
+        "--inclusive",
+        "--devices",
+        "ssd=optane-ssd",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("inclusive hierarchy"));
+    for bad in [
+        "dram:lru",
+        "ssd,dram:lru:10",
+        "dram:belady:10",
+        "dram:lru:0",
+    ] {
+        let o = replay(&["simulate", &tr, "--tiers", bad]);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", stderr(&o));
+    }
+    let o = replay(&[
+        "simulate",
+        &tr,
+        "--tiers",
+        "dram:lru:10,ssd",
+        "--devices",
+        "ssd=floppy",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    // Calibrate writes a profile that simulate reads back.
+    let cal = dir.path().join("cal");
+    let o = replay(&["calibrate", cal.to_str().unwrap(), "--mib", "16"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let prof = cal.join("profile.toml");
+    let text = std::fs::read_to_string(&prof).unwrap();
+    for k in ["[dram]", "[pmem]", "[ssd]", "iops"] {
+        assert!(text.contains(k), "{text}");
+    }
+    let o = replay(&[
+        "simulate",
+        &tr,
+        "--tiers",
+        "dram:lru:500,ssd",
+        "--profile",
+        prof.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
