@@ -14,7 +14,8 @@ use clap::{Parser, Subcommand};
 use embtier::policy::offline::{belady, set_associative, SetPolicy};
 use embtier::policy::{densify, simulate_dense, PolicyKind, SimResult};
 use embtier::replay::{
-    calibrate, simulate_hierarchy, DeviceProfile, Hierarchy, Profiles, RowGeometry, TierSpec,
+    calibrate, run_store, simulate_hierarchy, DeviceProfile, Hierarchy, Profiles, RowGeometry,
+    TierSpec,
 };
 use embtier::trace::{import, CsvSpec, Format, Trace};
 use rayon::prelude::*;
@@ -79,6 +80,38 @@ enum Cmd {
         /// A profile TOML ([dram], [pmem], [ssd]; see `calibrate`), overriding built-ins.
         #[arg(long)]
         profile: Option<PathBuf>,
+    },
+    /// Replay a trace against the real store on real files.
+    Run {
+        /// The trace file.
+        trace: PathBuf,
+        /// Input format.
+        #[arg(long, default_value = "auto", value_parser = |s: &str| s.parse::<Format>())]
+        format: Format,
+        /// Column spec for csv.
+        #[arg(long, default_value = "id=0", value_parser = |s: &str| s.parse::<CsvSpec>())]
+        columns: CsvSpec,
+        /// Accesses per batch (samples per batch for criteo and movielens).
+        #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..))]
+        batch_size: u64,
+        /// The store's tiers (and tables, optional: by default one per trace table).
+        #[arg(long)]
+        config: PathBuf,
+        /// Where to create the store (must not exist or be empty; default: a temp dir).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Fraction of lookups also updated with apply_sgd, in [0, 1].
+        #[arg(long, default_value_t = 0.0, value_parser = parse_ratio)]
+        update_ratio: f64,
+        /// I/O engine: auto, uring or psync.
+        #[arg(long, value_parser = |s: &str| s.parse::<embtier::IoEngineKind>())]
+        engine: Option<embtier::IoEngineKind>,
+        /// Seed of the update choice.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Measure this machine's DRAM, PMem (a mapped file in DIR) and SSD (a
     /// file in DIR, O_DIRECT) and write DIR/profile.toml.
@@ -357,6 +390,117 @@ fn run(cli: Cli) -> Result<(), Fail> {
             }
             emit(&o)
         }
+        Cmd::Run {
+            trace,
+            format,
+            columns,
+            batch_size,
+            config,
+            dir,
+            update_ratio,
+            engine,
+            seed,
+            json,
+        } => {
+            let text = std::fs::read_to_string(&config)
+                .map_err(|e| data(format!("{}: {e}", config.display())))?;
+            let mut cfg = embtier::StoreConfig::from_toml(&text)
+                .map_err(|e| data(format!("{}: {e}", config.display())))?;
+            let (t, f) = import(&trace, format, &columns, batch_size as usize).map_err(data)?;
+            if format == Format::Auto {
+                eprintln!("{}: read as {}", trace.display(), f.name());
+            }
+            if cfg.tables.is_empty() {
+                for tt in &t.tables {
+                    let dim = if tt.dim > 0 {
+                        tt.dim
+                    } else if tt.row_bytes > 0 {
+                        (tt.row_bytes / 4).max(1)
+                    } else {
+                        64
+                    };
+                    cfg.tables.push(embtier::TableConfig::new(
+                        tt.name.clone(),
+                        tt.rows.max(1),
+                        dim,
+                    ));
+                }
+            }
+            for tt in &t.tables {
+                match cfg.tables.iter().find(|c| c.name == tt.name) {
+                    Some(c) if c.rows >= tt.rows => {}
+                    Some(c) => {
+                        return Err(data(format!(
+                            "{}: table {:?} has {} rows, the trace needs {}",
+                            config.display(),
+                            c.name,
+                            c.rows,
+                            tt.rows
+                        )))
+                    }
+                    None => {
+                        return Err(data(format!(
+                            "{}: no table {:?} for the trace",
+                            config.display(),
+                            tt.name
+                        )))
+                    }
+                }
+            }
+            if let Some(e) = engine {
+                cfg.ssd.io_engine = e;
+            }
+            let tmp = tempfile::tempdir().map_err(data)?;
+            let path = dir.unwrap_or_else(|| tmp.path().join("store"));
+            let store = embtier::Store::create(&path, cfg).map_err(data)?;
+            let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                let b = indicatif::ProgressBar::new(t.batch_ends.len() as u64);
+                b.set_style(
+                    indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} batches {eta}")
+                        .map_err(data)?,
+                );
+                Some(b)
+            } else {
+                None
+            };
+            let r = run_store(&store, &t, update_ratio, seed, |done, _| {
+                if let Some(b) = &bar {
+                    b.set_position(done);
+                }
+            })
+            .map_err(data)?;
+            if let Some(b) = bar {
+                b.finish_and_clear();
+            }
+            let o = if json {
+                let mut o = serde_json::to_string_pretty(&r).map_err(data)?;
+                o.push('\n');
+                o
+            } else {
+                format!(
+                    "{} accesses in {} batches, {:.2} s: {:.0} rows/s ({})\nbatch latency p50 {:.0} us, p99 {:.0} us, p99.9 {:.0} us\nDRAM hit ratio {:.4} ({} hits), PMem hit ratio {:.4} ({} hits)\nSSD: {} rows read in {} reads ({:.1} MiB), {} rows written in {} writes ({:.1} MiB)\n",
+                    r.accesses,
+                    r.batches,
+                    r.seconds,
+                    r.rows_per_s,
+                    r.io_engine,
+                    r.batch_p50_us,
+                    r.batch_p99_us,
+                    r.batch_p999_us,
+                    r.dram_hit_ratio,
+                    r.dram_hits,
+                    r.pmem_hit_ratio,
+                    r.pmem_hits,
+                    r.ssd_rows_read,
+                    r.ssd_read_ops,
+                    r.ssd_bytes_read as f64 / (1 << 20) as f64,
+                    r.ssd_rows_written,
+                    r.ssd_write_ops,
+                    r.ssd_bytes_written as f64 / (1 << 20) as f64
+                )
+            };
+            emit(&o)
+        }
         Cmd::Calibrate { dir, mib } => {
             std::fs::create_dir_all(&dir).map_err(|e| data(format!("{}: {e}", dir.display())))?;
             eprintln!(
@@ -374,6 +518,13 @@ fn run(cli: Cli) -> Result<(), Fail> {
             eprintln!("{}: written", path.display());
             emit(&text)
         }
+    }
+}
+
+fn parse_ratio(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
+        _ => Err(format!("{s:?} is not a ratio in [0, 1]")),
     }
 }
 

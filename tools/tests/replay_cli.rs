@@ -215,3 +215,53 @@ fn hierarchy_and_calibrate() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// `run` against the real store and `simulate` agree exactly where the
+/// policies are deterministic (one shard per tier, as the simulator models).
+#[test]
+fn run_agrees_with_simulate() {
+    let dir = tempfile::tempdir().unwrap();
+    let tr = dir.path().join("a.etrace");
+    let o = locality(&[
+        "gen",
+        tr.to_str().unwrap(),
+        "--batches",
+        "60",
+        "--batch-size",
+        "300",
+        "--tables",
+        "t:30000:2:0.9",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let tr = tr.to_str().unwrap();
+    // Rows are 256 bytes (dim 64).
+    for (tiers, toml) in [
+        ("dram:lru:2000,ssd", "[dram]\ncapacity = 512000\npolicy = \"lru\"\nshards = 1\n[ssd]\nio_engine = \"psync\"\n"),
+        (
+            "dram:sieve:1000,pmem:lru:3000,ssd",
+            "[dram]\ncapacity = 256000\npolicy = \"sieve\"\nshards = 1\n[pmem]\ncapacity = 768000\npolicy = \"lru\"\n[ssd]\nio_engine = \"psync\"\n",
+        ),
+    ] {
+        let cfg = dir.path().join("store.toml");
+        std::fs::write(&cfg, toml).unwrap();
+        let o = replay(&["run", tr, "--config", cfg.to_str().unwrap(), "--json"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let run: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let o = replay(&["simulate", tr, "--tiers", tiers, "--json"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let sim: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let st = &sim["results"][0]["tiers"];
+        assert_eq!(run["dram_hits"], st[0]["hits"], "{tiers}");
+        if st.as_array().unwrap().len() > 1 {
+            assert_eq!(run["pmem_hits"], st[1]["hits"], "{tiers}");
+        }
+        assert_eq!(run["ssd_rows_read"], sim["results"][0]["ssd"]["rows_read"], "{tiers}");
+        assert!(run["rows_per_s"].as_f64().unwrap() > 0.0);
+    }
+    // A config whose table is too small for the trace is a data error.
+    let cfg = dir.path().join("small.toml");
+    std::fs::write(&cfg, "[[tables]]\nname = \"t\"\nrows = 10\ndim = 4\n").unwrap();
+    let o = replay(&["run", tr, "--config", cfg.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("needs"), "{}", stderr(&o));
+}
