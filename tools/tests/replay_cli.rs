@@ -265,3 +265,20 @@ fn run_agrees_with_simulate() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("needs"), "{}", stderr(&o));
 }
+
+/// The demo needs no files and shows all three parts.
+#[test]
+fn demo_runs() {
+    let o = replay(&["demo"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for part in [
+        "1. DRAM miss ratio",
+        "2. Three tiers",
+        "3. The real store",
+        "belady",
+        "est. ms per batch",
+    ] {
+        assert!(out.contains(part), "missing {part:?} in:\n{out}");
+    }
+}
