@@ -34,6 +34,7 @@ mod sieve;
 mod sim;
 mod slru;
 mod twoq;
+mod wtinylfu;
 
 use std::fmt;
 use std::str::FromStr;
@@ -48,6 +49,7 @@ pub use sieve::Sieve;
 pub use sim::{densify, simulate, simulate_dense, DenseCache, SimCache, SimResult};
 pub use slru::Slru;
 pub use twoq::TwoQ;
+pub use wtinylfu::WTinyLfu;
 
 /// A cache replacement policy over slots `0..capacity`.
 ///
@@ -107,6 +109,8 @@ pub enum PolicyKind {
     Slru,
     /// ARC (Megiddo and Modha, FAST '03).
     Arc,
+    /// W-TinyLFU (Einziger et al., TOS '17).
+    WTinyLfu,
 }
 
 impl PolicyKind {
@@ -119,15 +123,27 @@ impl PolicyKind {
         PolicyKind::TwoQ,
         PolicyKind::Slru,
         PolicyKind::Arc,
+        PolicyKind::WTinyLfu,
         PolicyKind::S3Fifo,
         PolicyKind::Sieve,
     ];
 
-    /// Whether the store's tiers can run this policy. 2Q and SLRU drop slots
-    /// on their own (a second eviction, a demotion out of the cache),
+    /// Whether the store's tiers can run this policy. 2Q, SLRU and W-TinyLFU
+    /// drop slots on their own (a second eviction, a demotion out of the
+    /// cache),
     /// which the store's shards do not spill yet; they run in simulation.
     pub fn store_supported(self) -> bool {
-        !matches!(self, PolicyKind::TwoQ | PolicyKind::Slru)
+        !matches!(
+            self,
+            PolicyKind::TwoQ | PolicyKind::Slru | PolicyKind::WTinyLfu
+        )
+    }
+
+    /// Whether the policy's decisions depend on key values (W-TinyLFU's
+    /// sketch hashes them), so that only the trace's own ids reproduce other
+    /// simulators' results exactly.
+    pub fn hashes_keys(self) -> bool {
+        matches!(self, PolicyKind::WTinyLfu)
     }
 
     /// Command-line name.
@@ -142,6 +158,7 @@ impl PolicyKind {
             PolicyKind::TwoQ => "2q",
             PolicyKind::Slru => "slru",
             PolicyKind::Arc => "arc",
+            PolicyKind::WTinyLfu => "wtinylfu",
         }
     }
 }
@@ -196,6 +213,8 @@ pub enum AnyPolicy<L: Link> {
     Slru(Slru<L>),
     /// ARC.
     Arc(Arc<L>),
+    /// W-TinyLFU.
+    WTinyLfu(WTinyLfu<L>),
 }
 
 impl<L: Link> AnyPolicy<L> {
@@ -211,6 +230,7 @@ impl<L: Link> AnyPolicy<L> {
             PolicyKind::TwoQ => AnyPolicy::TwoQ(TwoQ::new(capacity)),
             PolicyKind::Slru => AnyPolicy::Slru(Slru::new(capacity)),
             PolicyKind::Arc => AnyPolicy::Arc(Arc::new(capacity)),
+            PolicyKind::WTinyLfu => AnyPolicy::WTinyLfu(WTinyLfu::new(capacity)),
         }
     }
 }
@@ -227,6 +247,7 @@ macro_rules! dispatch {
             AnyPolicy::TwoQ($p) => $e,
             AnyPolicy::Slru($p) => $e,
             AnyPolicy::Arc($p) => $e,
+            AnyPolicy::WTinyLfu($p) => $e,
         }
     };
 }

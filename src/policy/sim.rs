@@ -222,6 +222,19 @@ impl SimResult {
 /// Run `ids` through a cache of `capacity` objects under `kind` (ids are
 /// densified once, then simulated without hashing).
 pub fn simulate(kind: PolicyKind, capacity: usize, ids: &[u64]) -> SimResult {
+    if kind.hashes_keys() {
+        // The policy hashes key values: keep the caller's ids.
+        let mut c = SimCache::new(kind, capacity.max(1));
+        let mut r = SimResult::default();
+        for &id in ids {
+            if c.access(id) {
+                r.hits += 1;
+            } else {
+                r.misses += 1;
+            }
+        }
+        return r;
+    }
     let (dense, n) = densify(ids);
     simulate_dense(kind, capacity, &dense, n)
 }

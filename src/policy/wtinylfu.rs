@@ -1,0 +1,196 @@
+//! W-TinyLFU (Einziger, Friedman, Manes; TOS '17), as libCacheSim's
+//! `WTinyLFU.c` with its defaults:
+//! - a window LRU of ⌊0.01·C⌋ and a main SLRU of the rest, in two segments
+//!   of ⌊0.2·main⌋ and ⌊0.8·main⌋;
+//! - new keys enter the window; a cache with an empty window share (C < 100)
+//!   admits nothing;
+//! - eviction takes the window's LRU as the candidate: while main has room
+//!   it moves there; otherwise it enters main only if the frequency sketch
+//!   rates it above main's victim (which is then evicted), else it is
+//!   evicted itself; with an empty window, main evicts;
+//! - the sketch is a counting Bloom filter sized for `main` entries at a
+//!   0.001 error (libCacheSim's `minimalIncrementCBF`: XXH64 of the 8-byte
+//!   key with seeds 0x12345678 and 0x12344321, k = ⌈ln 2 · bpe⌉ counters
+//!   at (a + i·b) mod m, all incremented on an add); it counts main hits,
+//!   inserts and each eviction candidate, and halves every 32·main main hits.
+//!
+//! The sketch hashes key *values*, so a simulation matches libCacheSim only
+//! when it is given the trace's own ids (see `PolicyKind::hashes_keys`).
+
+use xxhash_rust::xxh64::xxh64;
+
+use super::chains::{Chains, Ends};
+use super::slru::Slru;
+use super::{EvictionPolicy, Link};
+
+/// The counting Bloom filter of libCacheSim's W-TinyLFU.
+#[derive(Debug, Clone)]
+struct Sketch {
+    counters: Vec<u32>,
+    hashes: u32,
+}
+
+impl Sketch {
+    // libCacheSim's literals (not std's LN_2), to reproduce its sizing exactly.
+    #[allow(clippy::approx_constant)]
+    fn new(entries: usize) -> Sketch {
+        let bpe = -(0.001f64).ln() / 0.480453013918201;
+        let hashes = (0.693147180559945 * bpe).ceil() as u32;
+        let mut m = (bpe * entries as f64).ceil().min(i32::MAX as f64) as u32;
+        if m < hashes {
+            m = hashes * 2;
+        }
+        Sketch {
+            counters: vec![0; m as usize],
+            hashes,
+        }
+    }
+
+    fn positions(&self, key: u64) -> impl Iterator<Item = usize> + '_ {
+        let k = key.to_le_bytes();
+        let a = xxh64(&k, 0x1234_5678) as u32;
+        let b = xxh64(&k, 0x1234_4321) as u32;
+        let m = self.counters.len() as u32;
+        (0..self.hashes).map(move |i| (a.wrapping_add(i.wrapping_mul(b)) % m) as usize)
+    }
+
+    fn estimate(&self, key: u64) -> u32 {
+        self.positions(key)
+            .map(|x| self.counters[x])
+            .min()
+            .unwrap_or(u32::MAX)
+    }
+
+    fn add(&mut self, key: u64) {
+        if self.estimate(key) < u32::MAX {
+            let pos: Vec<usize> = self.positions(key).collect();
+            for x in pos {
+                self.counters[x] += 1;
+            }
+        }
+    }
+
+    fn halve(&mut self) {
+        self.counters.iter_mut().for_each(|c| *c >>= 1);
+    }
+}
+
+/// W-TinyLFU over slots.
+#[derive(Debug, Clone)]
+pub struct WTinyLfu<L: Link> {
+    chains: Chains<L>,
+    window: Ends<L>,
+    main: Slru<L>,
+    in_window: Vec<bool>,
+    keys: Vec<u64>,
+    sketch: Sketch,
+    window_cap: usize,
+    main_cap: usize,
+    seg0_cap: usize,
+    main_hits: usize,
+    decay_every: usize,
+}
+
+impl<L: Link> WTinyLfu<L> {
+    /// W-TinyLFU over `capacity` slots.
+    pub fn new(capacity: usize) -> WTinyLfu<L> {
+        let window_cap = (capacity as f64 * 0.01) as usize;
+        let main_cap = capacity - window_cap;
+        let seg0 = (1.0 / 5.0 * main_cap as f64) as usize;
+        let seg1 = (4.0 / 5.0 * main_cap as f64) as usize;
+        WTinyLfu {
+            chains: Chains::new(capacity),
+            window: Ends::default(),
+            main: Slru::with_segments(capacity, vec![seg0, seg1]),
+            in_window: vec![false; capacity],
+            keys: vec![0; capacity],
+            sketch: Sketch::new(main_cap.max(1)),
+            window_cap,
+            main_cap,
+            seg0_cap: seg0,
+            main_hits: 0,
+            decay_every: 32 * main_cap,
+        }
+    }
+
+    fn move_to_main(&mut self, slot: usize) {
+        self.chains.unlink(&mut self.window, slot);
+        self.in_window[slot] = false;
+        self.main.insert(slot, self.keys[slot]);
+    }
+}
+
+impl<L: Link> EvictionPolicy for WTinyLfu<L> {
+    fn miss(&mut self, _key: u64) -> bool {
+        self.window_cap >= 1 && self.seg0_cap >= 1
+    }
+
+    fn insert(&mut self, slot: usize, key: u64) {
+        self.keys[slot] = key;
+        self.in_window[slot] = true;
+        self.chains.push_head(&mut self.window, slot);
+        self.sketch.add(key);
+    }
+
+    fn hit(&mut self, slot: usize) {
+        if self.in_window[slot] {
+            self.chains.unlink(&mut self.window, slot);
+            self.chains.push_head(&mut self.window, slot);
+            return;
+        }
+        self.main.hit(slot);
+        self.sketch.add(self.keys[slot]);
+        self.main_hits += 1;
+        if self.main_hits >= self.decay_every {
+            self.main_hits = 0;
+            self.sketch.halve();
+        }
+    }
+
+    fn evict(&mut self) -> usize {
+        loop {
+            let Some(cand) = self.window.tail() else {
+                return self.main.evict();
+            };
+            let key = self.keys[cand];
+            if self.main.len() < self.main_cap {
+                self.move_to_main(cand);
+                self.sketch.add(key);
+                continue;
+            }
+            let victim = self.main.peek_victim().expect("main is full, so non-empty");
+            let evicted = if self.sketch.estimate(key) > self.sketch.estimate(self.keys[victim]) {
+                let v = self.main.evict();
+                self.move_to_main(cand);
+                v
+            } else {
+                self.chains.unlink(&mut self.window, cand);
+                self.in_window[cand] = false;
+                cand
+            };
+            self.sketch.add(key);
+            return evicted;
+        }
+    }
+
+    fn overflow(&mut self) -> Option<usize> {
+        self.main.overflow()
+    }
+
+    fn remove(&mut self, slot: usize) {
+        if self.in_window[slot] {
+            self.chains.unlink(&mut self.window, slot);
+            self.in_window[slot] = false;
+        } else {
+            self.main.remove(slot);
+        }
+    }
+
+    fn meta_bytes(&self) -> usize {
+        self.chains.meta_bytes()
+            + self.main.meta_bytes()
+            + self.in_window.capacity()
+            + self.keys.capacity() * 8
+            + self.sketch.counters.capacity() * 4
+    }
+}
