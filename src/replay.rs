@@ -263,15 +263,7 @@ impl RowGeometry {
             row_bytes: trace
                 .tables
                 .iter()
-                .map(|t| {
-                    if t.row_bytes > 0 {
-                        t.row_bytes as u64
-                    } else if t.dim > 0 {
-                        t.dim as u64 * 4
-                    } else {
-                        default
-                    }
-                })
+                .map(|t| crate::trace::row_bytes_of(t, default))
                 .collect(),
         }
     }

@@ -74,6 +74,18 @@ impl FaultyEngine {
         FaultyEngine { inner, plan }
     }
 
+    /// Count read extents; fail if the plan says so.
+    fn count_reads(&self, offsets: &[u64]) -> Result<(), IoFailure> {
+        let n = offsets.len() as u64;
+        let before = self.plan.reads.fetch_add(n, Ordering::SeqCst);
+        let from = self.plan.fail_reads_from.load(Ordering::SeqCst);
+        if before + n > from {
+            let k = from.saturating_sub(before) as usize;
+            return Err(self.fail("read", offsets[k.min(offsets.len() - 1)]));
+        }
+        Ok(())
+    }
+
     fn fail(&self, op: &'static str, offset: u64) -> IoFailure {
         IoFailure {
             op,
@@ -90,15 +102,7 @@ impl IoEngine for FaultyEngine {
         len: usize,
         buf: &mut AlignedBuf,
     ) -> Result<(), IoFailure> {
-        let before = self
-            .plan
-            .reads
-            .fetch_add(offsets.len() as u64, Ordering::SeqCst);
-        let from = self.plan.fail_reads_from.load(Ordering::SeqCst);
-        if before + offsets.len() as u64 > from {
-            let k = from.saturating_sub(before) as usize;
-            return Err(self.fail("read", offsets[k.min(offsets.len() - 1)]));
-        }
+        self.count_reads(offsets)?;
         self.inner.read_extents(offsets, len, buf)
     }
 
@@ -109,15 +113,7 @@ impl IoEngine for FaultyEngine {
         buf: &mut AlignedBuf,
         done: &mut dyn FnMut(usize, &[u8]),
     ) -> Result<(), IoFailure> {
-        let before = self
-            .plan
-            .reads
-            .fetch_add(offsets.len() as u64, Ordering::SeqCst);
-        let from = self.plan.fail_reads_from.load(Ordering::SeqCst);
-        if before + offsets.len() as u64 > from {
-            let k = from.saturating_sub(before) as usize;
-            return Err(self.fail("read", offsets[k.min(offsets.len() - 1)]));
-        }
+        self.count_reads(offsets)?;
         self.inner.read_extents_each(offsets, len, buf, done)
     }
 

@@ -650,15 +650,7 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Report {
     }
     let batches = trace.batch_ends.len().max(1);
     let default_rb = opts.row_bytes.unwrap_or(256);
-    let row_bytes = |t: &crate::trace::TraceTable| {
-        if t.row_bytes > 0 {
-            t.row_bytes as u64
-        } else if t.dim > 0 {
-            t.dim as u64 * 4
-        } else {
-            default_rb
-        }
-    };
+    let row_bytes = |t: &crate::trace::TraceTable| crate::trace::row_bytes_of(t, default_rb);
     let tables: Vec<TableReport> = trace
         .tables
         .iter()

@@ -129,6 +129,18 @@ impl Trace {
     }
 }
 
+/// Bytes per row of a trace table: its catalog's row bytes, else 4·dim
+/// (f32 rows), else `default` (traces that carry neither).
+pub fn row_bytes_of(t: &TraceTable, default: u64) -> u64 {
+    if t.row_bytes > 0 {
+        t.row_bytes as u64
+    } else if t.dim > 0 {
+        t.dim as u64 * 4
+    } else {
+        default
+    }
+}
+
 /// Dense ids in order of first appearance.
 #[derive(Debug, Default)]
 pub(crate) struct Densify<K: std::hash::Hash + Eq> {

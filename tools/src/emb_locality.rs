@@ -5,10 +5,10 @@
 //! file, record or argument; exit status 2 for usage, 1 for data.
 
 use std::fmt::Write as _;
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use embtier_tools::cli::{data, emit, load, main_with, progress, usage, Fail, Input};
 use embtier_tools::plot;
 
 use clap::{Parser, Subcommand};
@@ -16,7 +16,7 @@ use embtier::locality::plan::{plan, Budgets, DeviceProfile};
 use embtier::locality::shards::Sampling;
 use embtier::locality::{analyze, Log2Hist, Options, Report, TableReport, COUNT_BIN_EDGES};
 use embtier::trace::gen::{GenSpec, GenTable};
-use embtier::trace::{import, CsvSpec, Format, Trace};
+use embtier::trace::row_bytes_of;
 
 #[derive(Parser)]
 #[command(
@@ -27,21 +27,6 @@ use embtier::trace::{import, CsvSpec, Format, Trace};
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
-}
-
-#[derive(clap::Args, Clone)]
-struct Input {
-    /// The trace file.
-    trace: PathBuf,
-    /// Input format: auto, etrace, oracle-general, csv, txt, criteo, movielens.
-    #[arg(long, default_value = "auto", value_parser = parse_format)]
-    format: Format,
-    /// Column spec for csv: id=COL[,table=COL][,header=yes|no][,delim=C|tab].
-    #[arg(long, default_value = "id=0", value_parser = parse_spec)]
-    columns: CsvSpec,
-    /// Accesses per batch (samples per batch for criteo and movielens).
-    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..))]
-    batch_size: u64,
 }
 
 #[derive(Subcommand)]
@@ -144,10 +129,6 @@ enum Cmd {
     },
 }
 
-fn parse_format(s: &str) -> Result<Format, String> {
-    s.parse()
-}
-
 fn parse_bytes(s: &str) -> Result<u64, String> {
     s.parse::<embtier::ByteSize>().map(|b| b.0)
 }
@@ -209,49 +190,6 @@ fn parse_rate(s: &str) -> Result<f64, String> {
         Ok(r) if r > 0.0 && r <= 1.0 => Ok(r),
         _ => Err(format!("{s:?} is not a rate in (0, 1]")),
     }
-}
-
-fn parse_spec(s: &str) -> Result<CsvSpec, String> {
-    s.parse()
-}
-
-/// A failure and its exit status.
-struct Fail(u8, String);
-
-fn data(e: impl std::fmt::Display) -> Fail {
-    Fail(1, e.to_string())
-}
-
-fn usage(e: impl std::fmt::Display) -> Fail {
-    Fail(2, e.to_string())
-}
-
-fn load(input: &Input) -> Result<Trace, Fail> {
-    let spinner = progress(&format!("reading {}", input.trace.display()));
-    let (t, f) = import(
-        &input.trace,
-        input.format,
-        &input.columns,
-        input.batch_size as usize,
-    )
-    .map_err(data)?;
-    if let Some(s) = spinner {
-        s.finish_and_clear();
-    }
-    if input.format == Format::Auto {
-        eprintln!("{}: read as {}", input.trace.display(), f.name());
-    }
-    Ok(t)
-}
-
-fn progress(msg: &str) -> Option<indicatif::ProgressBar> {
-    if !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let s = indicatif::ProgressBar::new_spinner();
-    s.set_message(msg.to_string());
-    s.enable_steady_tick(std::time::Duration::from_millis(120));
-    Some(s)
 }
 
 fn run(cli: Cli) -> Result<(), Fail> {
@@ -367,15 +305,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
             let rb: Vec<u64> = t
                 .tables
                 .iter()
-                .map(|tt| {
-                    if tt.row_bytes > 0 {
-                        tt.row_bytes as u64
-                    } else if tt.dim > 0 {
-                        tt.dim as u64 * 4
-                    } else {
-                        row_bytes.unwrap_or(256)
-                    }
-                })
+                .map(|tt| row_bytes_of(tt, row_bytes.unwrap_or(256)))
                 .collect();
             let p = plan(
                 &r,
@@ -513,15 +443,6 @@ fn run(cli: Cli) -> Result<(), Fail> {
             );
             Ok(())
         }
-    }
-}
-
-/// Write the output; a closed pipe (`| head`) is a normal end, not an error.
-fn emit(o: &str) -> Result<(), Fail> {
-    use std::io::Write;
-    match std::io::stdout().lock().write_all(o.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(data(format!("stdout: {e}"))),
-        _ => Ok(()),
     }
 }
 
@@ -699,19 +620,5 @@ fn print_csv(o: &mut String, r: &Report) {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(c) => c,
-        Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
-            return ExitCode::from(code);
-        }
-    };
-    match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(Fail(code, msg)) => {
-            eprintln!("emb-locality: error: {msg}");
-            ExitCode::from(code)
-        }
-    }
+    main_with("emb-locality", run)
 }

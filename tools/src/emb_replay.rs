@@ -4,6 +4,7 @@
 //! `embtier::trace`. Errors are one line naming the file, record or
 //! argument; exit status 2 for usage, 1 for data.
 
+use embtier_tools::cli::{data, emit, load, main_with, usage, Fail, Input};
 use embtier_tools::plot;
 
 use std::fmt::Write as _;
@@ -17,7 +18,7 @@ use embtier::replay::{
     calibrate, run_store, simulate_hierarchy, DeviceProfile, Hierarchy, Profiles, RowGeometry,
     TierSpec,
 };
-use embtier::trace::{import, CsvSpec, Format, Trace};
+use embtier::trace::{row_bytes_of, Trace};
 use rayon::prelude::*;
 
 #[derive(Parser)]
@@ -37,17 +38,8 @@ struct Cli {
 enum Cmd {
     /// Simulate single-tier caches: every policy at every size, in parallel.
     Simulate {
-        /// The trace file.
-        trace: PathBuf,
-        /// Input format: auto, etrace, oracle-general, csv, txt, criteo, movielens.
-        #[arg(long, default_value = "auto", value_parser = |s: &str| s.parse::<Format>())]
-        format: Format,
-        /// Column spec for csv: id=COL[,table=COL][,header=yes|no][,delim=C|tab].
-        #[arg(long, default_value = "id=0", value_parser = |s: &str| s.parse::<CsvSpec>())]
-        columns: CsvSpec,
-        /// Accesses per batch (samples per batch for criteo and movielens).
-        #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..))]
-        batch_size: u64,
+        #[command(flatten)]
+        input: Input,
         /// Policies, comma separated (case, '-' and '_' ignored).
         #[arg(long, value_delimiter = ',', default_value = "lru")]
         policies: Vec<String>,
@@ -83,17 +75,8 @@ enum Cmd {
     },
     /// Replay a trace against the real store on real files.
     Run {
-        /// The trace file.
-        trace: PathBuf,
-        /// Input format.
-        #[arg(long, default_value = "auto", value_parser = |s: &str| s.parse::<Format>())]
-        format: Format,
-        /// Column spec for csv.
-        #[arg(long, default_value = "id=0", value_parser = |s: &str| s.parse::<CsvSpec>())]
-        columns: CsvSpec,
-        /// Accesses per batch (samples per batch for criteo and movielens).
-        #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..))]
-        batch_size: u64,
+        #[command(flatten)]
+        input: Input,
         /// The store's tiers (and tables, optional: by default one per trace table).
         #[arg(long)]
         config: PathBuf,
@@ -126,17 +109,6 @@ enum Cmd {
         #[arg(long, default_value_t = 512)]
         mib: usize,
     },
-}
-
-/// A failure and its exit status.
-struct Fail(u8, String);
-
-fn data(e: impl std::fmt::Display) -> Fail {
-    Fail(1, e.to_string())
-}
-
-fn usage(e: impl std::fmt::Display) -> Fail {
-    Fail(2, e.to_string())
 }
 
 /// What `--policies` accepts.
@@ -185,15 +157,7 @@ fn mean_row_bytes(t: &Trace, default: u64) -> u64 {
     let rb: Vec<u64> = t
         .tables
         .iter()
-        .map(|tt| {
-            if tt.row_bytes > 0 {
-                tt.row_bytes as u64
-            } else if tt.dim > 0 {
-                tt.dim as u64 * 4
-            } else {
-                default
-            }
-        })
+        .map(|tt| row_bytes_of(tt, default))
         .collect();
     let total: u64 = t.accesses.iter().map(|a| rb[a.table as usize]).sum();
     (total / t.accesses.len().max(1) as u64).max(1)
@@ -240,10 +204,7 @@ fn parse_sizes(spec: &[String], unique: u64, row_bytes: u64) -> Result<Vec<u64>,
 fn run(cli: Cli) -> Result<(), Fail> {
     match cli.cmd {
         Cmd::Simulate {
-            trace,
-            format,
-            columns,
-            batch_size,
+            input,
             policies,
             sizes,
             row_bytes,
@@ -256,10 +217,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
             profile,
         } => {
             if let Some(spec) = tiers {
-                let (t, f) = import(&trace, format, &columns, batch_size as usize).map_err(data)?;
-                if format == Format::Auto {
-                    eprintln!("{}: read as {}", trace.display(), f.name());
-                }
+                let t = load(&input)?;
                 return hierarchy(
                     &t,
                     &spec,
@@ -274,10 +232,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 .iter()
                 .map(|p| parse_policy(p))
                 .collect::<Result<_, _>>()?;
-            let (t, f) = import(&trace, format, &columns, batch_size as usize).map_err(data)?;
-            if format == Format::Auto {
-                eprintln!("{}: read as {}", trace.display(), f.name());
-            }
+            let t = load(&input)?;
             // One id space over (table, row); dense once, no hashing per request after.
             let keys: Vec<u64> = t
                 .accesses
@@ -331,7 +286,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 let path = dir.join("mrc.svg");
                 plot::mrc_lines(
                     &path,
-                    &format!("Miss-ratio curves: {}", trace.display()),
+                    &format!("Miss-ratio curves: {}", input.trace.display()),
                     &series,
                 )
                 .map_err(|e| data(format!("--plot {}: {e}", path.display())))?;
@@ -395,10 +350,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
             emit(&o)
         }
         Cmd::Run {
-            trace,
-            format,
-            columns,
-            batch_size,
+            input,
             config,
             dir,
             update_ratio,
@@ -410,18 +362,13 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 .map_err(|e| data(format!("{}: {e}", config.display())))?;
             let mut cfg = embtier::StoreConfig::from_toml(&text)
                 .map_err(|e| data(format!("{}: {e}", config.display())))?;
-            let (t, f) = import(&trace, format, &columns, batch_size as usize).map_err(data)?;
-            if format == Format::Auto {
-                eprintln!("{}: read as {}", trace.display(), f.name());
-            }
+            let t = load(&input)?;
             if cfg.tables.is_empty() {
                 for tt in &t.tables {
                     let dim = if tt.dim > 0 {
                         tt.dim
-                    } else if tt.row_bytes > 0 {
-                        (tt.row_bytes / 4).max(1)
                     } else {
-                        64
+                        (row_bytes_of(tt, 256) / 4).max(1) as u32
                     };
                     cfg.tables.push(embtier::TableConfig::new(
                         tt.name.clone(),
@@ -888,28 +835,6 @@ fn hierarchy(
     emit(&o)
 }
 
-fn emit(o: &str) -> Result<(), Fail> {
-    use std::io::Write;
-    match std::io::stdout().lock().write_all(o.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(data(format!("stdout: {e}"))),
-        _ => Ok(()),
-    }
-}
-
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(c) => c,
-        Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
-            return ExitCode::from(code);
-        }
-    };
-    match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(Fail(code, msg)) => {
-            eprintln!("emb-replay: error: {msg}");
-            ExitCode::from(code)
-        }
-    }
+    main_with("emb-replay", run)
 }
