@@ -178,6 +178,10 @@ pub struct TableConfig {
     /// Accept NaN and infinities in values and gradients.
     #[serde(default)]
     pub allow_non_finite: bool,
+    /// The fused optimizer of [`crate::Store::step`]; its state is stored in
+    /// each row, after the weights.
+    #[serde(default)]
+    pub optimizer: crate::Optimizer,
 }
 
 impl TableConfig {
@@ -194,7 +198,14 @@ impl TableConfig {
             dram_bytes: None,
             pmem_bytes: None,
             allow_non_finite: false,
+            optimizer: crate::Optimizer::default(),
         }
+    }
+
+    /// Set the fused optimizer.
+    pub fn optimizer(mut self, o: crate::Optimizer) -> Self {
+        self.optimizer = o;
+        self
     }
 
     /// Set the placement.
@@ -245,7 +256,11 @@ impl TableConfig {
 
     /// Bytes per row on every tier (weights plus optimizer state, padded).
     pub fn row_bytes(&self) -> u64 {
-        embtier_format::TableEntry::row_bytes_for(embtier_format::ElemType::F32, self.dim, 0)
+        embtier_format::TableEntry::row_bytes_for(
+            embtier_format::ElemType::F32,
+            self.dim,
+            self.optimizer.state_bytes(self.dim),
+        )
     }
 }
 
@@ -537,6 +552,9 @@ impl StoreConfig {
                     )));
                 }
             }
+            t.optimizer
+                .validate()
+                .map_err(|e| Error::config(format!("table {:?}: {e}", t.name)))?;
             if t.placement == Placement::PinnedPmem && self.pmem.is_none() {
                 return Err(Error::config(format!(
                     "table {:?} is pinned to PMem but no [pmem] tier is configured",

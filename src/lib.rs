@@ -44,6 +44,7 @@ pub mod error;
 pub mod init;
 pub mod io;
 pub mod locality;
+pub mod optim;
 pub mod policy;
 pub mod replay;
 pub mod stats;
@@ -56,6 +57,7 @@ pub use config::{
     ByteSize, Init, IoEngineKind, Placement, StoreConfig, StoreConfigBuilder, TableConfig,
 };
 pub use error::{Error, Result};
+pub use optim::Optimizer;
 pub use policy::PolicyKind;
 pub use stats::{LatencySummary, SsdStats, Stats, TableStats, TierStats};
 pub use store::{

@@ -104,6 +104,32 @@ impl LockFile {
     }
 }
 
+/// Sum the gradients of duplicate ids, in the order given: returns the
+/// unique ids (sorted) with their index into the summed gradients.
+fn sum_duplicates(ids: &[u64], grads: &[f32], dim: usize) -> (Vec<(u64, usize)>, Vec<f32>) {
+    let mut slot_of: HashMap<u64, usize> = HashMap::with_capacity(ids.len());
+    let mut sums: Vec<f32> = Vec::with_capacity(grads.len());
+    let mut items: Vec<(u64, usize)> = Vec::with_capacity(ids.len());
+    for (k, &id) in ids.iter().enumerate() {
+        let g = &grads[k * dim..(k + 1) * dim];
+        match slot_of.get(&id) {
+            Some(&s) => {
+                for (a, b) in sums[s * dim..(s + 1) * dim].iter_mut().zip(g) {
+                    *a += *b;
+                }
+            }
+            None => {
+                let s = items.len();
+                slot_of.insert(id, s);
+                items.push((id, s));
+                sums.extend_from_slice(g);
+            }
+        }
+    }
+    items.sort_unstable();
+    (items, sums)
+}
+
 fn now_unix() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -119,6 +145,7 @@ fn fsync_dir(dir: &Path) -> Result<()> {
 
 fn entry_for(t: &TableConfig, base_block: u64) -> TableEntry {
     let layout = RowLayout::for_row_bytes(t.row_bytes() as u32);
+    let state_bytes = t.optimizer.state_bytes(t.dim);
     let (init, init_scale) = match t.init {
         Init::Zeros => (InitKind::Zeros, 0.0),
         Init::Uniform { scale } => (InitKind::Uniform, scale),
@@ -131,7 +158,7 @@ fn entry_for(t: &TableConfig, base_block: u64) -> TableEntry {
         init,
         init_scale,
         seed: t.effective_seed(),
-        state_bytes: 0,
+        state_bytes,
         base_block,
         block_count: layout.blocks_for(t.rows),
         layout,
@@ -311,6 +338,14 @@ impl Store {
             )));
         }
         for (t, e) in config.tables.iter().zip(&catalog.tables) {
+            if t.optimizer.state_bytes(t.dim) != e.state_bytes {
+                return Err(Error::config(format!(
+                    "table {:?} stores {} bytes of optimizer state per row; the config's optimizer needs {}",
+                    t.name,
+                    e.state_bytes,
+                    t.optimizer.state_bytes(t.dim)
+                )));
+            }
             if t.name != e.name || t.rows != e.rows || t.dim != e.dim {
                 return Err(Error::config(format!(
                     "config table {:?} ({} x {}) does not match stored table {:?} ({} x {})",
@@ -569,32 +604,44 @@ impl Store {
             return Err(Error::BadLearningRate { lr });
         }
         let dim = t.dim;
-        let mut slot_of: HashMap<u64, usize> = HashMap::with_capacity(ids.len());
-        let mut sums: Vec<f32> = Vec::with_capacity(grads.len());
-        let mut items: Vec<(u64, usize)> = Vec::with_capacity(ids.len());
-        for (k, &id) in ids.iter().enumerate() {
-            let g = &grads[k * dim..(k + 1) * dim];
-            match slot_of.get(&id) {
-                Some(&s) => {
-                    for (a, b) in sums[s * dim..(s + 1) * dim].iter_mut().zip(g) {
-                        *a += *b;
-                    }
-                }
-                None => {
-                    let s = items.len();
-                    slot_of.insert(id, s);
-                    items.push((id, s));
-                    sums.extend_from_slice(g);
-                }
-            }
-        }
-        items.sort_unstable();
+        let (items, sums) = sum_duplicates(ids, grads, dim);
         t.modify(&self.ssd, &items, false, |row, s| {
             let g = &sums[s * dim..(s + 1) * dim];
             for (w, gi) in row[..dim * 4].chunks_exact_mut(4).zip(g) {
                 let v = f32::from_le_bytes([w[0], w[1], w[2], w[3]]) - lr * gi;
                 w.copy_from_slice(&v.to_le_bytes());
             }
+        })
+    }
+
+    /// The table's fused optimizer step: `row ← optimizer(row, grad)` with
+    /// the optimizer of the table's config, its state read from and written
+    /// back into the row. Gradients of duplicate ids are summed first, in the
+    /// order given, and applied once. Nothing is written unless every id and
+    /// gradient is valid. Formulas: [`crate::optim`] and `docs/optimizers.md`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use embtier::{Init, Optimizer, Store, StoreConfig, TableConfig};
+    /// let opt = Optimizer::RowwiseAdagrad { lr: 0.1, eps: 1e-8, weight_decay: 0.0 };
+    /// let store = Store::create(dir.path().join("s"), StoreConfig::builder()
+    ///     .table(TableConfig::new("t", 100, 2).init(Init::Zeros).optimizer(opt)).build())?;
+    /// store.step("t", &[4], &[3.0, 4.0])?; // s = mean(9, 16) = 12.5
+    /// let mut w = [0f32; 2];
+    /// store.lookup("t", &[4], &mut w)?;
+    /// assert!((w[0] + 0.1 * 3.0 / 12.5f32.sqrt()).abs() < 1e-6);
+    /// # Ok::<(), embtier::Error>(())
+    /// ```
+    pub fn step(&self, table: &str, ids: &[u64], grads: &[f32]) -> Result<()> {
+        let t = self.table(table)?;
+        Self::check_len(t, "grads", ids.len(), grads.len())?;
+        Self::check_ids(t, ids)?;
+        Self::check_finite(t, "gradient", ids, grads)?;
+        let (items, sums) = sum_duplicates(ids, grads, t.dim);
+        let dim = t.dim;
+        let opt = t.cfg.optimizer;
+        t.modify(&self.ssd, &items, false, |row, s| {
+            opt.apply(row, &sums[s * dim..(s + 1) * dim])
         })
     }
 

@@ -1,0 +1,239 @@
+//! Fused optimizers: the update a trainer applies to the rows it looked up,
+//! run inside the store with each row's optimizer state stored beside its
+//! weights (and so moved, evicted, written back and flushed with them).
+//!
+//! A row is `dim` f32 weights followed by the state below (little-endian).
+//! With weight decay `wd`, the gradient used is `g' = g + wd·w`. All
+//! arithmetic is f32, in the order written here (`docs/optimizers.md`).
+//!
+//! | optimizer | state | update |
+//! |---|---|---|
+//! | SGD | none | `w ← w − lr·g'` |
+//! | row-wise Adagrad (FBGEMM's) | `s`: 1 f32 | `s ← s + mean(g'²)`; `w ← w − lr·g' / (√s + eps)` |
+//! | Adagrad | `s`: dim f32 | `s_i ← s_i + g'_i²`; `w_i ← w_i − lr·g'_i / (√s_i + eps)` |
+//! | Adam | `m`, `v`: dim f32 each; `t`: u32 | `t ← t + 1`; `m ← β1·m + (1−β1)·g'`; `v ← β2·v + (1−β2)·g'²`; `w ← w − lr·(m / (1−β1^t)) / (√(v / (1−β2^t)) + eps)` |
+//!
+//! Adam keeps a **per-row** step count `t`, so that a row updated rarely is
+//! bias-corrected by its own number of updates, not by the global step.
+
+use serde::{Deserialize, Serialize};
+
+/// A table's optimizer and its hyper-parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
+pub enum Optimizer {
+    /// Plain SGD.
+    Sgd {
+        /// Learning rate.
+        lr: f32,
+        /// L2 weight decay.
+        #[serde(default)]
+        weight_decay: f32,
+    },
+    /// Row-wise Adagrad: one accumulator per row (FBGEMM's default).
+    RowwiseAdagrad {
+        /// Learning rate.
+        lr: f32,
+        /// Added to the root of the accumulator.
+        #[serde(default = "default_eps")]
+        eps: f32,
+        /// L2 weight decay.
+        #[serde(default)]
+        weight_decay: f32,
+    },
+    /// Adagrad: one accumulator per element.
+    Adagrad {
+        /// Learning rate.
+        lr: f32,
+        /// Added to the root of the accumulator.
+        #[serde(default = "default_eps")]
+        eps: f32,
+        /// L2 weight decay.
+        #[serde(default)]
+        weight_decay: f32,
+    },
+    /// Adam with a per-row step count.
+    Adam {
+        /// Learning rate.
+        lr: f32,
+        /// First-moment decay.
+        #[serde(default = "default_beta1")]
+        beta1: f32,
+        /// Second-moment decay.
+        #[serde(default = "default_beta2")]
+        beta2: f32,
+        /// Added to the root of the second moment.
+        #[serde(default = "default_eps")]
+        eps: f32,
+        /// L2 weight decay.
+        #[serde(default)]
+        weight_decay: f32,
+    },
+}
+
+fn default_eps() -> f32 {
+    1e-8
+}
+fn default_beta1() -> f32 {
+    0.9
+}
+fn default_beta2() -> f32 {
+    0.999
+}
+
+impl Default for Optimizer {
+    fn default() -> Optimizer {
+        Optimizer::Sgd {
+            lr: 0.01,
+            weight_decay: 0.0,
+        }
+    }
+}
+
+#[inline]
+fn get(b: &[u8], i: usize) -> f32 {
+    f32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]])
+}
+
+#[inline]
+fn put(b: &mut [u8], i: usize, v: f32) {
+    b[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+impl Optimizer {
+    /// Bytes of state per row for rows of `dim` elements.
+    pub fn state_bytes(&self, dim: u32) -> u32 {
+        match self {
+            Optimizer::Sgd { .. } => 0,
+            Optimizer::RowwiseAdagrad { .. } => 4,
+            Optimizer::Adagrad { .. } => 4 * dim,
+            Optimizer::Adam { .. } => 8 * dim + 4,
+        }
+    }
+
+    /// Check the hyper-parameters; the message names the bad one.
+    pub fn validate(&self) -> Result<(), String> {
+        let finite = |name: &str, v: f32| {
+            if v.is_finite() {
+                Ok(())
+            } else {
+                Err(format!("optimizer {name} {v} is not finite"))
+            }
+        };
+        match *self {
+            Optimizer::Sgd { lr, weight_decay } => {
+                finite("lr", lr)?;
+                finite("weight_decay", weight_decay)
+            }
+            Optimizer::RowwiseAdagrad {
+                lr,
+                eps,
+                weight_decay,
+            }
+            | Optimizer::Adagrad {
+                lr,
+                eps,
+                weight_decay,
+            } => {
+                finite("lr", lr)?;
+                finite("weight_decay", weight_decay)?;
+                if !(eps.is_finite() && eps > 0.0) {
+                    return Err(format!("optimizer eps {eps} must be positive"));
+                }
+                Ok(())
+            }
+            Optimizer::Adam {
+                lr,
+                beta1,
+                beta2,
+                eps,
+                weight_decay,
+            } => {
+                finite("lr", lr)?;
+                finite("weight_decay", weight_decay)?;
+                for (n, b) in [("beta1", beta1), ("beta2", beta2)] {
+                    if !(0.0..1.0).contains(&b) {
+                        return Err(format!("optimizer {n} {b} must be in [0, 1)"));
+                    }
+                }
+                if !(eps.is_finite() && eps > 0.0) {
+                    return Err(format!("optimizer eps {eps} must be positive"));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Apply one step with gradient `g` (length `dim`) to `row` (weights
+    /// then state, as laid out above).
+    pub fn apply(&self, row: &mut [u8], g: &[f32]) {
+        let dim = g.len();
+        let (w, state) = row.split_at_mut(dim * 4);
+        let wd = match *self {
+            Optimizer::Sgd { weight_decay, .. }
+            | Optimizer::RowwiseAdagrad { weight_decay, .. }
+            | Optimizer::Adagrad { weight_decay, .. }
+            | Optimizer::Adam { weight_decay, .. } => weight_decay,
+        };
+        let grad = |i: usize, w: &[u8]| {
+            if wd != 0.0 {
+                g[i] + wd * get(w, i)
+            } else {
+                g[i]
+            }
+        };
+        match *self {
+            Optimizer::Sgd { lr, .. } => {
+                for i in 0..dim {
+                    let gi = grad(i, w);
+                    put(w, i, get(w, i) - lr * gi);
+                }
+            }
+            Optimizer::RowwiseAdagrad { lr, eps, .. } => {
+                let mut sq = 0.0f32;
+                for i in 0..dim {
+                    let gi = grad(i, w);
+                    sq += gi * gi;
+                }
+                let s = get(state, 0) + sq / dim as f32;
+                put(state, 0, s);
+                let denom = s.sqrt() + eps;
+                for i in 0..dim {
+                    let gi = grad(i, w);
+                    put(w, i, get(w, i) - lr * gi / denom);
+                }
+            }
+            Optimizer::Adagrad { lr, eps, .. } => {
+                for i in 0..dim {
+                    let gi = grad(i, w);
+                    let s = get(state, i) + gi * gi;
+                    put(state, i, s);
+                    put(w, i, get(w, i) - lr * gi / (s.sqrt() + eps));
+                }
+            }
+            Optimizer::Adam {
+                lr,
+                beta1,
+                beta2,
+                eps,
+                ..
+            } => {
+                let (m, rest) = state.split_at_mut(dim * 4);
+                let (v, t) = rest.split_at_mut(dim * 4);
+                let step = u32::from_le_bytes([t[0], t[1], t[2], t[3]]).saturating_add(1);
+                t[..4].copy_from_slice(&step.to_le_bytes());
+                let c1 = 1.0 - beta1.powi(step.min(i32::MAX as u32) as i32);
+                let c2 = 1.0 - beta2.powi(step.min(i32::MAX as u32) as i32);
+                for i in 0..dim {
+                    let gi = grad(i, w);
+                    let mi = beta1 * get(m, i) + (1.0 - beta1) * gi;
+                    let vi = beta2 * get(v, i) + (1.0 - beta2) * gi * gi;
+                    put(m, i, mi);
+                    put(v, i, vi);
+                    put(w, i, get(w, i) - lr * (mi / c1) / ((vi / c2).sqrt() + eps));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,280 @@
+//! Each fused optimizer against a straightforward reference implementation,
+//! bit-identical in f32 over many random steps (with duplicate ids), across
+//! tier configurations where eviction is constant, and across a reopen.
+
+// The reference is written as plain index loops on purpose: a literal
+// transcription of the formulas, independent of the store's code.
+#![allow(clippy::needless_range_loop)]
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::{with_engine, Rng};
+use embtier::format::InitKind;
+use embtier::{
+    Init, IoEngineKind, Optimizer, Placement, PolicyKind, Store, StoreConfig, TableConfig,
+};
+
+const DIM: usize = 6;
+const ROWS: u64 = 400;
+
+/// A row of the reference: weights and optimizer state, plain vectors.
+#[derive(Clone)]
+struct RefRow {
+    w: Vec<f32>,
+    a: Vec<f32>, // Adagrad accumulators, or Adam's m (row-wise Adagrad uses a[0])
+    b: Vec<f32>, // Adam's v
+    t: u32,
+}
+
+fn reference_step(opt: &Optimizer, r: &mut RefRow, g: &[f32]) {
+    let wd = match *opt {
+        Optimizer::Sgd { weight_decay, .. }
+        | Optimizer::RowwiseAdagrad { weight_decay, .. }
+        | Optimizer::Adagrad { weight_decay, .. }
+        | Optimizer::Adam { weight_decay, .. } => weight_decay,
+        _ => unreachable!(),
+    };
+    // The gradient with weight decay, from the weights before this step.
+    let gd: Vec<f32> = (0..DIM)
+        .map(|i| if wd != 0.0 { g[i] + wd * r.w[i] } else { g[i] })
+        .collect();
+    match *opt {
+        Optimizer::Sgd { lr, .. } => {
+            for i in 0..DIM {
+                r.w[i] -= lr * gd[i];
+            }
+        }
+        Optimizer::RowwiseAdagrad { lr, eps, .. } => {
+            let mut sq = 0.0f32;
+            for x in &gd {
+                sq += x * x;
+            }
+            r.a[0] += sq / DIM as f32;
+            let denom = r.a[0].sqrt() + eps;
+            for i in 0..DIM {
+                r.w[i] -= lr * gd[i] / denom;
+            }
+        }
+        Optimizer::Adagrad { lr, eps, .. } => {
+            for i in 0..DIM {
+                r.a[i] += gd[i] * gd[i];
+                r.w[i] -= lr * gd[i] / (r.a[i].sqrt() + eps);
+            }
+        }
+        Optimizer::Adam {
+            lr,
+            beta1,
+            beta2,
+            eps,
+            ..
+        } => {
+            r.t += 1;
+            let c1 = 1.0 - beta1.powi(r.t as i32);
+            let c2 = 1.0 - beta2.powi(r.t as i32);
+            for i in 0..DIM {
+                r.a[i] = beta1 * r.a[i] + (1.0 - beta1) * gd[i];
+                r.b[i] = beta2 * r.b[i] + (1.0 - beta2) * gd[i] * gd[i];
+                r.w[i] -= lr * (r.a[i] / c1) / ((r.b[i] / c2).sqrt() + eps);
+            }
+        }
+        _ => unreachable!(),
+    }
+}
+
+fn optimizers() -> Vec<(&'static str, Optimizer)> {
+    vec![
+        (
+            "sgd",
+            Optimizer::Sgd {
+                lr: 0.05,
+                weight_decay: 0.01,
+            },
+        ),
+        (
+            "rowwise-adagrad",
+            Optimizer::RowwiseAdagrad {
+                lr: 0.1,
+                eps: 1e-6,
+                weight_decay: 0.0,
+            },
+        ),
+        (
+            "adagrad",
+            Optimizer::Adagrad {
+                lr: 0.1,
+                eps: 1e-6,
+                weight_decay: 0.001,
+            },
+        ),
+        (
+            "adam",
+            Optimizer::Adam {
+                lr: 0.01,
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+                weight_decay: 0.0,
+            },
+        ),
+    ]
+}
+
+fn configs(opt: Optimizer) -> Vec<(&'static str, StoreConfig)> {
+    let table = |p: Placement| {
+        TableConfig::new("t", ROWS, DIM as u32)
+            .init(Init::Uniform { scale: 0.1 })
+            .seed(3)
+            .optimizer(opt)
+            .placement(p)
+    };
+    let rb = table(Placement::Cached).row_bytes();
+    vec![
+        (
+            "pinned-dram",
+            StoreConfig::builder()
+                .table(table(Placement::PinnedDram))
+                .dram_capacity(1 << 20)
+                .build(),
+        ),
+        (
+            "tiny-dram+pmem+ssd",
+            StoreConfig::builder()
+                .table(table(Placement::Cached))
+                .dram_capacity(3 * rb)
+                .dram_shards(1)
+                .dram_policy(PolicyKind::Sieve)
+                .pmem(None, 5 * rb, PolicyKind::Lru)
+                .build(),
+        ),
+        (
+            "dram+ssd/uring-or-psync",
+            StoreConfig::builder()
+                .table(table(Placement::Cached))
+                .dram_capacity(40 * rb)
+                .build(),
+        ),
+    ]
+}
+
+#[test]
+fn fused_optimizers_match_the_reference_bit_for_bit() {
+    for (oname, opt) in optimizers() {
+        for (cname, cfg) in configs(opt) {
+            let cfg = with_engine(cfg, IoEngineKind::Auto);
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("s");
+            let mut store = Some(Store::create(&path, cfg).unwrap());
+            let mut model: HashMap<u64, RefRow> = HashMap::new();
+            let row = |m: &HashMap<u64, RefRow>, id: u64| {
+                m.get(&id).cloned().unwrap_or_else(|| {
+                    let mut w = vec![0f32; DIM];
+                    embtier::init::init_row(InitKind::Uniform, 0.1, 3, id, &mut w);
+                    RefRow {
+                        w,
+                        a: vec![0.0; DIM],
+                        b: vec![0.0; DIM],
+                        t: 0,
+                    }
+                })
+            };
+            let mut rng = Rng(11);
+            for step in 0..300 {
+                let s = store.as_ref().unwrap();
+                let n = 1 + rng.below(12) as usize;
+                let ids: Vec<u64> = (0..n)
+                    .map(|_| {
+                        if rng.below(2) == 0 {
+                            rng.below(8)
+                        } else {
+                            rng.below(ROWS)
+                        }
+                    })
+                    .collect();
+                let grads: Vec<f32> = (0..n * DIM).map(|_| rng.small_f32()).collect();
+                s.step("t", &ids, &grads).unwrap();
+                // Reference: sum duplicates in order, apply once.
+                let mut order = Vec::new();
+                let mut sums: HashMap<u64, Vec<f32>> = HashMap::new();
+                for (k, &id) in ids.iter().enumerate() {
+                    let g = &grads[k * DIM..(k + 1) * DIM];
+                    match sums.get_mut(&id) {
+                        Some(acc) => acc.iter_mut().zip(g).for_each(|(a, b)| *a += *b),
+                        None => {
+                            order.push(id);
+                            sums.insert(id, g.to_vec());
+                        }
+                    }
+                }
+                for id in order {
+                    let mut r = row(&model, id);
+                    reference_step(&opt, &mut r, &sums[&id]);
+                    model.insert(id, r);
+                }
+                if step % 50 == 49 {
+                    let s = store.take().unwrap();
+                    s.flush().unwrap();
+                    drop(s);
+                    store = Some(Store::open(&path).unwrap());
+                }
+                if step % 7 == 0 {
+                    let s = store.as_ref().unwrap();
+                    let check: Vec<u64> = (0..10).map(|_| rng.below(ROWS)).collect();
+                    let mut out = vec![0f32; check.len() * DIM];
+                    s.lookup("t", &check, &mut out).unwrap();
+                    for (k, id) in check.iter().enumerate() {
+                        let want = row(&model, *id).w;
+                        let got = &out[k * DIM..(k + 1) * DIM];
+                        assert!(
+                            got.iter()
+                                .zip(&want)
+                                .all(|(a, b)| a.to_bits() == b.to_bits()),
+                            "{oname}/{cname} step {step} row {id}: {got:?} vs {want:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn optimizer_state_is_in_the_row_and_checked_at_open() {
+    let adam = Optimizer::Adam {
+        lr: 0.01,
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+        weight_decay: 0.0,
+    };
+    let t = TableConfig::new("t", 10, 8).optimizer(adam);
+    assert_eq!(t.row_bytes(), 8 * 4 + 2 * 8 * 4 + 4);
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::create(
+        dir.path().join("s"),
+        StoreConfig::builder().table(t).build(),
+    )
+    .unwrap();
+    drop(s);
+    // Reopening with another optimizer (other state size) is refused.
+    let cfg = StoreConfig::builder()
+        .table(TableConfig::new("t", 10, 8))
+        .build();
+    let e = Store::open_with(dir.path().join("s"), cfg, Default::default()).unwrap_err();
+    assert!(e.to_string().contains("optimizer state"), "{e}");
+    // Bad hyper-parameters are config errors.
+    let bad = StoreConfig::builder()
+        .table(TableConfig::new("u", 10, 8).optimizer(Optimizer::Adam {
+            lr: 0.1,
+            beta1: 1.5,
+            beta2: 0.9,
+            eps: 1e-8,
+            weight_decay: 0.0,
+        }))
+        .build();
+    assert!(Store::create(dir.path().join("u"), bad)
+        .unwrap_err()
+        .to_string()
+        .contains("beta1"));
+}
