@@ -115,15 +115,18 @@ pub enum Placement {
     PinnedPmem,
 }
 
-/// Element type of a table's weights. Only `f32` is implemented so far; the
-/// format reserves the others.
+/// How updated weights are rounded to a table's element type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
-pub enum ElemKind {
-    /// 32-bit float.
+pub enum RoundingMode {
+    /// Stochastic rounding for optimizer steps (`step`, `apply_sgd`), so
+    /// updates smaller than one unit in the last place still move the
+    /// weights in expectation; `update` (assignment) rounds to nearest.
     #[default]
-    F32,
+    Stochastic,
+    /// Round to nearest, ties to even, everywhere.
+    Nearest,
 }
 
 /// Initial value of rows never written.
@@ -155,9 +158,13 @@ pub struct TableConfig {
     pub rows: u64,
     /// Elements per row.
     pub dim: u32,
-    /// Element type.
+    /// Element type of the stored weights (`f32`, `f16`, `bf16`, `int8`);
+    /// lookups always return f32. See [`crate::precision`].
     #[serde(default)]
-    pub elem: ElemKind,
+    pub elem: crate::Elem,
+    /// Rounding of updated weights when `elem` is narrower than f32.
+    #[serde(default)]
+    pub rounding: RoundingMode,
     /// Initial value of never-written rows.
     #[serde(default)]
     pub init: Init,
@@ -191,7 +198,8 @@ impl TableConfig {
             name: name.into(),
             rows,
             dim,
-            elem: ElemKind::F32,
+            elem: crate::Elem::F32,
+            rounding: RoundingMode::Stochastic,
             init: Init::default(),
             seed: None,
             placement: Placement::Cached,
@@ -200,6 +208,18 @@ impl TableConfig {
             allow_non_finite: false,
             optimizer: crate::Optimizer::default(),
         }
+    }
+
+    /// Set the element type of the stored weights.
+    pub fn elem(mut self, e: crate::Elem) -> Self {
+        self.elem = e;
+        self
+    }
+
+    /// Set the rounding of updated weights.
+    pub fn rounding(mut self, r: RoundingMode) -> Self {
+        self.rounding = r;
+        self
     }
 
     /// Set the fused optimizer.
@@ -257,7 +277,7 @@ impl TableConfig {
     /// Bytes per row on every tier (weights plus optimizer state, padded).
     pub fn row_bytes(&self) -> u64 {
         embtier_format::TableEntry::row_bytes_for(
-            embtier_format::ElemType::F32,
+            self.elem.format(),
             self.dim,
             self.optimizer.state_bytes(self.dim),
         )

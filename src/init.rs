@@ -38,22 +38,39 @@ pub fn init_row(kind: InitKind, scale: f32, seed: u64, row: u64, out: &mut [f32]
     }
 }
 
-/// Initial bytes of an f32 row whose weights take `dim` elements; optimizer
-/// state and padding are zero.
+/// Initial bytes of a row whose `dim` weights are stored as `elem`;
+/// optimizer state and padding are zero. Narrow elements hold the f32
+/// initial values rounded to nearest, so every tier and every reopen agree.
 pub(crate) fn init_row_bytes(
     kind: InitKind,
     scale: f32,
     seed: u64,
     row: u64,
+    elem: crate::Elem,
     dim: usize,
     out: &mut [u8],
 ) {
     out.fill(0);
-    if kind == InitKind::Uniform {
+    if kind != InitKind::Uniform {
+        // Zeros: all-zero bytes decode to 0.0 in every element type (int8's
+        // scale and bias are zero too).
+        return;
+    }
+    if elem == crate::Elem::F32 {
         let weights = out[..dim * 4].chunks_exact_mut(4);
         for (b, x) in weights.zip(uniform_stream(scale, seed, row)) {
             b.copy_from_slice(&x.to_le_bytes());
         }
+    } else {
+        let mut w = vec![0f32; dim];
+        init_row(kind, scale, seed, row, &mut w);
+        let wb = elem.weight_bytes(dim);
+        crate::precision::encode(
+            elem,
+            &w,
+            &mut out[..wb],
+            crate::precision::Rounding::Nearest,
+        );
     }
 }
 
@@ -84,7 +101,7 @@ mod tests {
         let mut f = vec![0f32; 300];
         init_row(InitKind::Uniform, 1.0, 3, 9, &mut f);
         let mut b = vec![0xffu8; 1204];
-        init_row_bytes(InitKind::Uniform, 1.0, 3, 9, 300, &mut b);
+        init_row_bytes(InitKind::Uniform, 1.0, 3, 9, crate::Elem::F32, 300, &mut b);
         for i in 0..300 {
             assert_eq!(
                 f32::from_le_bytes(b[i * 4..i * 4 + 4].try_into().unwrap()),

@@ -46,6 +46,7 @@ pub mod io;
 pub mod locality;
 pub mod optim;
 pub mod policy;
+pub mod precision;
 pub mod replay;
 pub mod stats;
 mod store;
@@ -54,11 +55,13 @@ mod tier;
 pub mod trace;
 
 pub use config::{
-    ByteSize, Init, IoEngineKind, Placement, StoreConfig, StoreConfigBuilder, TableConfig,
+    ByteSize, Init, IoEngineKind, Placement, RoundingMode, StoreConfig, StoreConfigBuilder,
+    TableConfig,
 };
 pub use error::{Error, Result};
 pub use optim::Optimizer;
 pub use policy::PolicyKind;
+pub use precision::Elem;
 pub use stats::{LatencySummary, SsdStats, Stats, TableStats, TierStats};
 pub use store::{
     EngineWrapper, OpenOptionsExt, Store, CONFIG_FILE, DATA_FILE, LOCK_FILE, META_FILE, PMEM_FILE,

@@ -7,15 +7,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use embtier_format::{
-    Catalog, ElemType, FormatError, FormatVersion, InitKind, RowLayout, Superblock, TableEntry,
-    BLOCK_SIZE,
+    Catalog, FormatError, FormatVersion, InitKind, RowLayout, Superblock, TableEntry, BLOCK_SIZE,
 };
 
 use crate::config::{Init, Placement, StoreConfig, TableConfig};
 use crate::error::{Error, Result};
 use crate::io::{open_engine, IoEngine};
+use crate::precision::Rounding;
 use crate::stats::{LatencySummary, SsdStats, Stats, TableStats, TierStats};
-use crate::table::{f32_to_bytes, Table, TableSetup};
+use crate::table::{bytes_to_f32, f32_to_bytes, Table, TableSetup};
 use crate::tier::slab::PmemFile;
 use crate::tier::ssd::Ssd;
 
@@ -130,6 +130,16 @@ fn sum_duplicates(ids: &[u64], grads: &[f32], dim: usize) -> (Vec<(u64, usize)>,
     (items, sums)
 }
 
+/// The rounding of row `s` of a call whose stochastic base seed is `base`.
+fn rounding_for(base: Option<u64>, s: usize) -> Rounding {
+    match base {
+        Some(b) => Rounding::Stochastic(crate::init::mix64(
+            b ^ (s as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+        )),
+        None => Rounding::Nearest,
+    }
+}
+
 fn now_unix() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -154,7 +164,7 @@ fn entry_for(t: &TableConfig, base_block: u64) -> TableEntry {
         name: t.name.clone(),
         rows: t.rows,
         dim: t.dim,
-        elem: ElemType::F32,
+        elem: t.elem.format(),
         init,
         init_scale,
         seed: t.effective_seed(),
@@ -346,6 +356,12 @@ impl Store {
                     t.optimizer.state_bytes(t.dim)
                 )));
             }
+            if t.elem.format() != e.elem {
+                return Err(Error::config(format!(
+                    "table {:?} stores {:?} weights; the config says {:?}",
+                    t.name, e.elem, t.elem
+                )));
+            }
             if t.name != e.name || t.rows != e.rows || t.dim != e.dim {
                 return Err(Error::config(format!(
                     "config table {:?} ({} x {}) does not match stored table {:?} ({} x {})",
@@ -410,12 +426,6 @@ impl Store {
             .zip(config.tables.iter().cloned())
             .zip(plan)
         {
-            if entry.elem != ElemType::F32 {
-                return Err(Error::Unsupported {
-                    table: entry.name.clone(),
-                    what: format!("element type {:?}", entry.elem),
-                });
-            }
             tables.push(Table::new(TableSetup {
                 entry,
                 cfg,
@@ -574,9 +584,11 @@ impl Store {
         let mut items: Vec<(u64, usize)> = last.into_iter().collect();
         items.sort_unstable();
         let dim = t.dim;
-        let whole = t.row_bytes == dim * 4;
+        // Assignment rounds to nearest: a value set is the value read back,
+        // as closely as the element type allows.
+        let whole = t.row_bytes == t.weight_bytes;
         t.modify(&self.ssd, &items, whole, |row, k| {
-            f32_to_bytes(&values[k * dim..(k + 1) * dim], &mut row[..dim * 4])
+            t.encode(&values[k * dim..(k + 1) * dim], row, Rounding::Nearest)
         })
     }
 
@@ -605,12 +617,25 @@ impl Store {
         }
         let dim = t.dim;
         let (items, sums) = sum_duplicates(ids, grads, dim);
+        if t.elem == crate::Elem::F32 {
+            return t.modify(&self.ssd, &items, false, |row, s| {
+                let g = &sums[s * dim..(s + 1) * dim];
+                for (w, gi) in row[..dim * 4].chunks_exact_mut(4).zip(g) {
+                    let v = f32::from_le_bytes([w[0], w[1], w[2], w[3]]) - lr * gi;
+                    w.copy_from_slice(&v.to_le_bytes());
+                }
+            });
+        }
+        let base = t.rounding_base();
+        let w = std::cell::RefCell::new(vec![0f32; dim]);
         t.modify(&self.ssd, &items, false, |row, s| {
             let g = &sums[s * dim..(s + 1) * dim];
-            for (w, gi) in row[..dim * 4].chunks_exact_mut(4).zip(g) {
-                let v = f32::from_le_bytes([w[0], w[1], w[2], w[3]]) - lr * gi;
-                w.copy_from_slice(&v.to_le_bytes());
+            let mut w = w.borrow_mut();
+            t.decode(row, &mut w);
+            for (x, gi) in w.iter_mut().zip(g) {
+                *x -= lr * gi;
             }
+            t.encode(&w, row, rounding_for(base, s));
         })
     }
 
@@ -640,8 +665,27 @@ impl Store {
         let (items, sums) = sum_duplicates(ids, grads, t.dim);
         let dim = t.dim;
         let opt = t.cfg.optimizer;
+        if t.elem == crate::Elem::F32 {
+            return t.modify(&self.ssd, &items, false, |row, s| {
+                opt.apply(row, &sums[s * dim..(s + 1) * dim])
+            });
+        }
+        // Narrow weights: run the optimizer on an f32 copy of the row
+        // (weights widened, state as stored, always f32), then round the
+        // weights back.
+        let base = t.rounding_base();
+        let (wb, sb) = (t.weight_bytes, opt.state_bytes(t.dim as u32) as usize);
+        let scratch = std::cell::RefCell::new((vec![0f32; dim], vec![0u8; dim * 4 + sb]));
         t.modify(&self.ssd, &items, false, |row, s| {
-            opt.apply(row, &sums[s * dim..(s + 1) * dim])
+            let mut guard = scratch.borrow_mut();
+            let (w, wide) = &mut *guard;
+            t.decode(row, w);
+            f32_to_bytes(w, &mut wide[..dim * 4]);
+            wide[dim * 4..].copy_from_slice(&row[wb..wb + sb]);
+            opt.apply(wide, &sums[s * dim..(s + 1) * dim]);
+            bytes_to_f32(&wide[..dim * 4], w);
+            t.encode(w, row, rounding_for(base, s));
+            row[wb..wb + sb].copy_from_slice(&wide[dim * 4..]);
         })
     }
 

@@ -63,6 +63,12 @@ pub(crate) struct Table {
     pub cfg: TableConfig,
     pub dim: usize,
     pub row_bytes: usize,
+    /// Element type of the stored weights.
+    pub elem: crate::Elem,
+    /// Bytes of the stored weights (the optimizer state follows them).
+    pub weight_bytes: usize,
+    /// Counter mixed into stochastic-rounding seeds, one value per call.
+    sr_epoch: AtomicU64,
     pub kind: TableKind,
     pub counters: Counters,
     wb_lock: Mutex<AlignedBuf>,
@@ -438,6 +444,9 @@ impl Table {
             name: e.name.clone(),
             dim,
             row_bytes: rb,
+            elem: crate::Elem::from_format(e.elem),
+            weight_bytes: e.elem.weight_bytes(e.dim) as usize,
+            sr_epoch: AtomicU64::new(0),
             kind,
             counters: Counters::default(),
             wb_lock: Mutex::new(AlignedBuf::new(BLOCK_SIZE)),
@@ -452,6 +461,38 @@ impl Table {
             t.load_pinned(s.ssd, s.fresh)?;
         }
         Ok(t)
+    }
+
+    /// Decode a row's weights into `out` (`dim` f32s).
+    #[inline]
+    pub(crate) fn decode(&self, row: &[u8], out: &mut [f32]) {
+        if self.elem == crate::Elem::F32 {
+            bytes_to_f32(row, out)
+        } else {
+            crate::precision::decode(self.elem, &row[..self.weight_bytes], out)
+        }
+    }
+
+    /// Encode `w` (`dim` f32s) into a row's weight bytes.
+    #[inline]
+    pub(crate) fn encode(&self, w: &[f32], row: &mut [u8], rounding: crate::precision::Rounding) {
+        if self.elem == crate::Elem::F32 {
+            f32_to_bytes(w, &mut row[..self.dim * 4])
+        } else {
+            crate::precision::encode(self.elem, w, &mut row[..self.weight_bytes], rounding)
+        }
+    }
+
+    /// A fresh base seed for the stochastic rounding of one call, or `None`
+    /// when this table rounds to nearest.
+    pub(crate) fn rounding_base(&self) -> Option<u64> {
+        match (self.elem, self.cfg.rounding) {
+            (crate::Elem::F32, _) | (_, crate::RoundingMode::Nearest) => None,
+            _ => {
+                let n = self.sr_epoch.fetch_add(1, Ordering::Relaxed);
+                Some(mix64(self.entry.seed ^ mix64(n.wrapping_add(0x5eed))))
+            }
+        }
     }
 
     #[inline]
@@ -476,6 +517,7 @@ impl Table {
                         e.init_scale,
                         e.seed,
                         id,
+                        self.elem,
                         self.dim,
                         ch.row_mut(id, rb),
                     );
@@ -525,7 +567,7 @@ impl Table {
             } => {
                 for (pos, &id) in ids.iter().enumerate() {
                     let ch = chunks[(id / rows_per_chunk) as usize].lock();
-                    bytes_to_f32(ch.row(id, rb), &mut out[pos * dim..(pos + 1) * dim]);
+                    self.decode(ch.row(id, rb), &mut out[pos * dim..(pos + 1) * dim]);
                 }
                 ctx.c.dram_hits = ids.len() as u64;
             }
@@ -559,10 +601,9 @@ impl Table {
                         let pos = pos as usize;
                         let id = ids[pos];
                         match sh.locate(id, &mut ctx) {
-                            Some(slot) => bytes_to_f32(
-                                sh.dram.row(slot),
-                                &mut out[pos * dim..(pos + 1) * dim],
-                            ),
+                            Some(slot) => {
+                                self.decode(sh.dram.row(slot), &mut out[pos * dim..(pos + 1) * dim])
+                            }
                             None => misses.push(Miss {
                                 id,
                                 seq: sh.wb_seq,
@@ -576,7 +617,7 @@ impl Table {
                 } else {
                     self.resolve_misses(ssd, shards, misses, &mut ctx, |sh, slot, run| {
                         for m in run {
-                            bytes_to_f32(sh.dram.row(slot), &mut out[m.k * dim..(m.k + 1) * dim]);
+                            self.decode(sh.dram.row(slot), &mut out[m.k * dim..(m.k + 1) * dim]);
                         }
                     })
                 };

@@ -119,7 +119,15 @@ pub(crate) fn row_from_group(
     out: &mut [u8],
 ) {
     match state {
-        BlockState::Hole => init_row_bytes(e.init, e.init_scale, e.seed, row, e.dim as usize, out),
+        BlockState::Hole => init_row_bytes(
+            e.init,
+            e.init_scale,
+            e.seed,
+            row,
+            crate::Elem::from_format(e.elem),
+            e.dim as usize,
+            out,
+        ),
         BlockState::Sealed => read_group_payload(blocks, e.layout.offset_in_group(row), out),
     }
 }

@@ -199,11 +199,11 @@ impl TryFrom<u32> for FormatVersion {
 pub enum ElemType {
     /// IEEE 754 binary32.
     F32 = 0,
-    /// IEEE 754 binary16 (reserved; not yet readable by the store).
+    /// IEEE 754 binary16.
     F16 = 1,
-    /// bfloat16 (reserved; not yet readable by the store).
+    /// bfloat16.
     Bf16 = 2,
-    /// int8 with a per-row f32 scale and bias (reserved).
+    /// int8 with a per-row f32 scale and bias.
     Int8 = 3,
 }
 

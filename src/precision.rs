@@ -1,0 +1,269 @@
+//! Row precisions: how a row's weights are stored. Lookups return f32;
+//! updates are computed in f32 and rounded when written back.
+//!
+//! | elem | bytes for `dim` weights | encoding |
+//! |---|---|---|
+//! | `f32` | 4·dim | IEEE binary32 |
+//! | `f16` | 2·dim | IEEE binary16, round-to-nearest-even or stochastic |
+//! | `bf16` | 2·dim | bfloat16 (the top half of an f32), nearest-even or stochastic |
+//! | `int8` | dim + 8 | row-wise: `q_i = round((w_i − min) / scale)`, `scale = (max − min) / 255`, then f32 `scale` and f32 `bias = min` |
+//!
+//! Stochastic rounding picks the upper or lower neighbour with probability
+//! proportional to closeness, so the expected stored value is the exact one
+//! and tiny updates are not lost to rounding (Gupta et al., ICML '15).
+
+use half::{bf16, f16};
+
+use crate::init::mix64;
+
+/// Element encoding of a table's weights.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Elem {
+    /// 32-bit float.
+    #[default]
+    F32,
+    /// IEEE half precision.
+    F16,
+    /// bfloat16.
+    Bf16,
+    /// int8 with a per-row f32 scale and bias.
+    Int8,
+}
+
+impl Elem {
+    /// The format crate's element code.
+    pub fn format(self) -> embtier_format::ElemType {
+        match self {
+            Elem::F32 => embtier_format::ElemType::F32,
+            Elem::F16 => embtier_format::ElemType::F16,
+            Elem::Bf16 => embtier_format::ElemType::Bf16,
+            Elem::Int8 => embtier_format::ElemType::Int8,
+        }
+    }
+
+    /// From the format crate's element code.
+    pub fn from_format(e: embtier_format::ElemType) -> Elem {
+        match e {
+            embtier_format::ElemType::F16 => Elem::F16,
+            embtier_format::ElemType::Bf16 => Elem::Bf16,
+            embtier_format::ElemType::Int8 => Elem::Int8,
+            _ => Elem::F32,
+        }
+    }
+
+    /// Bytes of `dim` weights.
+    pub fn weight_bytes(self, dim: usize) -> usize {
+        self.format().weight_bytes(dim as u32) as usize
+    }
+}
+
+/// Rounding when writing weights back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rounding {
+    /// Round to nearest, ties to even.
+    Nearest,
+    /// Stochastic rounding driven by this seed (mixed per element).
+    Stochastic(u64),
+}
+
+/// Decode `dim = out.len()` weights from `src`.
+#[inline]
+pub fn decode(elem: Elem, src: &[u8], out: &mut [f32]) {
+    match elem {
+        Elem::F32 => crate::table::bytes_to_f32(src, out),
+        Elem::F16 => {
+            for (o, b) in out.iter_mut().zip(src.chunks_exact(2)) {
+                *o = f16::from_le_bytes([b[0], b[1]]).to_f32();
+            }
+        }
+        Elem::Bf16 => {
+            for (o, b) in out.iter_mut().zip(src.chunks_exact(2)) {
+                *o = bf16::from_le_bytes([b[0], b[1]]).to_f32();
+            }
+        }
+        Elem::Int8 => {
+            let d = out.len();
+            let scale = f32::from_le_bytes(src[d..d + 4].try_into().expect("4 bytes"));
+            let bias = f32::from_le_bytes(src[d + 4..d + 8].try_into().expect("4 bytes"));
+            for (o, &q) in out.iter_mut().zip(&src[..d]) {
+                *o = q as f32 * scale + bias;
+            }
+        }
+    }
+}
+
+/// A uniform value in [0, 1) for element `i` under `seed`.
+#[inline]
+fn unit(seed: u64, i: usize) -> f32 {
+    (mix64(seed ^ mix64(i as u64 + 1)) >> 40) as f32 * (1.0 / (1u32 << 24) as f32)
+}
+
+/// Round `x` to a neighbour in a format whose two candidates are `lo <= x <= hi`.
+#[inline]
+fn pick(x: f32, lo: f32, hi: f32, u: f32) -> bool {
+    // true: take hi
+    if hi == lo {
+        return false;
+    }
+    u < (x - lo) / (hi - lo)
+}
+
+/// Encode `w` into `dst` (the weights' bytes).
+pub fn encode(elem: Elem, w: &[f32], dst: &mut [u8], rounding: Rounding) {
+    match elem {
+        Elem::F32 => crate::table::f32_to_bytes(w, dst),
+        Elem::F16 => {
+            for (i, (b, &x)) in dst.chunks_exact_mut(2).zip(w).enumerate() {
+                let h = match rounding {
+                    Rounding::Nearest => f16::from_f32(x),
+                    Rounding::Stochastic(seed) => {
+                        let n = f16::from_f32(x);
+                        let nf = n.to_f32();
+                        if nf == x || !x.is_finite() {
+                            n
+                        } else {
+                            // The other neighbour, one ulp away towards x.
+                            let step = if (nf < x) == (nf >= 0.0) { 1i32 } else { -1 };
+                            let other = f16::from_bits((n.to_bits() as i32 + step) as u16);
+                            let (lo, hi) = if nf < x { (n, other) } else { (other, n) };
+                            if pick(x, lo.to_f32(), hi.to_f32(), unit(seed, i)) {
+                                hi
+                            } else {
+                                lo
+                            }
+                        }
+                    }
+                };
+                b.copy_from_slice(&h.to_le_bytes());
+            }
+        }
+        Elem::Bf16 => {
+            for (i, (b, &x)) in dst.chunks_exact_mut(2).zip(w).enumerate() {
+                let h = match rounding {
+                    Rounding::Nearest => bf16::from_f32(x),
+                    Rounding::Stochastic(seed) => {
+                        if !x.is_finite() {
+                            bf16::from_f32(x)
+                        } else {
+                            // Add uniform noise below the kept bits, then truncate.
+                            let noise = (mix64(seed ^ mix64(i as u64 + 1)) & 0xffff) as u32;
+                            let bits = x.to_bits();
+                            let sum = bits.wrapping_add(noise);
+                            // Keep the sign: magnitudes round up or down.
+                            if (sum ^ bits) & 0x8000_0000 != 0 {
+                                bf16::from_bits((bits >> 16) as u16)
+                            } else {
+                                bf16::from_bits((sum >> 16) as u16)
+                            }
+                        }
+                    }
+                };
+                b.copy_from_slice(&h.to_le_bytes());
+            }
+        }
+        Elem::Int8 => {
+            let d = w.len();
+            let (mut lo, mut hi) = (f32::INFINITY, f32::NEG_INFINITY);
+            for &x in w {
+                lo = lo.min(x);
+                hi = hi.max(x);
+            }
+            if d == 0 || !lo.is_finite() || !hi.is_finite() {
+                lo = 0.0;
+                hi = 0.0;
+            }
+            let scale = (hi - lo) / 255.0;
+            for (i, (q, &x)) in dst[..d].iter_mut().zip(w).enumerate() {
+                let v = if scale > 0.0 { (x - lo) / scale } else { 0.0 };
+                let r = match rounding {
+                    Rounding::Nearest => v.round(),
+                    Rounding::Stochastic(seed) => (v + unit(seed, i)).floor(),
+                };
+                *q = r.clamp(0.0, 255.0) as u8;
+            }
+            dst[d..d + 4].copy_from_slice(&scale.to_le_bytes());
+            dst[d + 4..d + 8].copy_from_slice(&lo.to_le_bytes());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vals() -> Vec<f32> {
+        let mut x = 3u64;
+        (0..512)
+            .map(|_| {
+                x = mix64(x);
+                ((x >> 11) as f64 / (1u64 << 53) as f64 * 4.0 - 2.0) as f32
+            })
+            .collect()
+    }
+
+    /// Round-trip error bounds per precision.
+    #[test]
+    fn round_trip_error_is_bounded() {
+        let w = vals();
+        for (elem, bound) in [
+            (Elem::F32, 0.0f32),
+            (Elem::F16, 1.0 / 2048.0),
+            (Elem::Bf16, 1.0 / 256.0),
+        ] {
+            let mut b = vec![0u8; elem.weight_bytes(w.len())];
+            encode(elem, &w, &mut b, Rounding::Nearest);
+            let mut back = vec![0f32; w.len()];
+            decode(elem, &b, &mut back);
+            for (a, x) in back.iter().zip(&w) {
+                assert!(
+                    (a - x).abs() <= bound * x.abs().max(1e-3) + 1e-7,
+                    "{elem:?}: {x} -> {a}"
+                );
+            }
+        }
+        // int8: half a step of the row's range.
+        let mut b = vec![0u8; Elem::Int8.weight_bytes(w.len())];
+        encode(Elem::Int8, &w, &mut b, Rounding::Nearest);
+        let mut back = vec![0f32; w.len()];
+        decode(Elem::Int8, &b, &mut back);
+        let (lo, hi) = w
+            .iter()
+            .fold((f32::MAX, f32::MIN), |a, &x| (a.0.min(x), a.1.max(x)));
+        let step = (hi - lo) / 255.0;
+        for (a, x) in back.iter().zip(&w) {
+            assert!((a - x).abs() <= step / 2.0 + 1e-6, "int8: {x} -> {a}");
+        }
+    }
+
+    /// Stochastic rounding is unbiased: the mean of many roundings is close
+    /// to the exact value, where nearest rounding is stuck.
+    #[test]
+    fn stochastic_rounding_is_unbiased() {
+        for elem in [Elem::F16, Elem::Bf16] {
+            let x = 1.0f32 + 1.0 / 1000.0;
+            let mut sum = 0.0f64;
+            let n = 20_000;
+            for s in 0..n {
+                let mut b = [0u8; 2];
+                encode(elem, &[x], &mut b, Rounding::Stochastic(s));
+                let mut y = [0f32];
+                decode(elem, &b, &mut y);
+                sum += y[0] as f64;
+            }
+            let mean = sum / n as f64;
+            assert!(
+                (mean - x as f64).abs() < 2e-4,
+                "{elem:?}: mean {mean} vs {x}"
+            );
+            let mut b = [0u8; 2];
+            encode(elem, &[x], &mut b, Rounding::Nearest);
+            let mut y = [0f32];
+            decode(elem, &b, &mut y);
+            assert_ne!(y[0], x, "{elem:?}: nearest cannot represent it");
+        }
+    }
+}
