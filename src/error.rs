@@ -138,6 +138,13 @@ pub enum Error {
         /// The feature.
         what: String,
     },
+    /// A prefetch's background thread panicked (a bug); the rows it pinned
+    /// were released.
+    #[error("table {table:?}: the prefetch thread panicked")]
+    PrefetchPanicked {
+        /// Table name.
+        table: String,
+    },
     /// The device is full. Nothing was lost: dirty rows stay in memory, the
     /// store stays readable, and a later `flush` retries.
     #[error("{path}: no space left on device at offset {offset}")]

@@ -64,7 +64,8 @@ pub use policy::PolicyKind;
 pub use precision::Elem;
 pub use stats::{LatencySummary, SsdStats, Stats, TableStats, TierStats};
 pub use store::{
-    EngineWrapper, OpenOptionsExt, Store, CONFIG_FILE, DATA_FILE, LOCK_FILE, META_FILE, PMEM_FILE,
+    EngineWrapper, OpenOptionsExt, Prefetch, Store, CONFIG_FILE, DATA_FILE, LOCK_FILE, META_FILE,
+    PMEM_FILE,
 };
 
 /// The on-disk format crate.

@@ -59,11 +59,54 @@ pub struct OpenOptionsExt {
 pub struct Store {
     dir: PathBuf,
     config: StoreConfig,
-    tables: Vec<Table>,
+    tables: Vec<Arc<Table>>,
     by_name: HashMap<String, usize>,
-    ssd: Ssd,
+    ssd: Arc<Ssd>,
     superblock: Superblock,
     _lock: LockFile,
+}
+
+/// Rows being read into DRAM by [`Store::prefetch`], pinned there until
+/// this handle is dropped.
+#[must_use = "dropping a Prefetch at once releases its pins"]
+pub struct Prefetch<'a> {
+    table: Arc<Table>,
+    handle: Option<std::thread::JoinHandle<(Vec<u64>, Result<()>)>>,
+    pins: Vec<u64>,
+    _store: std::marker::PhantomData<&'a Store>,
+}
+
+impl Prefetch<'_> {
+    /// Whether the reads have finished.
+    pub fn is_finished(&self) -> bool {
+        self.handle.as_ref().is_none_or(|h| h.is_finished())
+    }
+
+    /// Wait for the reads; returns how many rows were pinned (the others
+    /// were read but hit the pin bound). An error (a failed or corrupt read)
+    /// leaves the rows it concerns out of DRAM, and a later lookup of them
+    /// reports it again. The pins last until the handle is dropped.
+    pub fn wait(&mut self) -> Result<usize> {
+        let Some(h) = self.handle.take() else {
+            return Ok(self.pins.len());
+        };
+        match h.join() {
+            Ok((pins, r)) => {
+                self.pins = pins;
+                r.map(|()| self.pins.len())
+            }
+            Err(_) => Err(Error::PrefetchPanicked {
+                table: self.table.name.clone(),
+            }),
+        }
+    }
+}
+
+impl Drop for Prefetch<'_> {
+    fn drop(&mut self) {
+        let _ = self.wait();
+        self.table.unpin(&self.pins);
+    }
 }
 
 /// An exclusive `flock` on the store's LOCK file, released when dropped or
@@ -426,7 +469,7 @@ impl Store {
             .zip(config.tables.iter().cloned())
             .zip(plan)
         {
-            tables.push(Table::new(TableSetup {
+            tables.push(Arc::new(Table::new(TableSetup {
                 entry,
                 cfg,
                 dram_rows: tp.dram_rows,
@@ -437,7 +480,7 @@ impl Store {
                 pmem: pmem.as_mut(),
                 ssd: &ssd,
                 fresh,
-            })?);
+            })?));
         }
         let by_name = tables
             .iter()
@@ -449,7 +492,7 @@ impl Store {
             config,
             tables,
             by_name,
-            ssd,
+            ssd: Arc::new(ssd),
             superblock,
             _lock: lock,
         })
@@ -484,7 +527,7 @@ impl Store {
     fn table(&self, name: &str) -> Result<&Table> {
         self.by_name
             .get(name)
-            .map(|&i| &self.tables[i])
+            .map(|&i| &*self.tables[i])
             .ok_or_else(|| Error::UnknownTable { name: name.into() })
     }
 
@@ -553,6 +596,65 @@ impl Store {
         Self::check_len(t, "out", ids.len(), out.len())?;
         Self::check_ids(t, ids)?;
         t.lookup(&self.ssd, ids, out)
+    }
+
+    /// Start reading `ids`' rows into DRAM on a background thread (the SSD
+    /// reads go through the store's engine, io_uring where available) and
+    /// pin them there, so that a later [`Store::lookup`] or [`Store::step`]
+    /// of those ids hits DRAM even while other batches run. The pins are
+    /// released when the returned [`Prefetch`] is dropped: drop it after the
+    /// batch's `step`, as in FBGEMM's prefetch pipeline.
+    ///
+    /// Pinning is bounded: at most half of each DRAM shard's rows are pinned
+    /// at once, whatever the number of outstanding prefetches; rows beyond
+    /// the bound are still read into DRAM, only not pinned. A `step` of rows
+    /// that were not prefetched, or not pinned, is correct, only slower.
+    /// Prefetch reads count as lookups in [`Store::stats`]. Pinned tables
+    /// need no prefetch; theirs returns at once.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use embtier::{Init, Optimizer, Store, StoreConfig, TableConfig};
+    /// let store = Store::create(dir.path().join("s"), StoreConfig::builder()
+    ///     .table(TableConfig::new("t", 1_000_000, 16).init(Init::Zeros)).build())?;
+    /// let mut next = store.prefetch("t", &[7, 8, 9])?; // reads start now
+    /// // ... compute the current batch ...
+    /// next.wait()?;                              // rows 7, 8, 9 are in DRAM, pinned
+    /// let mut rows = vec![0f32; 3 * 16];
+    /// store.lookup("t", &[7, 8, 9], &mut rows)?; // DRAM hits
+    /// store.step("t", &[7, 8, 9], &vec![0.1; 3 * 16])?;
+    /// drop(next);                                // unpinned
+    /// assert_eq!(store.pinned_rows(), 0);
+    /// # Ok::<(), embtier::Error>(())
+    /// ```
+    pub fn prefetch(&self, table: &str, ids: &[u64]) -> Result<Prefetch<'_>> {
+        let t = self.table(table)?;
+        Self::check_ids(t, ids)?;
+        let i = self.by_name[table];
+        let t = Arc::clone(&self.tables[i]);
+        let ssd = Arc::clone(&self.ssd);
+        let ids = ids.to_vec();
+        let worker = Arc::clone(&t);
+        let handle = std::thread::Builder::new()
+            .name("embtier-prefetch".into())
+            .spawn(move || {
+                let mut pins = Vec::new();
+                let mut out = vec![0f32; ids.len() * worker.dim];
+                let r = worker.lookup_pinning(&ssd, &ids, &mut out, Some(&mut pins));
+                (pins, r)
+            })
+            .map_err(|e| Error::io(&self.dir, "spawn prefetch thread", e))?;
+        Ok(Prefetch {
+            table: t,
+            handle: Some(handle),
+            pins: Vec::new(),
+            _store: std::marker::PhantomData,
+        })
+    }
+
+    /// Rows pinned in DRAM by outstanding prefetches, over all tables.
+    pub fn pinned_rows(&self) -> u64 {
+        self.tables.iter().map(|t| t.pinned_rows() as u64).sum()
     }
 
     /// Overwrite rows: row `ids[i]` becomes `values[i * dim..(i + 1) * dim]`.

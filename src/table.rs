@@ -463,6 +463,24 @@ impl Table {
         Ok(t)
     }
 
+    /// Drop the pins of `ids` (as recorded by [`Table::lookup_pinning`]).
+    pub(crate) fn unpin(&self, ids: &[u64]) {
+        if let TableKind::Cached { shards, .. } = &self.kind {
+            let n = shards.len();
+            for &id in ids {
+                shards[self.shard_of(id, n)].lock().dram.unpin(id);
+            }
+        }
+    }
+
+    /// Rows pinned in DRAM now.
+    pub(crate) fn pinned_rows(&self) -> usize {
+        match &self.kind {
+            TableKind::Cached { shards, .. } => shards.iter().map(|s| s.lock().dram.pinned()).sum(),
+            TableKind::Pinned { .. } => 0,
+        }
+    }
+
     /// Decode a row's weights into `out` (`dim` f32s).
     #[inline]
     pub(crate) fn decode(&self, row: &[u8], out: &mut [f32]) {
@@ -556,6 +574,18 @@ impl Table {
 
     /// Look up `ids` (validated) into `out`.
     pub(crate) fn lookup(&self, ssd: &Ssd, ids: &[u64], out: &mut [f32]) -> Result<()> {
+        self.lookup_pinning(ssd, ids, out, None)
+    }
+
+    /// [`Table::lookup`] that also pins each row in DRAM (up to the pin
+    /// limit) and records the ids it pinned in `pins`, one entry per pin.
+    pub(crate) fn lookup_pinning(
+        &self,
+        ssd: &Ssd,
+        ids: &[u64],
+        out: &mut [f32],
+        mut pins: Option<&mut Vec<u64>>,
+    ) -> Result<()> {
         let dim = self.dim;
         let rb = self.row_bytes;
         let mut ctx = Ctx::new();
@@ -602,6 +632,11 @@ impl Table {
                         let id = ids[pos];
                         match sh.locate(id, &mut ctx) {
                             Some(slot) => {
+                                if let Some(p) = pins.as_deref_mut() {
+                                    if sh.dram.pin(slot) {
+                                        p.push(id);
+                                    }
+                                }
                                 self.decode(sh.dram.row(slot), &mut out[pos * dim..(pos + 1) * dim])
                             }
                             None => misses.push(Miss {
@@ -616,6 +651,11 @@ impl Table {
                     Ok(())
                 } else {
                     self.resolve_misses(ssd, shards, misses, &mut ctx, |sh, slot, run| {
+                        if let Some(p) = pins.as_deref_mut() {
+                            if sh.dram.pin(slot) {
+                                p.push(run[0].id);
+                            }
+                        }
                         for m in run {
                             self.decode(sh.dram.row(slot), &mut out[m.k * dim..(m.k + 1) * dim]);
                         }

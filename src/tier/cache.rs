@@ -77,6 +77,12 @@ pub(crate) struct SlotCache {
     cap: usize,
     row_bytes: usize,
     slab: Slab,
+    /// Pin counts of pinned slots (rows a prefetch holds until its step).
+    /// A map, so that a cache without prefetches pays nothing per row.
+    pins: std::collections::HashMap<u16, u32>,
+    /// At most this many slots are pinned: half the capacity, so that an
+    /// insert always finds an unpinned victim.
+    pin_limit: usize,
 }
 
 impl SlotCache {
@@ -96,7 +102,39 @@ impl SlotCache {
             cap,
             row_bytes,
             slab,
+            pins: std::collections::HashMap::new(),
+            pin_limit: cap / 2,
         }
+    }
+
+    /// Pin `slot` (resident) against eviction; false when the pin limit is
+    /// reached and the slot was not already pinned.
+    pub fn pin(&mut self, slot: usize) -> bool {
+        if let Some(c) = self.pins.get_mut(&(slot as u16)) {
+            *c += 1;
+            return true;
+        }
+        if self.pins.len() >= self.pin_limit {
+            return false;
+        }
+        self.pins.insert(slot as u16, 1);
+        true
+    }
+
+    /// Drop one pin of row `id`, if it is resident and pinned.
+    pub fn unpin(&mut self, id: u64) {
+        let Some(slot) = self.get(id) else { return };
+        if let std::collections::hash_map::Entry::Occupied(mut e) = self.pins.entry(slot as u16) {
+            *e.get_mut() -= 1;
+            if *e.get() == 0 {
+                e.remove();
+            }
+        }
+    }
+
+    /// Slots pinned now.
+    pub fn pinned(&self) -> usize {
+        self.pins.len()
     }
 
     pub fn len(&self) -> usize {
@@ -254,7 +292,19 @@ impl SlotCache {
         // policies see the miss before the eviction.
         let _ = self.policy.miss(id);
         let slot = if self.len == self.cap {
-            let victim = self.policy.evict();
+            let mut victim = self.policy.evict();
+            if !self.pins.is_empty() && self.pins.contains_key(&(victim as u16)) {
+                // Set pinned victims aside and put them back afterwards;
+                // fewer than half the slots are pinned, so this ends.
+                let mut aside = Vec::new();
+                while self.pins.contains_key(&(victim as u16)) {
+                    aside.push(victim);
+                    victim = self.policy.evict();
+                }
+                for a in aside {
+                    self.policy.insert(a, self.keys[a] & ID_MASK);
+                }
+            }
             let key = self.keys[victim];
             let vid = key & ID_MASK;
             let pos = self.find_pos(vid).expect("victim is indexed");
@@ -279,6 +329,7 @@ impl SlotCache {
         let pos = self.find_pos(id)?;
         let slot = self.index[pos] as usize;
         let dirty = self.keys[slot] & DIRTY != 0;
+        self.pins.remove(&(slot as u16));
         out.clear();
         out.extend_from_slice(self.row(slot));
         self.index_remove_at(pos);
