@@ -231,6 +231,23 @@ fn lookup_batch(store: &Store, data: &Data, samples: std::ops::Range<usize>) -> 
         .collect()
 }
 
+/// Start reading (and pinning) a batch's rows, one prefetch per table.
+fn prefetch_batch<'s>(
+    store: &'s Store,
+    data: &Data,
+    samples: std::ops::Range<usize>,
+) -> Result<Vec<embtier::Prefetch<'s>>, embtier::Error> {
+    (0..data.fields)
+        .map(|f| {
+            let ids: Vec<u64> = samples
+                .clone()
+                .map(|s| data.ids[s * data.fields + f])
+                .collect();
+            store.prefetch(&format!("f{f}"), &ids)
+        })
+        .collect()
+}
+
 /// The click probability of one sample and the factor sums `S_k`, from
 /// its rows (`row(f)` is field `f`'s row).
 fn forward<'a>(bias: f32, fields: usize, row: impl Fn(usize) -> &'a [f32]) -> (f32, [f32; K]) {
@@ -270,17 +287,21 @@ pub fn train(data: &Data, tiering: Tiering, dir: &Path, p: Params) -> Result<Run
         .step_by(p.batch)
         .map(|s| s..(s + p.batch).min(n))
         .collect();
+    let mut pending: Vec<embtier::Prefetch<'_>> = Vec::new();
     for _ in 0..p.epochs {
         let mut loss = 0f64;
         for (i, range) in batches.iter().enumerate() {
-            let next = batches.get(i + 1).cloned();
-            std::thread::scope(|scope| -> Result<(), embtier::Error> {
-                if let (true, Some(next)) = (p.prefetch, next) {
-                    // Warm the caches with the next batch's rows while this
-                    // one computes; values read here are not used.
-                    let store = &store;
-                    scope.spawn(move || lookup_batch(store, data, next));
-                }
+            // The prefetch pipeline: batch i's rows were prefetched (and
+            // pinned) during batch i-1; start batch i+1's now, so its SSD
+            // reads run while this batch computes and steps.
+            let mut current = std::mem::take(&mut pending);
+            for c in &mut current {
+                c.wait()?; // this batch's reads, started a step ago
+            }
+            if let (true, Some(next)) = (p.prefetch, batches.get(i + 1)) {
+                pending = prefetch_batch(&store, data, next.clone())?;
+            }
+            {
                 let rows = lookup_batch(&store, data, range.clone());
                 let b = range.len();
                 let mut grads: Vec<Vec<f32>> = vec![vec![0f32; b * DIM]; f_n];
@@ -306,8 +327,9 @@ pub fn train(data: &Data, tiering: Tiering, dir: &Path, p: Params) -> Result<Run
                     let ids: Vec<u64> = range.clone().map(|s| data.ids[s * f_n + f]).collect();
                     store.step(&format!("f{f}"), &ids, g)?;
                 }
-                Ok(())
-            })?;
+            }
+            // This batch has stepped: release its pins.
+            drop(current);
         }
         losses.push(loss / n as f64);
         if n < data.labels.len() {
