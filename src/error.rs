@@ -138,6 +138,17 @@ pub enum Error {
         /// The feature.
         what: String,
     },
+    /// The config given to [`crate::Store::open_with`] does not match what
+    /// the store was created with (shape, element type or optimizer state).
+    #[error("table {table:?}: the store holds {stored}, the config says {given}")]
+    ConfigMismatch {
+        /// Table name (the config's, when names differ).
+        table: String,
+        /// What the store's catalog records.
+        stored: String,
+        /// What the config asks for.
+        given: String,
+    },
     /// A prefetch's background thread panicked (a bug); the rows it pinned
     /// were released.
     #[error("table {table:?}: the prefetch thread panicked")]

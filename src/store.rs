@@ -391,25 +391,29 @@ impl Store {
             )));
         }
         for (t, e) in config.tables.iter().zip(&catalog.tables) {
-            if t.optimizer.state_bytes(t.dim) != e.state_bytes {
-                return Err(Error::config(format!(
-                    "table {:?} stores {} bytes of optimizer state per row; the config's optimizer needs {}",
-                    t.name,
-                    e.state_bytes,
-                    t.optimizer.state_bytes(t.dim)
-                )));
+            let mismatch = |stored: String, given: String| Error::ConfigMismatch {
+                table: t.name.clone(),
+                stored,
+                given,
+            };
+            if t.name != e.name || t.rows != e.rows || t.dim != e.dim {
+                return Err(mismatch(
+                    format!("table {:?} of {} x {}", e.name, e.rows, e.dim),
+                    format!("table {:?} of {} x {}", t.name, t.rows, t.dim),
+                ));
             }
             if t.elem.format() != e.elem {
-                return Err(Error::config(format!(
-                    "table {:?} stores {:?} weights; the config says {:?}",
-                    t.name, e.elem, t.elem
-                )));
+                return Err(mismatch(
+                    format!("{:?} weights", e.elem),
+                    format!("{:?} weights", t.elem),
+                ));
             }
-            if t.name != e.name || t.rows != e.rows || t.dim != e.dim {
-                return Err(Error::config(format!(
-                    "config table {:?} ({} x {}) does not match stored table {:?} ({} x {})",
-                    t.name, t.rows, t.dim, e.name, e.rows, e.dim
-                )));
+            let need = t.optimizer.state_bytes(t.dim);
+            if need != e.state_bytes {
+                return Err(mismatch(
+                    format!("{} bytes of optimizer state per row", e.state_bytes),
+                    format!("an optimizer with {need} bytes of optimizer state per row"),
+                ));
             }
         }
         let lock = LockFile::acquire(dir)?;

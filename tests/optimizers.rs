@@ -262,7 +262,10 @@ fn optimizer_state_is_in_the_row_and_checked_at_open() {
         .table(TableConfig::new("t", 10, 8))
         .build();
     let e = Store::open_with(dir.path().join("s"), cfg, Default::default()).unwrap_err();
-    assert!(e.to_string().contains("optimizer state"), "{e}");
+    assert!(
+        matches!(&e, embtier::Error::ConfigMismatch { stored, .. } if stored.contains("68 bytes of optimizer state")),
+        "{e}"
+    );
     // Bad hyper-parameters are config errors.
     let bad = StoreConfig::builder()
         .table(TableConfig::new("u", 10, 8).optimizer(Optimizer::Adam {
