@@ -281,3 +281,82 @@ fn optimizer_state_is_in_the_row_and_checked_at_open() {
         .to_string()
         .contains("beta1"));
 }
+
+/// Bad gradients get typed errors and leave every row (weights and state)
+/// untouched, in every precision; a table that opts in accepts them.
+#[test]
+fn step_rejects_bad_gradients_without_partial_update() {
+    let opt = Optimizer::Adagrad {
+        lr: 0.1,
+        eps: 1e-8,
+        weight_decay: 0.0,
+    };
+    for elem in [embtier::Elem::F32, embtier::Elem::Bf16, embtier::Elem::Int8] {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::create(
+            dir.path().join("s"),
+            StoreConfig::builder()
+                .table(TableConfig::new("t", 50, 4).optimizer(opt).elem(elem))
+                .table(
+                    TableConfig::new("open", 50, 4)
+                        .optimizer(opt)
+                        .allow_non_finite(true),
+                )
+                .build(),
+        )
+        .unwrap();
+        let ids = [1u64, 2, 3];
+        s.step("t", &ids, &[0.5; 12]).unwrap();
+        let snapshot = |s: &Store| {
+            let mut out = vec![0f32; 12];
+            s.lookup("t", &ids, &mut out).unwrap();
+            out.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        };
+        let before = snapshot(&s);
+        match s.step("t", &ids, &[0.5; 11]) {
+            Err(embtier::Error::LengthMismatch {
+                what,
+                got,
+                expected,
+                ..
+            }) => assert_eq!((what, got, expected), ("grads", 11, 12)),
+            other => panic!("{elem:?}: expected LengthMismatch, got {other:?}"),
+        }
+        let mut g = [0.5f32; 12];
+        g[10] = f32::NAN; // the last row's: earlier rows must not be written
+        match s.step("t", &ids, &g) {
+            Err(embtier::Error::NonFinite { id, element, .. }) => assert_eq!((id, element), (3, 2)),
+            other => panic!("{elem:?}: expected NonFinite, got {other:?}"),
+        }
+        g[10] = f32::INFINITY;
+        assert!(s.step("t", &ids, &g).is_err());
+        assert!(matches!(
+            s.step("t", &[1, 50], &[0.5; 8]),
+            Err(embtier::Error::IdOutOfRange { .. })
+        ));
+        assert_eq!(before, snapshot(&s), "{elem:?}: a rejected step wrote");
+        // The second step on the same rows proves the state was untouched:
+        // it must equal a store that saw only the first step, then this one.
+        s.step("t", &ids, &[0.25; 12]).unwrap();
+        let dir2 = tempfile::tempdir().unwrap();
+        let s2 = Store::create(
+            dir2.path().join("s"),
+            StoreConfig::builder()
+                .table(TableConfig::new("t", 50, 4).optimizer(opt).elem(elem))
+                .build(),
+        )
+        .unwrap();
+        s2.step("t", &ids, &[0.5; 12]).unwrap();
+        s2.step("t", &ids, &[0.25; 12]).unwrap();
+        assert_eq!(
+            snapshot(&s),
+            snapshot(&s2),
+            "{elem:?}: optimizer state changed"
+        );
+        // Opt-in table: NaN goes through.
+        s.step("open", &[1], &[f32::NAN, 0.0, 0.0, 0.0]).unwrap();
+        let mut out = [0f32; 4];
+        s.lookup("open", &[1], &mut out).unwrap();
+        assert!(out[0].is_nan());
+    }
+}
