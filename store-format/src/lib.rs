@@ -375,12 +375,17 @@ pub fn seal_block(block: &mut [u8], block_no: u64) {
 }
 
 /// Check a data block read from block number `block_no` of the data file.
-///
-/// # Panics
-/// If `block.len() != BLOCK_SIZE` (a caller bug, never input-dependent).
+/// A slice of any other length than [`BLOCK_SIZE`] (a short read) is
+/// reported as truncated.
 pub fn check_block(block: &[u8], block_no: u64) -> Result<BlockState, FormatError> {
-    assert_eq!(block.len(), BLOCK_SIZE, "a data block is 4096 bytes");
-    let offset = block_no * BLOCK_SIZE as u64;
+    let offset = block_no.saturating_mul(BLOCK_SIZE as u64);
+    if block.len() != BLOCK_SIZE {
+        return Err(FormatError::Truncated {
+            offset,
+            needed: BLOCK_SIZE as u64,
+            have: block.len() as u64,
+        });
+    }
     let stored = get_u32(block, TRAILER_CRC);
     let magic = get_u32(block, TRAILER_MAGIC);
     if stored == 0 && magic == 0 && block.iter().all(|&b| b == 0) {
