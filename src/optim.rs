@@ -102,6 +102,17 @@ fn put(b: &mut [u8], i: usize, v: f32) {
 }
 
 impl Optimizer {
+    /// The catalog's code for this optimizer's kind.
+    pub fn code(&self) -> embtier_format::OptimizerCode {
+        use embtier_format::OptimizerCode as C;
+        match self {
+            Optimizer::Sgd { .. } => C::Sgd,
+            Optimizer::RowwiseAdagrad { .. } => C::RowwiseAdagrad,
+            Optimizer::Adagrad { .. } => C::Adagrad,
+            Optimizer::Adam { .. } => C::Adam,
+        }
+    }
+
     /// Bytes of state per row for rows of `dim` elements.
     pub fn state_bytes(&self, dim: u32) -> u32 {
         match self {

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use embtier_format::{
-    Catalog, FormatError, FormatVersion, InitKind, RowLayout, Superblock, TableEntry, BLOCK_SIZE,
+    Catalog, FormatError, FormatVersion, InitKind, OptimizerCode, RowLayout, Superblock,
+    TableEntry, BLOCK_SIZE,
 };
 
 use crate::config::{Init, Placement, StoreConfig, TableConfig};
@@ -212,6 +213,7 @@ fn entry_for(t: &TableConfig, base_block: u64) -> TableEntry {
         init_scale,
         seed: t.effective_seed(),
         state_bytes,
+        optimizer: t.optimizer.code(),
         base_block,
         block_count: layout.blocks_for(t.rows),
         layout,
@@ -406,6 +408,13 @@ impl Store {
                 return Err(mismatch(
                     format!("{:?} weights", e.elem),
                     format!("{:?} weights", t.elem),
+                ));
+            }
+            let code = t.optimizer.code();
+            if e.optimizer != OptimizerCode::Unrecorded && e.optimizer != code {
+                return Err(mismatch(
+                    format!("state of {:?}", e.optimizer),
+                    format!("{code:?}"),
                 ));
             }
             let need = t.optimizer.state_bytes(t.dim);

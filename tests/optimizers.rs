@@ -263,9 +263,42 @@ fn optimizer_state_is_in_the_row_and_checked_at_open() {
         .build();
     let e = Store::open_with(dir.path().join("s"), cfg, Default::default()).unwrap_err();
     assert!(
-        matches!(&e, embtier::Error::ConfigMismatch { stored, .. } if stored.contains("68 bytes of optimizer state")),
+        matches!(&e, embtier::Error::ConfigMismatch { stored, .. } if stored.contains("Adam")),
         "{e}"
     );
+    // Same state size, other kind (dim 1: row-wise Adagrad and Adagrad
+    // both hold 4 bytes): refused too, because the catalog records the kind.
+    let rw = Optimizer::RowwiseAdagrad {
+        lr: 0.1,
+        eps: 1e-8,
+        weight_decay: 0.0,
+    };
+    let ada = Optimizer::Adagrad {
+        lr: 0.1,
+        eps: 1e-8,
+        weight_decay: 0.0,
+    };
+    let one = |o: Optimizer| {
+        StoreConfig::builder()
+            .table(TableConfig::new("t", 10, 1).optimizer(o))
+            .build()
+    };
+    drop(Store::create(dir.path().join("one"), one(rw)).unwrap());
+    match Store::open_with(dir.path().join("one"), one(ada), Default::default()) {
+        Err(embtier::Error::ConfigMismatch { stored, .. }) => {
+            assert!(stored.contains("RowwiseAdagrad"), "{stored}")
+        }
+        Err(e) => panic!("expected ConfigMismatch, got {e}"),
+        Ok(_) => panic!("another optimizer kind was accepted"),
+    }
+    // A new learning rate is fine: hyper-parameters may change between opens.
+    let rw2 = Optimizer::RowwiseAdagrad {
+        lr: 0.01,
+        eps: 1e-8,
+        weight_decay: 0.0,
+    };
+    Store::open_with(dir.path().join("one"), one(rw2), Default::default())
+        .expect("same kind, new lr");
     // Bad hyper-parameters are config errors.
     let bad = StoreConfig::builder()
         .table(TableConfig::new("u", 10, 8).optimizer(Optimizer::Adam {

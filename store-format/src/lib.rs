@@ -74,8 +74,10 @@ pub mod te {
     pub const ELEM: usize = 76;
     /// `u8` initialiser kind ([`super::InitKind`]).
     pub const INIT: usize = 77;
-    /// `u16` reserved, zero.
-    pub const RESERVED: usize = 78;
+    /// `u8` optimizer kind ([`super::OptimizerCode`]); 0 when not recorded.
+    pub const OPTIMIZER: usize = 78;
+    /// `u8` reserved, zero.
+    pub const RESERVED: usize = 79;
     /// `u32` bytes of optimizer state stored after the weights of each row.
     pub const STATE_BYTES: usize = 80;
     /// `f32` initialiser scale `s` of uniform(-s, s).
@@ -529,6 +531,8 @@ pub struct TableEntry {
     pub seed: u64,
     /// Optimizer state bytes stored after the weights.
     pub state_bytes: u32,
+    /// The optimizer whose state the rows hold.
+    pub optimizer: OptimizerCode,
     /// First data block.
     pub base_block: u64,
     /// Data blocks of the table.
@@ -550,6 +554,7 @@ impl TableEntry {
         put_u32(b, te::DIM, self.dim);
         b[te::ELEM] = self.elem as u8;
         b[te::INIT] = self.init as u8;
+        b[te::OPTIMIZER] = self.optimizer as u8;
         put_u32(b, te::STATE_BYTES, self.state_bytes);
         put_u32(b, te::INIT_SCALE, self.init_scale.to_bits());
         put_u64(b, te::SEED, self.seed);
@@ -583,6 +588,17 @@ impl TableEntry {
             return Err(bad("dim", te::DIM, "0".into()));
         }
         let state_bytes = get_u32(b, te::STATE_BYTES);
+        let optimizer = OptimizerCode::try_from(b[te::OPTIMIZER])
+            .map_err(|v| bad("optimizer", te::OPTIMIZER, v.to_string()))?;
+        if let Some(need) = optimizer.state_bytes(dim) {
+            if need != state_bytes as u64 {
+                return Err(bad(
+                    "state_bytes",
+                    te::STATE_BYTES,
+                    format!("{state_bytes}, but {optimizer:?} at dim {dim} stores {need}"),
+                ));
+            }
+        }
         let layout = RowLayout {
             row_bytes: get_u32(b, te::ROW_BYTES),
             rows_per_group: get_u32(b, te::ROWS_PER_GROUP),
@@ -612,9 +628,57 @@ impl TableEntry {
             init_scale: f32::from_bits(get_u32(b, te::INIT_SCALE)),
             seed: get_u64(b, te::SEED),
             state_bytes,
+            optimizer,
             base_block: get_u64(b, te::BASE_BLOCK),
             block_count,
             layout,
+        })
+    }
+}
+
+/// Which fused optimizer a table's rows hold state for. Its state size is
+/// a function of `dim`, checked on read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+#[non_exhaustive]
+pub enum OptimizerCode {
+    /// Not recorded (stores written before the field existed): only
+    /// `state_bytes` is known.
+    Unrecorded = 0,
+    /// SGD: no state.
+    Sgd = 1,
+    /// Row-wise Adagrad: one f32.
+    RowwiseAdagrad = 2,
+    /// Adagrad: dim f32.
+    Adagrad = 3,
+    /// Adam: 2·dim f32 and a u32 step count.
+    Adam = 4,
+}
+
+impl OptimizerCode {
+    /// Bytes of state per row of `dim` elements (`None` when unrecorded).
+    pub fn state_bytes(self, dim: u32) -> Option<u64> {
+        let d = dim as u64;
+        match self {
+            OptimizerCode::Unrecorded => None,
+            OptimizerCode::Sgd => Some(0),
+            OptimizerCode::RowwiseAdagrad => Some(4),
+            OptimizerCode::Adagrad => Some(4 * d),
+            OptimizerCode::Adam => Some(8 * d + 4),
+        }
+    }
+}
+
+impl TryFrom<u8> for OptimizerCode {
+    type Error = u8;
+    fn try_from(v: u8) -> Result<Self, u8> {
+        Ok(match v {
+            0 => OptimizerCode::Unrecorded,
+            1 => OptimizerCode::Sgd,
+            2 => OptimizerCode::RowwiseAdagrad,
+            3 => OptimizerCode::Adagrad,
+            4 => OptimizerCode::Adam,
+            v => return Err(v),
         })
     }
 }
