@@ -31,6 +31,7 @@ counters!(
     lookups, updates, dram_hits, pmem_hits, pending_hits, dram_inserts, dram_evictions, dram_dirty_evictions,
     pmem_inserts, pmem_evictions, pmem_dirty_evictions, ssd_rows_read, ssd_rows_written,
     ssd_read_ops, ssd_write_ops, ssd_bytes_read, ssd_bytes_written, writeback_errors,
+    prefetched, prefetch_pinned,
 });
 
 /// Figures of one cache tier of one table.
@@ -102,6 +103,13 @@ pub struct TableStats {
     pub lookups: u64,
     /// Row ids updated (after deduplication).
     pub updates: u64,
+    /// Row ids requested by [`crate::Store::prefetch`]. They are also counted
+    /// in `lookups` and in the tiers' figures: a prefetch is a lookup whose
+    /// values are not returned.
+    pub prefetched: u64,
+    /// Pins taken by prefetches (at most one per prefetched id; fewer when
+    /// the pin bound is reached).
+    pub prefetch_pinned: u64,
     /// DRAM tier (for a table pinned to PMem: unused).
     pub dram: TierStats,
     /// PMem tier.

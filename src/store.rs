@@ -906,6 +906,8 @@ impl Store {
                     placement: t.cfg.placement,
                     lookups: c.lookups,
                     updates: c.updates,
+                    prefetched: c.prefetched,
+                    prefetch_pinned: c.prefetch_pinned,
                     dram,
                     pmem,
                     ssd: SsdStats {

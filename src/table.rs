@@ -590,6 +590,10 @@ impl Table {
         let rb = self.row_bytes;
         let mut ctx = Ctx::new();
         ctx.c.lookups = ids.len() as u64;
+        let pinned_before = pins.as_deref().map(|p| p.len());
+        if pinned_before.is_some() {
+            ctx.c.prefetched = ids.len() as u64;
+        }
         match &self.kind {
             TableKind::Pinned {
                 chunks,
@@ -661,6 +665,9 @@ impl Table {
                         }
                     })
                 };
+                if let (Some(b), Some(p)) = (pinned_before, pins.as_deref()) {
+                    ctx.c.prefetch_pinned = (p.len() - b) as u64;
+                }
                 self.finish(ssd, &mut ctx);
                 r?;
             }

@@ -63,6 +63,11 @@ fn prefetched_rows_stay_resident_until_the_handle_is_dropped() {
         let mut pf = s.prefetch("t", &ids).unwrap();
         assert_eq!(pf.wait().unwrap(), 20, "{policy:?}");
         assert_eq!(s.pinned_rows(), 20);
+        {
+            let st = s.stats();
+            let t = st.table("t").unwrap();
+            assert_eq!((t.prefetched, t.prefetch_pinned, t.lookups), (20, 20, 20));
+        }
         churn(&s, 0);
         let (h0, r0) = stats(&s);
         let mut out = vec![0f32; ids.len() * DIM as usize];
@@ -111,6 +116,9 @@ fn pinning_is_bounded_when_prefetches_are_never_released() {
         CACHE / 2,
         "the bound is reached, not exceeded"
     );
+    let st = s.stats();
+    let t = st.table("t").unwrap();
+    assert_eq!((t.prefetched, t.prefetch_pinned), (600, CACHE / 2));
     // The store still serves everything else, with the unpinned half.
     churn(&s, 20_000);
     let mut out = vec![0f32; 30 * DIM as usize];
