@@ -17,19 +17,13 @@ use embtier::trace::Trace;
 use embtier::trace::{import, CsvSpec, Format};
 use embtier::{Store, StoreConfig, TableConfig};
 
-struct Rng(u64);
+mod common;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
+use common::Rng;
+
+/// `rng.below` for lengths and indices.
+fn below(rng: &mut Rng, n: usize) -> usize {
+    rng.below(n.max(1) as u64) as usize
 }
 
 fn scale() -> usize {
@@ -42,31 +36,31 @@ fn scale() -> usize {
 /// A mutation of `base`: a few random edits of one of five kinds.
 fn mutate(rng: &mut Rng, base: &[u8]) -> Vec<u8> {
     let mut b = base.to_vec();
-    for _ in 0..1 + rng.below(4) {
-        match rng.below(5) {
+    for _ in 0..1 + below(rng, 4) {
+        match below(rng, 5) {
             0 if !b.is_empty() => {
-                let i = rng.below(b.len());
-                b[i] ^= 1 << rng.below(8);
+                let i = below(rng, b.len());
+                b[i] ^= 1 << below(rng, 8);
             }
             1 if !b.is_empty() => {
-                let i = rng.below(b.len());
-                b[i] = [0, 0xff, 0x7f, 0x80, rng.next() as u8][rng.below(5)];
+                let i = below(rng, b.len());
+                b[i] = [0, 0xff, 0x7f, 0x80, rng.next() as u8][below(rng, 5)];
             }
             2 => {
-                let n = rng.below(b.len() + 1);
+                let n = below(rng, b.len() + 1);
                 b.truncate(n);
             }
             3 if !b.is_empty() => {
                 // Duplicate a slice somewhere else.
-                let i = rng.below(b.len());
-                let j = (i + rng.below(64)).min(b.len());
+                let i = below(rng, b.len());
+                let j = (i + below(rng, 64)).min(b.len());
                 let s = b[i..j].to_vec();
-                let at = rng.below(b.len() + 1);
+                let at = below(rng, b.len() + 1);
                 b.splice(at..at, s);
             }
             _ => {
-                let i = rng.below(b.len() + 1);
-                let n = rng.below(16);
+                let i = below(rng, b.len() + 1);
+                let n = below(rng, 16);
                 let junk: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
                 b.splice(i..i, junk);
             }
@@ -114,7 +108,7 @@ fn superblock_and_catalog_decoders_never_panic() {
     for seed in 0..(4000 * scale()) as u64 {
         let mut rng = Rng(seed);
         let case = if seed % 5 == 0 {
-            (0..rng.below(2 * BLOCK_SIZE))
+            (0..below(&mut rng, 2 * BLOCK_SIZE))
                 .map(|_| rng.next() as u8)
                 .collect()
         } else {
@@ -125,7 +119,7 @@ fn superblock_and_catalog_decoders_never_panic() {
         });
         // The catalog with a matching checksum: every field check runs.
         let c = mutate(&mut rng, &cat);
-        let count = [sb.table_count, rng.below(5) as u32, u32::MAX][rng.below(3)];
+        let count = [sb.table_count, below(&mut rng, 5) as u32, u32::MAX][below(&mut rng, 3)];
         no_panic("Catalog::decode", seed, &c, || {
             let _ = Catalog::decode(&c, count, sb.catalog_offset, crc32c::crc32c(&c));
         });
@@ -149,7 +143,7 @@ fn block_checks_never_panic() {
             b = mutate(&mut rng, &b);
         }
         no_panic("check_block", seed, &b, || {
-            let _ = check_block(&b, [rng.next() % 1000, u64::MAX][rng.below(2)]);
+            let _ = check_block(&b, [rng.next() % 1000, u64::MAX][below(&mut rng, 2)]);
         });
     }
 }
@@ -305,8 +299,8 @@ fn trace_importers_never_panic() {
                 mutate(&mut rng, good)
             };
             std::fs::write(&p, &m).unwrap();
-            let spec = &specs[rng.below(specs.len())];
-            let batch = [0, 1, 3, usize::MAX][rng.below(4)];
+            let spec = &specs[below(&mut rng, specs.len())];
+            let batch = [0, 1, 3, usize::MAX][below(&mut rng, 4)];
             no_panic(&format!("import {fmt:?}"), seed, &m, || {
                 let _ = import(&p, *fmt, spec, batch);
                 let _ = import(&p, Format::Auto, spec, batch);

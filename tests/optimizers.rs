@@ -10,11 +10,9 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::{with_engine, Rng};
+use common::{tier_configs, with_engine, Rng};
 use embtier::format::InitKind;
-use embtier::{
-    Init, IoEngineKind, Optimizer, Placement, PolicyKind, Store, StoreConfig, TableConfig,
-};
+use embtier::{Init, IoEngineKind, Optimizer, Store, StoreConfig, TableConfig};
 
 const DIM: usize = 6;
 const ROWS: u64 = 400;
@@ -122,40 +120,16 @@ fn optimizers() -> Vec<(&'static str, Optimizer)> {
 }
 
 fn configs(opt: Optimizer) -> Vec<(&'static str, StoreConfig)> {
-    let table = |p: Placement| {
-        TableConfig::new("t", ROWS, DIM as u32)
-            .init(Init::Uniform { scale: 0.1 })
-            .seed(3)
-            .optimizer(opt)
-            .placement(p)
-    };
-    let rb = table(Placement::Cached).row_bytes();
-    vec![
-        (
-            "pinned-dram",
-            StoreConfig::builder()
-                .table(table(Placement::PinnedDram))
-                .dram_capacity(1 << 20)
-                .build(),
-        ),
-        (
-            "tiny-dram+pmem+ssd",
-            StoreConfig::builder()
-                .table(table(Placement::Cached))
-                .dram_capacity(3 * rb)
-                .dram_shards(1)
-                .dram_policy(PolicyKind::Sieve)
-                .pmem(None, 5 * rb, PolicyKind::Lru)
-                .build(),
-        ),
-        (
-            "dram+ssd/uring-or-psync",
-            StoreConfig::builder()
-                .table(table(Placement::Cached))
-                .dram_capacity(40 * rb)
-                .build(),
-        ),
-    ]
+    tier_configs(
+        |p| {
+            TableConfig::new("t", ROWS, DIM as u32)
+                .init(Init::Uniform { scale: 0.1 })
+                .seed(3)
+                .optimizer(opt)
+                .placement(p)
+        },
+        40,
+    )
 }
 
 #[test]

@@ -8,13 +8,10 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::{with_engine, Rng};
+use common::{tier_configs, with_engine, Rng};
 use embtier::format::InitKind;
 use embtier::precision::{decode, encode, Rounding};
-use embtier::{
-    Elem, Init, IoEngineKind, Optimizer, Placement, PolicyKind, RoundingMode, Store, StoreConfig,
-    TableConfig,
-};
+use embtier::{Elem, Init, IoEngineKind, Optimizer, RoundingMode, Store, StoreConfig, TableConfig};
 
 /// Odd, so int8 weights (dim + 8 bytes) leave the optimizer state unaligned.
 const DIM: usize = 7;
@@ -37,42 +34,18 @@ struct RefRow {
 }
 
 fn configs(elem: Elem, opt: Optimizer) -> Vec<(&'static str, StoreConfig)> {
-    let table = |p: Placement| {
-        TableConfig::new("t", ROWS, DIM as u32)
-            .elem(elem)
-            .rounding(RoundingMode::Nearest)
-            .init(Init::Uniform { scale: 0.5 })
-            .seed(SEED)
-            .optimizer(opt)
-            .placement(p)
-    };
-    let rb = table(Placement::Cached).row_bytes();
-    vec![
-        (
-            "pinned-dram",
-            StoreConfig::builder()
-                .table(table(Placement::PinnedDram))
-                .dram_capacity(1 << 20)
-                .build(),
-        ),
-        (
-            "tiny-dram+pmem+ssd",
-            StoreConfig::builder()
-                .table(table(Placement::Cached))
-                .dram_capacity(3 * rb)
-                .dram_shards(1)
-                .dram_policy(PolicyKind::Sieve)
-                .pmem(None, 5 * rb, PolicyKind::Lru)
-                .build(),
-        ),
-        (
-            "dram+ssd",
-            StoreConfig::builder()
-                .table(table(Placement::Cached))
-                .dram_capacity(20 * rb)
-                .build(),
-        ),
-    ]
+    tier_configs(
+        |p| {
+            TableConfig::new("t", ROWS, DIM as u32)
+                .elem(elem)
+                .rounding(RoundingMode::Nearest)
+                .init(Init::Uniform { scale: 0.5 })
+                .seed(SEED)
+                .optimizer(opt)
+                .placement(p)
+        },
+        20,
+    )
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use embtier::{IoEngineKind, StoreConfig};
+use embtier::{IoEngineKind, Placement, PolicyKind, StoreConfig, TableConfig};
 
 /// The engines to run on this machine: psync always; uring when the probe
 /// succeeds, otherwise a printed skip.
@@ -38,4 +38,41 @@ impl Rng {
     pub fn small_f32(&mut self) -> f32 {
         (self.below(64) as f32 - 32.0) / 8.0
     }
+}
+
+/// Three tierings of one table where eviction order is fixed: pinned to
+/// DRAM; a 3-row DRAM cache (one shard, SIEVE) over a 5-row PMem cache (LRU)
+/// over SSD; and a `dram_rows`-row DRAM cache over SSD. `table(p)` gives the
+/// table with placement `p`.
+pub fn tier_configs(
+    table: impl Fn(Placement) -> TableConfig,
+    dram_rows: u64,
+) -> Vec<(&'static str, StoreConfig)> {
+    let rb = table(Placement::Cached).row_bytes();
+    vec![
+        (
+            "pinned-dram",
+            StoreConfig::builder()
+                .table(table(Placement::PinnedDram))
+                .dram_capacity(1 << 20)
+                .build(),
+        ),
+        (
+            "tiny-dram+pmem+ssd",
+            StoreConfig::builder()
+                .table(table(Placement::Cached))
+                .dram_capacity(3 * rb)
+                .dram_shards(1)
+                .dram_policy(PolicyKind::Sieve)
+                .pmem(None, 5 * rb, PolicyKind::Lru)
+                .build(),
+        ),
+        (
+            "dram+ssd",
+            StoreConfig::builder()
+                .table(table(Placement::Cached))
+                .dram_capacity(dram_rows * rb)
+                .build(),
+        ),
+    ]
 }
