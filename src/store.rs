@@ -730,28 +730,11 @@ impl Store {
         if !lr.is_finite() {
             return Err(Error::BadLearningRate { lr });
         }
-        let dim = t.dim;
-        let (items, sums) = sum_duplicates(ids, grads, dim);
-        if t.elem == crate::Elem::F32 {
-            return t.modify(&self.ssd, &items, false, |row, s| {
-                let g = &sums[s * dim..(s + 1) * dim];
-                for (w, gi) in row[..dim * 4].chunks_exact_mut(4).zip(g) {
-                    let v = f32::from_le_bytes([w[0], w[1], w[2], w[3]]) - lr * gi;
-                    w.copy_from_slice(&v.to_le_bytes());
-                }
-            });
-        }
-        let base = t.rounding_base();
-        let w = std::cell::RefCell::new(vec![0f32; dim]);
-        t.modify(&self.ssd, &items, false, |row, s| {
-            let g = &sums[s * dim..(s + 1) * dim];
-            let mut w = w.borrow_mut();
-            t.decode(row, &mut w);
-            for (x, gi) in w.iter_mut().zip(g) {
-                *x -= lr * gi;
-            }
-            t.encode(&w, row, rounding_for(base, s));
-        })
+        let sgd = crate::Optimizer::Sgd {
+            lr,
+            weight_decay: 0.0,
+        };
+        self.apply_optimizer(t, ids, grads, sgd)
     }
 
     /// The table's fused optimizer step: `row ← optimizer(row, grad)` with
@@ -777,9 +760,21 @@ impl Store {
         Self::check_len(t, "grads", ids.len(), grads.len())?;
         Self::check_ids(t, ids)?;
         Self::check_finite(t, "gradient", ids, grads)?;
+        self.apply_optimizer(t, ids, grads, t.cfg.optimizer)
+    }
+
+    /// Sum duplicate ids' gradients, then apply `opt` to each row in place
+    /// (on an f32 copy of the weights when they are narrower; the state, if
+    /// `opt` has any, follows the weights). Inputs are validated.
+    fn apply_optimizer(
+        &self,
+        t: &Table,
+        ids: &[u64],
+        grads: &[f32],
+        opt: crate::Optimizer,
+    ) -> Result<()> {
         let (items, sums) = sum_duplicates(ids, grads, t.dim);
         let dim = t.dim;
-        let opt = t.cfg.optimizer;
         if t.elem == crate::Elem::F32 {
             return t.modify(&self.ssd, &items, false, |row, s| {
                 opt.apply(row, &sums[s * dim..(s + 1) * dim])
