@@ -87,9 +87,19 @@ enum Cmd {
         /// bandwidth_gbps, parallelism); default: DRAM, Optane PMem, NAND NVMe.
         #[arg(long)]
         profile: Option<PathBuf>,
-        /// Bytes per row where the trace does not say (default 256).
+        /// Bytes per row where the trace does not say (default 256). Trace
+        /// and flag row sizes are of f32 weights: dim = row bytes / 4.
         #[arg(long, value_parser = clap::value_parser!(u64).range(4..))]
         row_bytes: Option<u64>,
+        /// Element type the planned tables store: f32, f16, bf16 or int8.
+        /// The plan sizes caches by the stored row (weights + state).
+        #[arg(long, value_parser = parse_elem, default_value = "f32")]
+        elem: embtier::Elem,
+        /// Fused optimizer of the planned tables, with default
+        /// hyper-parameters (edit them in the store.toml): sgd,
+        /// rowwise-adagrad, adagrad or adam. Its state is part of each row.
+        #[arg(long, value_parser = parse_optimizer, default_value = "sgd")]
+        optimizer: embtier::Optimizer,
         /// Write the store.toml here (default: print it).
         #[arg(long)]
         out: Option<PathBuf>,
@@ -129,19 +139,73 @@ enum Cmd {
     },
 }
 
+fn parse_elem(s: &str) -> Result<embtier::Elem, String> {
+    use embtier::Elem;
+    Ok(match s.to_ascii_lowercase().as_str() {
+        "f32" => Elem::F32,
+        "f16" => Elem::F16,
+        "bf16" => Elem::Bf16,
+        "int8" => Elem::Int8,
+        _ => return Err(format!("{s:?}: expected f32, f16, bf16 or int8")),
+    })
+}
+
+/// An optimizer by name, with common default hyper-parameters.
+fn parse_optimizer(s: &str) -> Result<embtier::Optimizer, String> {
+    use embtier::Optimizer;
+    let n: String = s
+        .chars()
+        .filter(|c| *c != '-' && *c != '_')
+        .flat_map(char::to_lowercase)
+        .collect();
+    Ok(match n.as_str() {
+        "sgd" => Optimizer::Sgd {
+            lr: 0.01,
+            weight_decay: 0.0,
+        },
+        "rowwiseadagrad" => Optimizer::RowwiseAdagrad {
+            lr: 0.01,
+            eps: 1e-8,
+            weight_decay: 0.0,
+        },
+        "adagrad" => Optimizer::Adagrad {
+            lr: 0.01,
+            eps: 1e-8,
+            weight_decay: 0.0,
+        },
+        "adam" => Optimizer::Adam {
+            lr: 0.001,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.0,
+        },
+        _ => {
+            return Err(format!(
+                "{s:?}: expected sgd, rowwise-adagrad, adagrad or adam"
+            ))
+        }
+    })
+}
+
 fn parse_bytes(s: &str) -> Result<u64, String> {
     s.parse::<embtier::ByteSize>().map(|b| b.0)
 }
 
-/// The store.toml of a plan: explicit per-table shares of payload bytes.
-fn store_config(p: &embtier::locality::plan::Plan) -> embtier::StoreConfig {
+/// The store.toml of a plan: explicit per-table shares of payload bytes;
+/// `tables[i]` gives table i's dim, element type and optimizer.
+fn store_config(
+    p: &embtier::locality::plan::Plan,
+    tables: &[embtier::TableConfig],
+) -> embtier::StoreConfig {
     use embtier::locality::plan::Decision;
     use embtier::{ByteSize, Placement, StoreConfig, TableConfig};
     let mut cfg = StoreConfig::default();
     let (mut dram, mut pmem) = (0u64, 0u64);
-    for t in &p.tables {
-        let dim = (t.row_bytes / 4).max(1) as u32;
-        let mut tc = TableConfig::new(t.name.clone(), t.rows.max(1), dim);
+    for (t, shape) in p.tables.iter().zip(tables) {
+        let mut tc = TableConfig::new(t.name.clone(), t.rows.max(1), shape.dim)
+            .elem(shape.elem)
+            .optimizer(shape.optimizer);
         match t.placement {
             Decision::PinnedDram => {
                 tc.placement = Placement::PinnedDram;
@@ -284,6 +348,8 @@ fn run(cli: Cli) -> Result<(), Fail> {
             out,
             json,
             sample,
+            elem,
+            optimizer,
         } => {
             let t = load(&input)?;
             let profile = match profile {
@@ -302,11 +368,20 @@ fn run(cli: Cli) -> Result<(), Fail> {
                     ..Options::default()
                 },
             );
-            let rb: Vec<u64> = t
+            // The stored row: the trace's f32 row gives dim; element type and
+            // optimizer state give the bytes.
+            let shapes: Vec<embtier::TableConfig> = t
                 .tables
                 .iter()
-                .map(|tt| row_bytes_of(tt, row_bytes.unwrap_or(256)))
+                .map(|tt| {
+                    let f32_bytes = row_bytes_of(tt, row_bytes.unwrap_or(256));
+                    let dim = (f32_bytes / 4).clamp(1, embtier::config::MAX_DIM as u64) as u32;
+                    embtier::TableConfig::new(tt.name.clone(), tt.rows.max(1), dim)
+                        .elem(elem)
+                        .optimizer(optimizer)
+                })
                 .collect();
+            let rb: Vec<u64> = shapes.iter().map(|c| c.row_bytes()).collect();
             let p = plan(
                 &r,
                 &rb,
@@ -314,7 +389,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 &profile,
                 t.batch_ends.len() as u64,
             );
-            let cfg = store_config(&p);
+            let cfg = store_config(&p, &shapes);
             cfg.validate().map_err(data)?;
             // The SSD data file holds every row, in sealed 4 KiB block groups.
             let ssd_need: u64 = p

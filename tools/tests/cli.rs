@@ -230,6 +230,54 @@ fn plan_emits_a_store_config_the_store_accepts() {
     ]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("need"), "{}", stderr(&o));
+    // Precision and optimizer: the plan sizes the stored row (int8 dim 64
+    // with row-wise Adagrad: 64 + 8 + 4 = 76 bytes) and writes them out.
+    let toml8 = dir.path().join("int8.toml");
+    let o = bin(&[
+        "plan",
+        tr.to_str().unwrap(),
+        "--dram",
+        "1MiB",
+        "--elem",
+        "int8",
+        "--optimizer",
+        "rowwise-adagrad",
+        "--out",
+        toml8.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let cfg8 = embtier::StoreConfig::from_toml(&std::fs::read_to_string(&toml8).unwrap()).unwrap();
+    for t in &cfg8.tables {
+        assert_eq!((t.dim, t.elem), (64, embtier::Elem::Int8));
+        assert!(matches!(
+            t.optimizer,
+            embtier::Optimizer::RowwiseAdagrad { .. }
+        ));
+        assert_eq!(t.row_bytes(), 76);
+    }
+    let o = bin(&[
+        "plan",
+        tr.to_str().unwrap(),
+        "--dram",
+        "1MiB",
+        "--elem",
+        "int8",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["tables"][0]["row_bytes"].as_u64(), Some(72), "{v}");
+    embtier::Store::create(dir.path().join("s8"), cfg8).unwrap();
+    for bad in [["--elem", "f64"], ["--optimizer", "lion"]] {
+        let o = bin(&[
+            "plan",
+            tr.to_str().unwrap(),
+            "--dram",
+            "1MiB",
+            bad[0],
+            bad[1],
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    }
     // Bad budget: usage error.
     assert_eq!(
         bin(&["plan", tr.to_str().unwrap(), "--dram", "lots"])
