@@ -5,6 +5,8 @@
 //! - `b_ssd_misses`: every lookup misses to SSD, one row per 4 KiB block
 //!   (dim 1020), io_uring (queue depth 64) against psync.
 //! - `c_zipf`: Zipf(1.05) over a table ten times the DRAM cache (dim 128).
+//! - `d_precision`: DRAM-hit lookups and fused SGD steps, dim 128, in f32,
+//!   f16, bf16 and int8 (decode on lookup; widen, step, round on step).
 //!
 //! `cargo bench --bench store`. The fio comparison is `benches/ssd_vs_fio.rs`.
 
@@ -152,5 +154,54 @@ fn c_zipf(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, a_dram_hits, b_ssd_misses, c_zipf);
+fn d_precision(c: &mut Criterion) {
+    use embtier::{Elem, Init, Placement, Store, StoreConfig, TableConfig};
+    let rows = 100_000u64;
+    let dim = 128usize;
+    let batches = uniform_batches(64, BATCH, rows, 2);
+    let grads = vec![0.001f32; BATCH * dim];
+    let mut out = vec![0f32; BATCH * dim];
+    let mut g = c.benchmark_group("d_precision");
+    g.throughput(Throughput::Elements(BATCH as u64));
+    g.sample_size(30);
+    for (name, elem) in [
+        ("f32", Elem::F32),
+        ("f16", Elem::F16),
+        ("bf16", Elem::Bf16),
+        ("int8", Elem::Int8),
+    ] {
+        let dir = bench_dir();
+        let t = TableConfig::new("t", rows, dim as u32)
+            .elem(elem)
+            .init(Init::Uniform { scale: 0.1 })
+            .placement(Placement::PinnedDram);
+        let store = Store::create(
+            dir.path().join("s"),
+            StoreConfig::builder()
+                .table(t)
+                .dram_capacity(rows * 600)
+                .build(),
+        )
+        .unwrap();
+        let mut i = 0;
+        g.bench_function(format!("lookup_{name}"), |b| {
+            b.iter(|| {
+                let ids = &batches[i % batches.len()];
+                i += 1;
+                store.lookup("t", ids, &mut out).unwrap();
+                black_box(&out);
+            })
+        });
+        g.bench_function(format!("sgd_step_{name}"), |b| {
+            b.iter(|| {
+                let ids = &batches[i % batches.len()];
+                i += 1;
+                store.apply_sgd("t", ids, &grads, 0.01).unwrap();
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, a_dram_hits, b_ssd_misses, c_zipf, d_precision);
 criterion_main!(benches);
