@@ -121,33 +121,62 @@ fn pick(x: f32, lo: f32, hi: f32, u: f32) -> bool {
     u < (x - lo) / (hi - lo)
 }
 
+/// `x` stochastically rounded to an f16 value (returned as the f32 that
+/// represents it exactly). In the normal range this adds uniform noise below
+/// f16's 10 mantissa bits and truncates, in the bits of the magnitude, so the
+/// upper neighbour is taken with probability equal to the fraction; near
+/// zero (subnormals), near the top of the range and for non-finite values it
+/// picks between the two neighbours explicitly.
+#[inline]
+fn stochastic_f16(x: f32, seed: u64, i: usize) -> f32 {
+    const DROP: u32 = (1 << 13) - 1; // f32 has 23 mantissa bits, f16 10
+    let a = x.abs();
+    if (f16::MIN_POSITIVE.to_f32()..f16::MAX.to_f32()).contains(&a) {
+        let noise = (mix64(seed ^ mix64(i as u64 + 1)) as u32) & DROP;
+        let v = f32::from_bits((x.to_bits() + noise) & !DROP);
+        if v.abs() <= f16::MAX.to_f32() {
+            return v;
+        }
+    }
+    let n = f16::from_f32(x);
+    let nf = n.to_f32();
+    if nf == x || !x.is_finite() {
+        return nf;
+    }
+    // The other neighbour, one ulp away towards x.
+    let step = if (nf < x) == (nf >= 0.0) { 1i32 } else { -1 };
+    let other = f16::from_bits((n.to_bits() as i32 + step) as u16).to_f32();
+    let (lo, hi) = if nf < x { (nf, other) } else { (other, nf) };
+    if pick(x, lo, hi, unit(seed, i)) {
+        hi
+    } else {
+        lo
+    }
+}
+
 /// Encode `w` into `dst` (the weights' bytes).
 pub fn encode(elem: Elem, w: &[f32], dst: &mut [u8], rounding: Rounding) {
     match elem {
         Elem::F32 => crate::table::f32_to_bytes(w, dst),
         Elem::F16 => {
-            for (i, (b, &x)) in dst.chunks_exact_mut(2).zip(w).enumerate() {
-                let h = match rounding {
-                    Rounding::Nearest => f16::from_f32(x),
-                    Rounding::Stochastic(seed) => {
-                        let n = f16::from_f32(x);
-                        let nf = n.to_f32();
-                        if nf == x || !x.is_finite() {
-                            n
-                        } else {
-                            // The other neighbour, one ulp away towards x.
-                            let step = if (nf < x) == (nf >= 0.0) { 1i32 } else { -1 };
-                            let other = f16::from_bits((n.to_bits() as i32 + step) as u16);
-                            let (lo, hi) = if nf < x { (n, other) } else { (other, n) };
-                            if pick(x, lo.to_f32(), hi.to_f32(), unit(seed, i)) {
-                                hi
-                            } else {
-                                lo
-                            }
-                        }
-                    }
-                };
-                b.copy_from_slice(&h.to_le_bytes());
+            // Each value is first made exactly representable in f16 (rounded
+            // stochastically in f32 arithmetic), then a whole slice is
+            // converted by `half` (F16C where the CPU has it).
+            use half::slice::HalfFloatSliceExt;
+            let mut wide = [0f32; 64];
+            let mut narrow = [f16::ZERO; 64];
+            for (c, (d, ws)) in dst.chunks_mut(128).zip(w.chunks(64)).enumerate() {
+                let n = ws.len();
+                for (j, (o, &x)) in wide[..n].iter_mut().zip(ws).enumerate() {
+                    *o = match rounding {
+                        Rounding::Nearest => x,
+                        Rounding::Stochastic(seed) => stochastic_f16(x, seed, c * 64 + j),
+                    };
+                }
+                narrow[..n].convert_from_f32_slice(&wide[..n]);
+                for (b, h) in d.chunks_exact_mut(2).zip(&narrow[..n]) {
+                    b.copy_from_slice(&h.to_le_bytes());
+                }
             }
         }
         Elem::Bf16 => {
@@ -273,6 +302,40 @@ mod tests {
             let mut y = [0f32];
             decode(elem, &b, &mut y);
             assert_ne!(y[0], x, "{elem:?}: nearest cannot represent it");
+        }
+    }
+
+    /// f16 stochastic rounding always lands on one of the two neighbours and
+    /// is unbiased across the range: negative, subnormal, near the maximum.
+    #[test]
+    fn f16_stochastic_rounding_hits_neighbours_without_bias() {
+        for x in [-3.3f32, 1.0e-6, -4.0e-7, 65000.7, 0.3333, -1234.567] {
+            let n = f16::from_f32(x);
+            let nf = n.to_f32();
+            let step = if (nf < x) == (nf >= 0.0) { 1i32 } else { -1 };
+            let other = f16::from_bits((n.to_bits() as i32 + step) as u16).to_f32();
+            let (lo, hi) = if nf < x { (nf, other) } else { (other, nf) };
+            let trials = 20_000;
+            let mut sum = 0.0f64;
+            for s in 0..trials {
+                let mut b = [0u8; 2];
+                encode(Elem::F16, &[x], &mut b, Rounding::Stochastic(s));
+                let mut y = [0f32];
+                decode(Elem::F16, &b, &mut y);
+                assert!(
+                    y[0] == lo || y[0] == hi,
+                    "{x}: {} not in {{{lo}, {hi}}}",
+                    y[0]
+                );
+                sum += y[0] as f64;
+            }
+            let mean = sum / trials as f64;
+            let ulp = (hi - lo) as f64;
+            // 5 standard errors of a Bernoulli mean, in ulps.
+            assert!(
+                (mean - x as f64).abs() < 5.0 * ulp * 0.5 / (trials as f64).sqrt() + 1e-12,
+                "{x}: mean {mean}"
+            );
         }
     }
 }
