@@ -149,8 +149,8 @@ pub enum Error {
         /// What the config asks for.
         given: String,
     },
-    /// A prefetch's background thread panicked (a bug); the rows it pinned
-    /// were released.
+    /// A prefetch's background thread panicked (a bug). Pins it had taken
+    /// stay until the store is reopened; pinning stays bounded.
     #[error("table {table:?}: the prefetch thread panicked")]
     PrefetchPanicked {
         /// Table name.
