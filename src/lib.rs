@@ -70,3 +70,12 @@ pub use store::{
 
 /// The on-disk format crate.
 pub use embtier_format as format;
+
+/// A name as the parsers of this crate compare it: lower case, with `-` and
+/// `_` dropped, so that `S3-FIFO`, `s3_fifo` and `s3fifo` are one name.
+pub fn canonical_name(s: &str) -> String {
+    s.chars()
+        .filter(|c| *c != '-' && *c != '_')
+        .flat_map(char::to_lowercase)
+        .collect()
+}

@@ -82,6 +82,41 @@ fn default_beta2() -> f32 {
     0.999
 }
 
+impl std::str::FromStr for Optimizer {
+    type Err = String;
+    /// An optimizer by name with common default hyper-parameters: `sgd`
+    /// (lr 0.01), `rowwise-adagrad` and `adagrad` (lr 0.01, eps 1e-8), `adam`
+    /// (lr 0.001, betas 0.9 and 0.999, eps 1e-8); no weight decay. Case, `-`
+    /// and `_` are ignored.
+    fn from_str(s: &str) -> Result<Optimizer, String> {
+        Ok(match crate::canonical_name(s).as_str() {
+            "sgd" => Optimizer::default(),
+            "rowwiseadagrad" => Optimizer::RowwiseAdagrad {
+                lr: 0.01,
+                eps: 1e-8,
+                weight_decay: 0.0,
+            },
+            "adagrad" => Optimizer::Adagrad {
+                lr: 0.01,
+                eps: 1e-8,
+                weight_decay: 0.0,
+            },
+            "adam" => Optimizer::Adam {
+                lr: 0.001,
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+                weight_decay: 0.0,
+            },
+            _ => {
+                return Err(format!(
+                    "{s:?}: expected sgd, rowwise-adagrad, adagrad or adam"
+                ))
+            }
+        })
+    }
+}
+
 impl Default for Optimizer {
     fn default() -> Optimizer {
         Optimizer::Sgd {

@@ -61,6 +61,20 @@ impl Elem {
     }
 }
 
+impl std::str::FromStr for Elem {
+    type Err = String;
+    /// `f32`, `f16`, `bf16` or `int8` (case, `-` and `_` ignored).
+    fn from_str(s: &str) -> Result<Elem, String> {
+        Ok(match crate::canonical_name(s).as_str() {
+            "f32" => Elem::F32,
+            "f16" => Elem::F16,
+            "bf16" => Elem::Bf16,
+            "int8" => Elem::Int8,
+            _ => return Err(format!("{s:?}: expected f32, f16, bf16 or int8")),
+        })
+    }
+}
+
 /// Rounding when writing weights back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rounding {

@@ -49,11 +49,7 @@ impl Format {
 impl FromStr for Format {
     type Err = String;
     fn from_str(s: &str) -> Result<Format, String> {
-        let n: String = s
-            .chars()
-            .filter(|c| *c != '-' && *c != '_')
-            .flat_map(char::to_lowercase)
-            .collect();
+        let n = crate::canonical_name(s);
         Ok(match n.as_str() {
             "auto" => Format::Auto,
             "etrace" => Format::Etrace,

@@ -93,12 +93,12 @@ enum Cmd {
         row_bytes: Option<u64>,
         /// Element type the planned tables store: f32, f16, bf16 or int8.
         /// The plan sizes caches by the stored row (weights + state).
-        #[arg(long, value_parser = parse_elem, default_value = "f32")]
+        #[arg(long, default_value = "f32")]
         elem: embtier::Elem,
         /// Fused optimizer of the planned tables, with default
         /// hyper-parameters (edit them in the store.toml): sgd,
         /// rowwise-adagrad, adagrad or adam. Its state is part of each row.
-        #[arg(long, value_parser = parse_optimizer, default_value = "sgd")]
+        #[arg(long, default_value = "sgd")]
         optimizer: embtier::Optimizer,
         /// Write the store.toml here (default: print it).
         #[arg(long)]
@@ -137,55 +137,6 @@ enum Cmd {
         #[arg(long)]
         seed: Option<u64>,
     },
-}
-
-fn parse_elem(s: &str) -> Result<embtier::Elem, String> {
-    use embtier::Elem;
-    Ok(match s.to_ascii_lowercase().as_str() {
-        "f32" => Elem::F32,
-        "f16" => Elem::F16,
-        "bf16" => Elem::Bf16,
-        "int8" => Elem::Int8,
-        _ => return Err(format!("{s:?}: expected f32, f16, bf16 or int8")),
-    })
-}
-
-/// An optimizer by name, with common default hyper-parameters.
-fn parse_optimizer(s: &str) -> Result<embtier::Optimizer, String> {
-    use embtier::Optimizer;
-    let n: String = s
-        .chars()
-        .filter(|c| *c != '-' && *c != '_')
-        .flat_map(char::to_lowercase)
-        .collect();
-    Ok(match n.as_str() {
-        "sgd" => Optimizer::Sgd {
-            lr: 0.01,
-            weight_decay: 0.0,
-        },
-        "rowwiseadagrad" => Optimizer::RowwiseAdagrad {
-            lr: 0.01,
-            eps: 1e-8,
-            weight_decay: 0.0,
-        },
-        "adagrad" => Optimizer::Adagrad {
-            lr: 0.01,
-            eps: 1e-8,
-            weight_decay: 0.0,
-        },
-        "adam" => Optimizer::Adam {
-            lr: 0.001,
-            beta1: 0.9,
-            beta2: 0.999,
-            eps: 1e-8,
-            weight_decay: 0.0,
-        },
-        _ => {
-            return Err(format!(
-                "{s:?}: expected sgd, rowwise-adagrad, adagrad or adam"
-            ))
-        }
-    })
 }
 
 fn parse_bytes(s: &str) -> Result<u64, String> {

@@ -134,11 +134,7 @@ const KNOWN: &str =
     "lru, fifo, clock, lfu, 2q, slru, arc, s3fifo, sieve, belady, lru-32way, lfu-32way";
 
 fn parse_policy(s: &str) -> Result<Sim, Fail> {
-    let n: String = s
-        .chars()
-        .filter(|c| *c != '-' && *c != '_')
-        .flat_map(char::to_lowercase)
-        .collect();
+    let n = embtier::canonical_name(s);
     match n.as_str() {
         "belady" | "min" | "opt" => Ok(Sim::Belady),
         "lru32way" => Ok(Sim::SetAssoc(SetPolicy::Lru)),
