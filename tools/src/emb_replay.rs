@@ -120,6 +120,16 @@ enum Sim {
 }
 
 impl Sim {
+    /// Run this policy at `size` rows over `keys` (`dense` is `keys`
+    /// densified to `0..n`).
+    fn run(self, size: u64, keys: &[u64], dense: &[u32], n: usize) -> SimResult {
+        match self {
+            Sim::Online(k) => simulate_dense(k, size as usize, dense, n),
+            Sim::Belady => belady(keys, size as usize),
+            Sim::SetAssoc(p) => set_associative(keys, size as usize, 32, p),
+        }
+    }
+
     fn name(self) -> String {
         match self {
             Sim::Online(k) => k.name().to_string(),
@@ -248,14 +258,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
             let start = std::time::Instant::now();
             let results: Vec<(Sim, u64, SimResult)> = jobs
                 .par_iter()
-                .map(|&(s, z)| {
-                    let r = match s {
-                        Sim::Online(k) => simulate_dense(k, z as usize, &dense, n),
-                        Sim::Belady => belady(&keys, z as usize),
-                        Sim::SetAssoc(p) => set_associative(&keys, z as usize, 32, p),
-                    };
-                    (s, z, r)
-                })
+                .map(|&(s, z)| (s, z, s.run(z, &keys, &dense, n)))
                 .collect();
             let secs = start.elapsed().as_secs_f64();
             eprintln!(
@@ -533,14 +536,7 @@ fn demo() -> Result<(), Fail> {
         .collect();
     let res: Vec<(Sim, u64, f64)> = jobs
         .par_iter()
-        .map(|&(s, z)| {
-            let r = match s {
-                Sim::Online(k) => simulate_dense(k, z as usize, &dense, n),
-                Sim::Belady => belady(&keys, z as usize),
-                Sim::SetAssoc(p) => set_associative(&keys, z as usize, 32, p),
-            };
-            (s, z, r.miss_ratio())
-        })
+        .map(|&(s, z)| (s, z, s.run(z, &keys, &dense, n).miss_ratio()))
         .collect();
     let _ = writeln!(
         o,
