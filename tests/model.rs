@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::{engines, with_engine, Rng};
+use common::{engines, sum_in_order, with_engine, Rng};
 use embtier::format::InitKind;
 use embtier::{Init, IoEngineKind, Placement, PolicyKind, Store, StoreConfig, TableConfig};
 
@@ -162,21 +162,9 @@ fn run_model(name: &str, cfg: StoreConfig, seed: u64, steps: usize) {
                 let lr = [1.0f32, 0.5, 0.1][rng.below(3) as usize];
                 s.apply_sgd(&tname, &ids, &grads, lr).unwrap();
                 // Sum duplicates in order, then apply once.
-                let mut order: Vec<u64> = Vec::new();
-                let mut sums: HashMap<u64, Vec<f32>> = HashMap::new();
-                for (i, &id) in ids.iter().enumerate() {
-                    let g = &grads[i * dim..(i + 1) * dim];
-                    match sums.get_mut(&id) {
-                        Some(acc) => acc.iter_mut().zip(g).for_each(|(a, b)| *a += *b),
-                        None => {
-                            order.push(id);
-                            sums.insert(id, g.to_vec());
-                        }
-                    }
-                }
-                for id in order {
+                for (id, sum) in sum_in_order(&ids, &grads, dim) {
                     let mut r = model.row(t, id);
-                    for (w, g) in r.iter_mut().zip(&sums[&id]) {
+                    for (w, g) in r.iter_mut().zip(&sum) {
                         *w -= lr * g;
                     }
                     model.rows.insert((t, id), r);

@@ -10,7 +10,7 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::{tier_configs, with_engine, Rng};
+use common::{sum_in_order, tier_configs, with_engine, Rng};
 use embtier::format::InitKind;
 use embtier::{Init, IoEngineKind, Optimizer, Store, StoreConfig, TableConfig};
 
@@ -169,21 +169,9 @@ fn fused_optimizers_match_the_reference_bit_for_bit() {
                 let grads: Vec<f32> = (0..n * DIM).map(|_| rng.small_f32()).collect();
                 s.step("t", &ids, &grads).unwrap();
                 // Reference: sum duplicates in order, apply once.
-                let mut order = Vec::new();
-                let mut sums: HashMap<u64, Vec<f32>> = HashMap::new();
-                for (k, &id) in ids.iter().enumerate() {
-                    let g = &grads[k * DIM..(k + 1) * DIM];
-                    match sums.get_mut(&id) {
-                        Some(acc) => acc.iter_mut().zip(g).for_each(|(a, b)| *a += *b),
-                        None => {
-                            order.push(id);
-                            sums.insert(id, g.to_vec());
-                        }
-                    }
-                }
-                for id in order {
+                for (id, sum) in sum_in_order(&ids, &grads, DIM) {
                     let mut r = row(&model, id);
-                    reference_step(&opt, &mut r, &sums[&id]);
+                    reference_step(&opt, &mut r, &sum);
                     model.insert(id, r);
                 }
                 if step % 50 == 49 {

@@ -8,7 +8,7 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::{tier_configs, with_engine, Rng};
+use common::{sum_in_order, tier_configs, with_engine, Rng};
 use embtier::format::InitKind;
 use embtier::precision::{decode, encode, Rounding};
 use embtier::{Elem, Init, IoEngineKind, Optimizer, RoundingMode, Store, StoreConfig, TableConfig};
@@ -91,24 +91,13 @@ fn narrow_rows_match_the_reference_across_tiers_and_reopen() {
                     }
                     _ => {
                         s.step("t", &ids, &vals).unwrap();
-                        let mut order = Vec::new();
-                        let mut sums: HashMap<u64, Vec<f32>> = HashMap::new();
-                        for (k, &id) in ids.iter().enumerate() {
-                            let e = sums.entry(id).or_insert_with(|| {
-                                order.push(id);
-                                vec![0.0; DIM]
-                            });
-                            for i in 0..DIM {
-                                e[i] += vals[k * DIM + i];
-                            }
-                        }
-                        for id in order {
+                        for (id, sum) in sum_in_order(&ids, &vals, DIM) {
                             let mut r = get(&model, id);
                             // Widen, step in f32, round the weights back.
                             let mut wide: Vec<u8> =
                                 r.w.iter().flat_map(|x| x.to_le_bytes()).collect();
                             wide.extend_from_slice(&r.state);
-                            opt.apply(&mut wide, &sums[&id]);
+                            opt.apply(&mut wide, &sum);
                             let w: Vec<f32> = wide[..DIM * 4]
                                 .chunks_exact(4)
                                 .map(|b| f32::from_le_bytes(b.try_into().unwrap()))

@@ -76,3 +76,22 @@ pub fn tier_configs(
         ),
     ]
 }
+
+/// The reference for duplicate ids in one call: each id's gradients summed
+/// in the order given (the first copied, the others added), ids in order of
+/// first appearance.
+pub fn sum_in_order(ids: &[u64], grads: &[f32], dim: usize) -> Vec<(u64, Vec<f32>)> {
+    let mut out: Vec<(u64, Vec<f32>)> = Vec::new();
+    let mut at: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
+    for (i, &id) in ids.iter().enumerate() {
+        let g = &grads[i * dim..(i + 1) * dim];
+        match at.get(&id) {
+            Some(&k) => out[k].1.iter_mut().zip(g).for_each(|(a, b)| *a += *b),
+            None => {
+                at.insert(id, out.len());
+                out.push((id, g.to_vec()));
+            }
+        }
+    }
+    out
+}
