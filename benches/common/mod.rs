@@ -77,10 +77,7 @@ pub fn uniform_batches(n: usize, batch: usize, rows: u64, seed: u64) -> Vec<Vec<
             (0..batch)
                 .map(|_| {
                     x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-                    let mut z = x;
-                    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-                    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-                    (z ^ (z >> 31)) % rows
+                    embtier::init::mix64(x) % rows
                 })
                 .collect()
         })
