@@ -1,18 +1,9 @@
 //! The emb-locality binary: exit statuses, one-line errors, and a
 //! gen -> convert -> analyze round trip.
 
-use std::process::{Command, Output};
+mod common;
 
-fn bin(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_emb-locality"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::{gen_trace, locality as bin, stderr};
 
 #[test]
 fn usage_errors_exit_2() {
@@ -53,15 +44,7 @@ fn data_errors_exit_1_with_one_line() {
     assert!(stderr(&o).contains("record 3"), "{}", stderr(&o));
 
     let corrupt = dir.path().join("c.etrace");
-    let o = bin(&[
-        "gen",
-        corrupt.to_str().unwrap(),
-        "--batches",
-        "10",
-        "--batch-size",
-        "50",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    gen_trace(&corrupt, 10, 50, None);
     let mut b = std::fs::read(&corrupt).unwrap();
     let n = b.len();
     b[n - 10] ^= 0xff;
@@ -147,18 +130,7 @@ fn gen_convert_analyze() {
 fn plot_writes_three_svgs() {
     let dir = tempfile::tempdir().unwrap();
     let tr = dir.path().join("p.etrace");
-    assert!(bin(&[
-        "gen",
-        tr.to_str().unwrap(),
-        "--batches",
-        "20",
-        "--batch-size",
-        "64",
-        "--tables",
-        "a:1000:2:1.1,b:500:1:0"
-    ])
-    .status
-    .success());
+    gen_trace(&tr, 20, 64, Some("a:1000:2:1.1,b:500:1:0"));
     let out = dir.path().join("plots");
     let o = bin(&[
         "analyze",
@@ -178,17 +150,12 @@ fn plot_writes_three_svgs() {
 fn plan_emits_a_store_config_the_store_accepts() {
     let dir = tempfile::tempdir().unwrap();
     let tr = dir.path().join("w.etrace");
-    let o = bin(&[
-        "gen",
-        tr.to_str().unwrap(),
-        "--batches",
-        "100",
-        "--batch-size",
-        "128",
-        "--tables",
-        "tiny:50:2:0.5,big:100000:4:1.1,flat:100000:1:0",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    gen_trace(
+        &tr,
+        100,
+        128,
+        Some("tiny:50:2:0.5,big:100000:4:1.1,flat:100000:1:0"),
+    );
     let toml_path = dir.path().join("store.toml");
     let o = bin(&[
         "plan",
@@ -291,18 +258,7 @@ fn plan_emits_a_store_config_the_store_accepts() {
 fn bytes_mrc_in_json() {
     let dir = tempfile::tempdir().unwrap();
     let tr = dir.path().join("b.etrace");
-    assert!(bin(&[
-        "gen",
-        tr.to_str().unwrap(),
-        "--batches",
-        "20",
-        "--batch-size",
-        "64",
-        "--tables",
-        "a:1000:2:1.1,b:500:1:0"
-    ])
-    .status
-    .success());
+    gen_trace(&tr, 20, 64, Some("a:1000:2:1.1,b:500:1:0"));
     let o = bin(&[
         "analyze",
         tr.to_str().unwrap(),

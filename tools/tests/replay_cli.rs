@@ -1,39 +1,13 @@
 //! The emb-replay binary: sweeps, output shapes, fidelity through the CLI,
 //! and bad input.
 
-use std::process::{Command, Output};
+mod common;
 
-fn replay(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_emb-replay"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn locality(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_emb-locality"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::{gen_trace, locality, replay, stderr};
 
 fn gen(dir: &std::path::Path) -> String {
     let tr = dir.join("t.etrace");
-    let o = locality(&[
-        "gen",
-        tr.to_str().unwrap(),
-        "--batches",
-        "50",
-        "--batch-size",
-        "200",
-        "--tables",
-        "a:20000:4:1.0",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    gen_trace(&tr, 50, 200, Some("a:20000:4:1.0"));
     tr.to_str().unwrap().to_string()
 }
 
