@@ -40,41 +40,39 @@ pub fn write_all(r: &Report, dir: &Path) -> Res {
     reuse_cdf(r, &dir.join("reuse_distance_cdf.svg"))
 }
 
-fn mrc(r: &Report, path: &Path) -> Res {
+/// The charts' coordinates: log x, linear y in [0, 1].
+type Chart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<LogCoord<f64>, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// A 900x600 SVG at `path` holding one chart with x in `[1, max_x]` on a log
+/// scale and y in `[0, 1]`: frame, caption and mesh, then the series `draw`
+/// adds, then the legend.
+fn log_x_chart(
+    path: &Path,
+    caption: &str,
+    max_x: f64,
+    (x_desc, y_desc): (&str, &str),
+    draw: impl FnOnce(&mut Chart<'_, '_>) -> Res,
+) -> Res {
     let root = SVGBackend::new(path, (900, 600)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
-    let max_x = subjects(r)
-        .iter()
-        .flat_map(|t| t.mrc.iter().map(|p| p.cache_rows))
-        .max()
-        .unwrap_or(1)
-        .max(2) as f64;
     let mut chart = ChartBuilder::on(&root)
-        .caption("LRU miss-ratio curves", ("sans-serif", 22))
+        .caption(caption, ("sans-serif", 22))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(50)
-        .build_cartesian_2d((1f64..max_x).log_scale(), 0f64..1f64)
+        .build_cartesian_2d((1f64..max_x.max(2.0)).log_scale(), 0f64..1f64)
         .map_err(err)?;
     chart
         .configure_mesh()
-        .x_desc("cache size (rows)")
-        .y_desc("miss ratio")
+        .x_desc(x_desc)
+        .y_desc(y_desc)
         .draw()
         .map_err(err)?;
-    for (i, t) in subjects(r).into_iter().enumerate() {
-        let c = palette(i);
-        chart
-            .draw_series(LineSeries::new(
-                t.mrc
-                    .iter()
-                    .map(|p| (p.cache_rows.max(1) as f64, p.miss_ratio)),
-                c.stroke_width(2),
-            ))
-            .map_err(err)?
-            .label(t.name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
-    }
+    draw(&mut chart)?;
     chart
         .configure_series_labels()
         .border_style(BLACK)
@@ -84,25 +82,42 @@ fn mrc(r: &Report, path: &Path) -> Res {
     root.present().map_err(err)
 }
 
-fn count_cdf(r: &Report, path: &Path) -> Res {
-    let root = SVGBackend::new(path, (900, 600)).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            "Access-count CDF (solid: by rows, dashed: by accesses)",
-            ("sans-serif", 22),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(50)
-        .build_cartesian_2d((1f64..65536f64).log_scale(), 0f64..1f64)
-        .map_err(err)?;
+/// A solid line in colour `i` with a legend entry.
+fn line(chart: &mut Chart<'_, '_>, i: usize, name: &str, pts: Vec<(f64, f64)>) -> Res {
+    let c = palette(i);
     chart
-        .configure_mesh()
-        .x_desc("accesses per row (upper bin edge; dlrm_datasets bins)")
-        .y_desc("cumulative fraction")
-        .draw()
-        .map_err(err)?;
+        .draw_series(LineSeries::new(pts, c.stroke_width(2)))
+        .map_err(err)?
+        .label(name)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
+    Ok(())
+}
+
+fn mrc(r: &Report, path: &Path) -> Res {
+    let series: Vec<(String, Vec<(f64, f64)>)> = subjects(r)
+        .iter()
+        .map(|t| {
+            let pts = t.mrc.iter().map(|p| (p.cache_rows as f64, p.miss_ratio));
+            (t.name.clone(), pts.collect())
+        })
+        .collect();
+    mrc_lines(path, "LRU miss-ratio curves", &series)
+}
+
+fn count_cdf(r: &Report, path: &Path) -> Res {
+    log_x_chart(
+        path,
+        "Access-count CDF (solid: by rows, dashed: by accesses)",
+        65536.0,
+        (
+            "accesses per row (upper bin edge; dlrm_datasets bins)",
+            "cumulative fraction",
+        ),
+        |chart| count_series(r, chart),
+    )
+}
+
+fn count_series(r: &Report, chart: &mut Chart<'_, '_>) -> Res {
     let x = |i: usize| {
         if i < 16 {
             COUNT_BIN_EDGES[i] as f64
@@ -122,11 +137,7 @@ fn count_cdf(r: &Report, path: &Path) -> Res {
                 })
                 .collect::<Vec<_>>()
         };
-        chart
-            .draw_series(LineSeries::new(cum(&t.count_hist_rows), c.stroke_width(2)))
-            .map_err(err)?
-            .label(t.name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
+        line(chart, i, &t.name, cum(&t.count_hist_rows))?;
         let pts = cum(&t.count_hist_accesses);
         // Dashed: short segments between alternate points of a fine resampling.
         let fine: Vec<(f64, f64)> = pts
@@ -147,110 +158,66 @@ fn count_cdf(r: &Report, path: &Path) -> Res {
             )
             .map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.8))
-        .draw()
-        .map_err(err)?;
-    root.present().map_err(err)
+    Ok(())
 }
 
 fn reuse_cdf(r: &Report, path: &Path) -> Res {
-    let root = SVGBackend::new(path, (900, 600)).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
     let max_k = subjects(r)
         .iter()
         .map(|t| t.reuse_distance.bins.len())
         .max()
         .unwrap_or(1)
         .max(2);
-    let max_x = (1u64 << max_k.min(62)) as f64;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            "Reuse (LRU stack) distance CDF, first accesses excluded",
-            ("sans-serif", 22),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(50)
-        .build_cartesian_2d((1f64..max_x).log_scale(), 0f64..1f64)
-        .map_err(err)?;
-    chart
-        .configure_mesh()
-        .x_desc("stack distance (rows)")
-        .y_desc("cumulative fraction of reuses")
-        .draw()
-        .map_err(err)?;
-    for (i, t) in subjects(r).into_iter().enumerate() {
-        let c = palette(i);
-        let h: &Log2Hist = &t.reuse_distance;
-        let total: u64 = h.bins.iter().sum();
-        if total == 0 {
-            continue;
-        }
-        let mut s = 0u64;
-        let pts: Vec<(f64, f64)> = h
-            .bins
-            .iter()
-            .enumerate()
-            .map(|(k, &n)| {
-                s += n;
-                ((Log2Hist::range(k).1 + 1) as f64, s as f64 / total as f64)
-            })
-            .collect();
-        chart
-            .draw_series(LineSeries::new(pts, c.stroke_width(2)))
-            .map_err(err)?
-            .label(t.name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
-    }
-    chart
-        .configure_series_labels()
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.8))
-        .draw()
-        .map_err(err)?;
-    root.present().map_err(err)
+    log_x_chart(
+        path,
+        "Reuse (LRU stack) distance CDF, first accesses excluded",
+        (1u64 << max_k.min(62)) as f64,
+        ("stack distance (rows)", "cumulative fraction of reuses"),
+        |chart| {
+            for (i, t) in subjects(r).into_iter().enumerate() {
+                let h: &Log2Hist = &t.reuse_distance;
+                let total: u64 = h.bins.iter().sum();
+                if total == 0 {
+                    continue;
+                }
+                let mut s = 0u64;
+                let pts: Vec<(f64, f64)> = h
+                    .bins
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &n)| {
+                        s += n;
+                        ((Log2Hist::range(k).1 + 1) as f64, s as f64 / total as f64)
+                    })
+                    .collect();
+                line(chart, i, &t.name, pts)?;
+            }
+            Ok(())
+        },
+    )
 }
 
 /// One SVG chart of miss-ratio curves, one line per series, log x.
 pub fn mrc_lines(path: &Path, title: &str, series: &[(String, Vec<(f64, f64)>)]) -> Res {
-    let root = SVGBackend::new(path, (900, 600)).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
     let max_x = series
         .iter()
         .flat_map(|s| s.1.iter().map(|p| p.0))
         .fold(2.0f64, f64::max);
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 22))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(50)
-        .build_cartesian_2d((1f64..max_x).log_scale(), 0f64..1f64)
-        .map_err(err)?;
-    chart
-        .configure_mesh()
-        .x_desc("cache size (rows)")
-        .y_desc("miss ratio")
-        .draw()
-        .map_err(err)?;
-    for (i, (name, pts)) in series.iter().enumerate() {
-        let c = palette(i);
-        chart
-            .draw_series(LineSeries::new(
-                pts.iter().map(|&(x, y)| (x.max(1.0), y)),
-                c.stroke_width(2),
-            ))
-            .map_err(err)?
-            .label(name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
-    }
-    chart
-        .configure_series_labels()
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.8))
-        .draw()
-        .map_err(err)?;
-    root.present().map_err(err)
+    log_x_chart(
+        path,
+        title,
+        max_x,
+        ("cache size (rows)", "miss ratio"),
+        |chart| {
+            for (i, (name, pts)) in series.iter().enumerate() {
+                line(
+                    chart,
+                    i,
+                    name,
+                    pts.iter().map(|&(x, y)| (x.max(1.0), y)).collect(),
+                )?;
+            }
+            Ok(())
+        },
+    )
 }
