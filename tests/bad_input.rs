@@ -285,9 +285,8 @@ fn second_open_is_locked() {
     Store::open(d.path().join("s")).unwrap();
 }
 
-#[test]
-fn full_disk_is_an_error_and_nothing_is_lost() {
-    let d = tempfile::tempdir().unwrap();
+/// Open options whose engine is wrapped in a fault injector, and its plan.
+fn faulty() -> (Arc<FaultPlan>, OpenOptionsExt) {
     let plan = Arc::new(FaultPlan::default());
     let p2 = plan.clone();
     let opts = OpenOptionsExt {
@@ -295,6 +294,13 @@ fn full_disk_is_an_error_and_nothing_is_lost() {
             Box::new(FaultyEngine::new(e, p2.clone()))
         })),
     };
+    (plan, opts)
+}
+
+#[test]
+fn full_disk_is_an_error_and_nothing_is_lost() {
+    let d = tempfile::tempdir().unwrap();
+    let (plan, opts) = faulty();
     // A cache of 16 rows over 1000: updates displace dirty rows constantly.
     let mut c = cfg();
     c.dram.capacity = embtier::ByteSize(16 * 16 + 10 * 16);
@@ -351,13 +357,7 @@ fn full_disk_is_an_error_and_nothing_is_lost() {
 #[test]
 fn read_errors_are_typed() {
     let d = tempfile::tempdir().unwrap();
-    let plan = Arc::new(FaultPlan::default());
-    let p2 = plan.clone();
-    let opts = OpenOptionsExt {
-        wrap_engine: Some(Arc::new(move |e| {
-            Box::new(FaultyEngine::new(e, p2.clone()))
-        })),
-    };
+    let (plan, opts) = faulty();
     let s = Store::create_with(d.path().join("s"), cfg(), opts).unwrap();
     plan.fail_reads_now(libc::EIO);
     let mut out = vec![0f32; DIM];
