@@ -537,10 +537,10 @@ impl Store {
         Ok((t.entry.rows, t.entry.dim))
     }
 
-    fn table(&self, name: &str) -> Result<&Table> {
+    fn table(&self, name: &str) -> Result<&Arc<Table>> {
         self.by_name
             .get(name)
-            .map(|&i| &*self.tables[i])
+            .map(|&i| &self.tables[i])
             .ok_or_else(|| Error::UnknownTable { name: name.into() })
     }
 
@@ -641,10 +641,8 @@ impl Store {
     /// # Ok::<(), embtier::Error>(())
     /// ```
     pub fn prefetch(&self, table: &str, ids: &[u64]) -> Result<Prefetch<'_>> {
-        let t = self.table(table)?;
-        Self::check_ids(t, ids)?;
-        let i = self.by_name[table];
-        let t = Arc::clone(&self.tables[i]);
+        let t = Arc::clone(self.table(table)?);
+        Self::check_ids(&t, ids)?;
         let ssd = Arc::clone(&self.ssd);
         let ids = ids.to_vec();
         let worker = Arc::clone(&t);

@@ -484,21 +484,13 @@ impl Table {
     /// Decode a row's weights into `out` (`dim` f32s).
     #[inline]
     pub(crate) fn decode(&self, row: &[u8], out: &mut [f32]) {
-        if self.elem == crate::Elem::F32 {
-            bytes_to_f32(row, out)
-        } else {
-            crate::precision::decode(self.elem, &row[..self.weight_bytes], out)
-        }
+        crate::precision::decode(self.elem, &row[..self.weight_bytes], out)
     }
 
     /// Encode `w` (`dim` f32s) into a row's weight bytes.
     #[inline]
     pub(crate) fn encode(&self, w: &[f32], row: &mut [u8], rounding: crate::precision::Rounding) {
-        if self.elem == crate::Elem::F32 {
-            f32_to_bytes(w, &mut row[..self.dim * 4])
-        } else {
-            crate::precision::encode(self.elem, w, &mut row[..self.weight_bytes], rounding)
-        }
+        crate::precision::encode(self.elem, w, &mut row[..self.weight_bytes], rounding)
     }
 
     /// A fresh base seed for the stochastic rounding of one call, or `None`
