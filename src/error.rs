@@ -165,6 +165,14 @@ pub enum Error {
         /// Byte offset of the write that failed.
         offset: u64,
     },
+    /// A flush, journal or commit fsync failed earlier: what reached the
+    /// disk is unknown, so the store takes no more writes. Reopening it
+    /// recovers the last checkpoint.
+    #[error("the store refuses writes after a failed sync ({reason}); reopen it to recover the last checkpoint")]
+    Poisoned {
+        /// The failure that poisoned it.
+        reason: String,
+    },
     /// An I/O call failed.
     #[error("{path}: {op} at offset {offset}: {source}")]
     Io {

@@ -40,6 +40,7 @@
 //! for the bytes on disk.
 
 pub mod config;
+mod durable;
 pub mod error;
 pub mod init;
 pub mod io;
@@ -58,6 +59,7 @@ pub use config::{
     ByteSize, Init, IoEngineKind, Placement, RoundingMode, StoreConfig, StoreConfigBuilder,
     TableConfig,
 };
+pub use durable::{Checkpoint, Recovery, JOURNAL_FILE};
 pub use error::{Error, Result};
 pub use optim::Optimizer;
 pub use policy::PolicyKind;

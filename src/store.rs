@@ -8,10 +8,11 @@ use std::sync::Arc;
 
 use embtier_format::{
     Catalog, FormatError, FormatVersion, InitKind, OptimizerCode, RowLayout, Superblock,
-    TableEntry, BLOCK_SIZE,
+    TableEntry, BLOCK_SIZE, CATALOG_OFFSET,
 };
 
 use crate::config::{Init, Placement, StoreConfig, TableConfig};
+use crate::durable::{pick_superblock, Checkpoint, Durable, Recovery};
 use crate::error::{Error, Result};
 use crate::io::{open_engine, IoEngine};
 use crate::precision::Rounding;
@@ -31,13 +32,14 @@ pub const PMEM_FILE: &str = "pmem.emb";
 /// Lock file.
 pub const LOCK_FILE: &str = "LOCK";
 
-/// Wraps the I/O engine a store opens, for tests that inject faults.
-pub type EngineWrapper = Arc<dyn Fn(Box<dyn IoEngine>) -> Box<dyn IoEngine> + Send + Sync>;
+/// Wraps each I/O engine a store opens (the data file's, the journal's and
+/// the metadata file's, with that file's path), for tests that inject faults.
+pub type EngineWrapper = Arc<dyn Fn(&Path, Box<dyn IoEngine>) -> Box<dyn IoEngine> + Send + Sync>;
 
 /// Options that are not part of the on-disk config.
 #[derive(Clone, Default)]
 pub struct OpenOptionsExt {
-    /// Wrap the SSD engine (fault injection in tests).
+    /// Wrap the store's engines (fault injection in tests).
     pub wrap_engine: Option<EngineWrapper>,
 }
 
@@ -64,6 +66,7 @@ pub struct Store {
     by_name: HashMap<String, usize>,
     ssd: Arc<Ssd>,
     superblock: Superblock,
+    recovery: Recovery,
     _lock: LockFile,
 }
 
@@ -267,11 +270,14 @@ impl Store {
             ),
             created_unix: now_unix(),
             table_count: catalog.tables.len() as u32,
-            catalog_offset: BLOCK_SIZE as u64,
+            catalog_offset: CATALOG_OFFSET,
             catalog_len: cat_bytes.len() as u64,
             catalog_crc: crc32c::crc32c(&cat_bytes),
             data_blocks: next,
             generation: 0,
+            seq: 1,
+            committed_epoch: 0,
+            next_epoch: 1,
         };
         let data_path = config
             .ssd
@@ -300,7 +306,9 @@ impl Store {
         let tmp = dir.join(format!("{META_FILE}.tmp"));
         {
             let mut f = File::create(&tmp).map_err(|e| Error::io(&tmp, "create", e))?;
+            // Two copies of the superblock, then the catalog.
             let mut bytes = sb.encode().to_vec();
+            bytes.extend_from_slice(&sb.encode());
             bytes.extend_from_slice(&cat_bytes);
             f.write_all(&bytes)
                 .map_err(|e| Error::io(&tmp, "write", e))?;
@@ -358,7 +366,7 @@ impl Store {
             path: meta_path.clone(),
             source,
         };
-        let sb = Superblock::decode(&bytes).map_err(|e| match e {
+        let sb = pick_superblock(&bytes).map_err(|e| match e {
             FormatError::BadMagic { .. } => Error::NotAStore {
                 path: dir.into(),
                 reason: format!("{}: {e}", meta_path.display()),
@@ -445,14 +453,20 @@ impl Store {
             .clone()
             .unwrap_or_else(|| dir.join(DATA_FILE));
         let (engine, choice) = open_engine(&data_path, &config.ssd)?;
-        let engine = match &opts.wrap_engine {
-            Some(w) => w(engine),
-            None => engine,
+        let wrap = |p: &Path, e: Box<dyn IoEngine>| match &opts.wrap_engine {
+            Some(w) => w(p, e),
+            None => e,
         };
+        let engine = wrap(&data_path, engine);
+        // Recovery: undo what the last session wrote after its last
+        // checkpoint, before anything reads the data file.
+        let (dur, recovery) = Durable::open(dir, superblock.clone(), &*engine, &data_path, &wrap)?;
         let ssd = Ssd {
             engine,
             path: data_path,
             choice,
+            dur,
+            gate: parking_lot::RwLock::new(()),
         };
         let mut pmem = match &config.pmem {
             Some(p) => {
@@ -507,6 +521,7 @@ impl Store {
             by_name,
             ssd: Arc::new(ssd),
             superblock,
+            recovery,
             _lock: lock,
         })
     }
@@ -524,6 +539,17 @@ impl Store {
     /// The superblock read or written at open.
     pub fn superblock(&self) -> &Superblock {
         &self.superblock
+    }
+
+    /// The checkpoint generation last committed: 0 for a new store, then
+    /// one more for each [`Store::checkpoint`].
+    pub fn generation(&self) -> u64 {
+        self.ssd.dur.generation()
+    }
+
+    /// What recovery did when this store was opened.
+    pub fn recovery(&self) -> &Recovery {
+        &self.recovery
     }
 
     /// Table names, in catalog order.
@@ -608,6 +634,7 @@ impl Store {
         let t = self.table(table)?;
         Self::check_len(t, "out", ids.len(), out.len())?;
         Self::check_ids(t, ids)?;
+        let _gate = self.ssd.gate.read();
         t.lookup(&self.ssd, ids, out)
     }
 
@@ -651,6 +678,7 @@ impl Store {
             .spawn(move || {
                 let mut pins = Vec::new();
                 let mut out = vec![0f32; ids.len() * worker.dim];
+                let _gate = ssd.gate.read();
                 let r = worker.lookup_pinning(&ssd, &ids, &mut out, Some(&mut pins));
                 (pins, r)
             })
@@ -700,6 +728,8 @@ impl Store {
         // Assignment rounds to nearest: a value set is the value read back,
         // as closely as the element type allows.
         let whole = t.row_bytes == t.weight_bytes;
+        self.ssd.dur.check_writable()?;
+        let _gate = self.ssd.gate.read();
         t.modify(&self.ssd, &items, whole, |row, k| {
             t.encode(&values[k * dim..(k + 1) * dim], row, Rounding::Nearest)
         })
@@ -771,6 +801,8 @@ impl Store {
         grads: &[f32],
         opt: crate::Optimizer,
     ) -> Result<()> {
+        self.ssd.dur.check_writable()?;
+        let _gate = self.ssd.gate.read();
         let (items, sums) = sum_duplicates(ids, grads, t.dim);
         let dim = t.dim;
         if t.elem == crate::Elem::F32 {
@@ -797,9 +829,22 @@ impl Store {
         })
     }
 
-    /// Write every dirty row down to the SSD tier and fsync. After `flush`
-    /// and a drop, [`Store::open`] sees every update. On error nothing is
-    /// lost: rows not written stay dirty in memory, and a later `flush` retries.
+    /// Make the current state of every table durable and atomic: after a
+    /// crash at any later instant, [`Store::open`] recovers exactly this
+    /// state (or a later checkpoint's), never a mixture. Updates made after
+    /// the last checkpoint are lost in a crash, as a trainer's are.
+    ///
+    /// Writes every dirty row (first journaling the old image of each block
+    /// group overwritten for the first time since the last checkpoint),
+    /// fsyncs the data file, then commits by writing the superblock's two
+    /// copies in turn. Its cost is proportional to the rows dirtied since
+    /// the last checkpoint. Lookups and updates from other threads wait
+    /// while it runs. The protocol is in `store-format/FORMAT.md`.
+    ///
+    /// On a failed write nothing is lost: rows not written stay dirty in
+    /// memory, the last checkpoint stays the durable one, and a later
+    /// `checkpoint` retries. A failed fsync poisons the store: every later
+    /// write fails with [`Error::Poisoned`] until it is reopened.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -808,16 +853,19 @@ impl Store {
     /// let store = Store::create(&path, StoreConfig::builder()
     ///     .table(TableConfig::new("t", 100, 2)).build())?;
     /// store.update("t", &[9], &[4.0, 5.0])?;
-    /// store.flush()?;
-    /// assert_eq!(store.dirty_rows(), 0);
+    /// let c = store.checkpoint()?;
+    /// assert_eq!((c.generation, store.dirty_rows()), (1, 0));
+    /// store.update("t", &[9], &[6.0, 7.0])?; // after the checkpoint: lost
     /// drop(store);
     /// let store = Store::open(&path)?;
     /// let mut out = [0f32; 2];
     /// store.lookup("t", &[9], &mut out)?;
-    /// assert_eq!(out, [4.0, 5.0]);
+    /// assert_eq!((out, store.generation()), ([4.0, 5.0], 1));
     /// # Ok::<(), embtier::Error>(())
     /// ```
-    pub fn flush(&self) -> Result<()> {
+    pub fn checkpoint(&self) -> Result<Checkpoint> {
+        self.ssd.dur.check_writable()?;
+        let _gate = self.ssd.gate.write();
         let mut first_err = None;
         for t in &self.tables {
             if let Err(e) = t.flush(&self.ssd) {
@@ -827,7 +875,14 @@ impl Store {
         if let Some(e) = first_err {
             return Err(e);
         }
-        self.ssd.sync()
+        self.ssd.sync().map_err(|e| self.ssd.dur.poison_with(e))?;
+        self.ssd.dur.commit()
+    }
+
+    /// [`Store::checkpoint`], for callers that need no report: after
+    /// `flush` and a drop, [`Store::open`] sees every update.
+    pub fn flush(&self) -> Result<()> {
+        self.checkpoint().map(|_| ())
     }
 
     /// Dirty rows held in memory, over all tables.

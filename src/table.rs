@@ -37,7 +37,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
-use embtier_format::{seal_block, write_group_payload, BlockState, TableEntry, BLOCK_SIZE};
+use embtier_format::{write_group_payload, BlockState, TableEntry, BLOCK_SIZE};
 use parking_lot::Mutex;
 
 use crate::config::{Placement, TableConfig};
@@ -48,7 +48,7 @@ use crate::policy::PolicyKind;
 use crate::stats::{Counters, Local};
 use crate::tier::cache::{SlotCache, Spill, MAX_SHARD_ROWS};
 use crate::tier::slab::{PmemFile, Slab};
-use crate::tier::ssd::{check_group, row_from_group, Ssd};
+use crate::tier::ssd::{row_from_group, Ssd};
 
 /// Block groups per pinned chunk.
 const GROUPS_PER_CHUNK: u64 = 16;
@@ -547,12 +547,14 @@ impl Table {
             for (gi, &g) in groups.iter().enumerate() {
                 let blocks = &buf.as_slice()[gi * gb..(gi + 1) * gb];
                 let first = g * e.layout.rows_per_group as u64;
-                let state = check_group(e, g, blocks).map_err(|source| Error::Corrupt {
-                    path: ssd.path.clone(),
-                    table: self.name.clone(),
-                    id: first,
-                    source,
-                })?;
+                let state = ssd
+                    .check_group(e, g, blocks)
+                    .map_err(|source| Error::Corrupt {
+                        path: ssd.path.clone(),
+                        table: self.name.clone(),
+                        id: first,
+                        source,
+                    })?;
                 let last = (first + e.layout.rows_per_group as u64).min(e.rows);
                 for id in first..last {
                     let mut ch = chunks[(id / rpc) as usize].lock();
@@ -727,7 +729,7 @@ impl Table {
                     return;
                 }
                 let (lo, hi) = ranges[gi];
-                let state = match check_group(e, groups[gi], blocks) {
+                let state = match ssd.check_group(e, groups[gi], blocks) {
                     Ok(s) => s,
                     Err(source) => {
                         let now = self.wb_epoch.load(Ordering::Acquire);
@@ -918,12 +920,14 @@ impl Table {
             let blocks = &mut buf.as_mut_slice()[gi * gb..(gi + 1) * gb];
             let first = g * rpg;
             if gi < nread {
-                let state = check_group(e, *g, blocks).map_err(|source| Error::Corrupt {
-                    path: ssd.path.clone(),
-                    table: self.name.clone(),
-                    id: first,
-                    source,
-                })?;
+                let state = ssd
+                    .check_group(e, *g, blocks)
+                    .map_err(|source| Error::Corrupt {
+                        path: ssd.path.clone(),
+                        table: self.name.clone(),
+                        id: first,
+                        source,
+                    })?;
                 if state == BlockState::Hole {
                     for id in first..first + rows_in(*g) as u64 {
                         row_from_group(e, state, &[], id, &mut tmp);
@@ -936,14 +940,9 @@ impl Table {
             for (id, data) in run.iter() {
                 write_group_payload(blocks, e.layout.offset_in_group(*id), data);
             }
-            let bpg = e.layout.blocks_per_group as u64;
-            for k in 0..bpg {
-                let b = &mut blocks[k as usize * BLOCK_SIZE..(k as usize + 1) * BLOCK_SIZE];
-                seal_block(b, e.base_block + g * bpg + k);
-            }
         }
         self.wb_epoch.fetch_add(1, Ordering::AcqRel);
-        let r = ssd.write_groups(e, &groups, buf);
+        let r = ssd.write_groups(e, &groups, &mut *buf);
         self.wb_epoch.fetch_add(1, Ordering::AcqRel);
         r?;
         let c = &self.counters;
@@ -1000,7 +999,6 @@ impl Table {
         let rb = self.row_bytes;
         let rpg = e.layout.rows_per_group as u64;
         let gb = e.layout.group_bytes();
-        let bpg = e.layout.blocks_per_group as u64;
         let mut buf = self.wb_lock.lock();
         for ch in chunks {
             let mut c = ch.lock();
@@ -1025,16 +1023,10 @@ impl Table {
                     write_group_payload(blocks, e.layout.offset_in_group(id), c.row(id, rb));
                 }
                 rows_written += last - first;
-                for k in 0..bpg {
-                    seal_block(
-                        &mut blocks[k as usize * BLOCK_SIZE..(k as usize + 1) * BLOCK_SIZE],
-                        e.base_block + g * bpg + k,
-                    );
-                }
             }
             // Written under the chunk lock: updates to these rows wait, so
             // clearing the dirty bits after success loses nothing.
-            ssd.write_groups(e, &groups, &buf)?;
+            ssd.write_groups(e, &groups, &mut buf)?;
             c.dirty.iter_mut().for_each(|w| *w = 0);
             let cs = &self.counters;
             cs.ssd_write_ops

@@ -161,10 +161,12 @@ fn not_a_store() {
     ));
 }
 
-fn patch_superblock(dir: &Path, f: impl FnOnce(&mut [u8])) {
+fn patch_superblock(dir: &Path, f: impl Fn(&mut [u8])) {
     let p = dir.join(embtier::META_FILE);
     let mut b = fs::read(&p).unwrap();
+    // Both copies, so that neither can stand in for the other.
     f(&mut b[..BLOCK_SIZE]);
+    f(&mut b[BLOCK_SIZE..2 * BLOCK_SIZE]);
     fs::write(&p, b).unwrap();
 }
 
@@ -186,7 +188,7 @@ fn unknown_format_version() {
             source:
                 embtier::format::FormatError::UnsupportedVersion {
                     found: 7,
-                    supported: 1,
+                    supported: 2,
                 },
         } => assert!(path.ends_with(embtier::META_FILE)),
         other => panic!("{other:?}"),
@@ -206,16 +208,16 @@ fn bad_checksum_names_file_and_offset() {
         "{msg}"
     );
 
-    // Catalog corruption: the error names the catalog's offset (4096).
+    // Catalog corruption: the error names the catalog's offset (8192).
     let d = tempfile::tempdir().unwrap();
     drop(new_store(d.path()));
     let dir = d.path().join("s");
     let p = dir.join(embtier::META_FILE);
     let mut b = fs::read(&p).unwrap();
-    b[BLOCK_SIZE + 70] ^= 1;
+    b[2 * BLOCK_SIZE + 70] ^= 1;
     fs::write(&p, &b).unwrap();
     let msg = Store::open(&dir).unwrap_err().to_string();
-    assert!(msg.contains("checksum mismatch at offset 4096"), "{msg}");
+    assert!(msg.contains("checksum mismatch at offset 8192"), "{msg}");
 }
 
 #[test]
@@ -290,7 +292,7 @@ fn faulty() -> (Arc<FaultPlan>, OpenOptionsExt) {
     let plan = Arc::new(FaultPlan::default());
     let p2 = plan.clone();
     let opts = OpenOptionsExt {
-        wrap_engine: Some(Arc::new(move |e| {
+        wrap_engine: Some(Arc::new(move |_path: &std::path::Path, e| {
             Box::new(FaultyEngine::new(e, p2.clone()))
         })),
     };

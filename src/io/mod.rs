@@ -104,6 +104,11 @@ pub struct EngineChoice {
     pub reason: String,
 }
 
+/// A single-threaded psync engine on `file`.
+pub(crate) fn psync_engine(file: File) -> Box<dyn IoEngine> {
+    Box::new(psync::PsyncEngine::new(file, false, 1))
+}
+
 /// Open `path` (created if missing) for block I/O, honouring O_DIRECT where the
 /// file system allows it. Returns the file and whether O_DIRECT is on.
 pub(crate) fn open_file(path: &Path, direct: bool) -> Result<(File, bool)> {

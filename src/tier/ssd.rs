@@ -7,18 +7,25 @@
 use std::path::PathBuf;
 
 use embtier_format::{
-    check_block, read_group_payload, BlockState, FormatError, TableEntry, BLOCK_SIZE,
+    block_epoch, check_block, read_group_payload, seal_block, BlockState, FormatError, TableEntry,
+    BLOCK_SIZE,
 };
 
+use crate::durable::Durable;
 use crate::error::{Error, Result};
 use crate::init::init_row_bytes;
 use crate::io::{AlignedBuf, EngineChoice, IoEngine, IoFailure};
 
-/// The data file and its engine.
+/// The data file, its engine, and the checkpoint protocol guarding its writes.
 pub(crate) struct Ssd {
     pub engine: Box<dyn IoEngine>,
     pub path: PathBuf,
     pub choice: EngineChoice,
+    pub dur: Durable,
+    /// Held shared by every operation that may write the data file, and
+    /// exclusively by a checkpoint, so that an epoch's writes all precede
+    /// its commit.
+    pub gate: parking_lot::RwLock<()>,
 }
 
 impl Ssd {
@@ -71,11 +78,56 @@ impl Ssd {
             .map_err(|f| self.err(f))
     }
 
-    /// Write the first `groups.len()` groups of `buf` to their places.
-    pub fn write_groups(&self, e: &TableEntry, groups: &[u64], buf: &AlignedBuf) -> Result<()> {
+    /// Seal the first `groups.len()` groups of `buf` with their block
+    /// numbers and the current epoch, and write them to their places, after
+    /// the journal holds the old image of each group first written in this
+    /// epoch. The caller holds `gate` shared.
+    pub fn write_groups(&self, e: &TableEntry, groups: &[u64], buf: &mut AlignedBuf) -> Result<()> {
+        let bpg = e.layout.blocks_per_group;
+        let offsets = Self::offsets(e, groups);
+        let firsts: Vec<u64> = offsets.iter().map(|o| o / BLOCK_SIZE as u64).collect();
+        self.dur
+            .before_write(&firsts, bpg, &*self.engine, &self.path)?;
+        let epoch = self.dur.epoch();
+        for (gi, &first) in firsts.iter().enumerate() {
+            for k in 0..bpg as usize {
+                let at = (gi * bpg as usize + k) * BLOCK_SIZE;
+                seal_block(
+                    &mut buf.as_mut_slice()[at..at + BLOCK_SIZE],
+                    first + k as u64,
+                    epoch,
+                );
+            }
+        }
         self.engine
-            .write_extents(&Self::offsets(e, groups), e.layout.group_bytes(), buf)
+            .write_extents(&offsets, e.layout.group_bytes(), buf)
             .map_err(|f| self.err(f))
+    }
+
+    /// [`check_group`], and that every sealed block was written by a
+    /// committed epoch or by this process.
+    pub fn check_group(
+        &self,
+        e: &TableEntry,
+        g: u64,
+        blocks: &[u8],
+    ) -> Result<BlockState, FormatError> {
+        let state = check_group(e, g, blocks)?;
+        if state == BlockState::Sealed {
+            let ep = block_epoch(blocks);
+            if !self.dur.epoch_ok(ep) {
+                let first = e.base_block + g * e.layout.blocks_per_group as u64;
+                return Err(FormatError::InvalidField {
+                    field: "epoch",
+                    offset: first * BLOCK_SIZE as u64 + embtier_format::TRAILER_EPOCH as u64,
+                    value: format!(
+                        "{ep}: written by an epoch that never committed and was not undone \
+                         (a lost journal record)"
+                    ),
+                });
+            }
+        }
+        Ok(state)
     }
 
     pub fn sync(&self) -> Result<()> {
@@ -84,11 +136,7 @@ impl Ssd {
 }
 
 /// Validate the blocks of group `g`: all holes (never written) or all sealed.
-pub(crate) fn check_group(
-    e: &TableEntry,
-    g: u64,
-    blocks: &[u8],
-) -> Result<BlockState, FormatError> {
+fn check_group(e: &TableEntry, g: u64, blocks: &[u8]) -> Result<BlockState, FormatError> {
     let bpg = e.layout.blocks_per_group as u64;
     let first = e.base_block + g * bpg;
     let mut state = None;

@@ -5,21 +5,27 @@
 //! All integers are little-endian. All checksums are CRC-32C (Castagnoli).
 //!
 //! Layouts:
-//! - [`Superblock`]: block 0 of the metadata file `embtier.meta`.
-//! - [`Catalog`] of [`TableEntry`]: the tables, right after the superblock.
+//! - [`Superblock`]: blocks 0 and 1 of the metadata file `embtier.meta`
+//!   (two copies; the checkpoint commit record).
+//! - [`Catalog`] of [`TableEntry`]: the tables, right after the superblocks.
 //! - Data blocks: 4 KiB blocks of the SSD data file, each sealed with a
 //!   trailer ([`seal_block`], [`check_block`]); rows are placed in them by a
 //!   [`RowLayout`].
+//! - [`journal`]: the undo journal of the checkpoint protocol.
 
 use thiserror::Error;
 
+pub mod journal;
 pub mod trace;
 
 /// Size of every on-disk block, in bytes. Data-file offsets are multiples of it.
 pub const BLOCK_SIZE: usize = 4096;
 /// Bytes of a data block that hold row data; the rest is the trailer.
-pub const BLOCK_PAYLOAD: usize = 4080;
+pub const BLOCK_PAYLOAD: usize = 4072;
 
+/// Offset of the write epoch (u64) in a data block's trailer: the epoch of
+/// the checkpoint protocol during which the block was written.
+pub const TRAILER_EPOCH: usize = 4072;
 /// Offset of the block number (u64) in a data block's trailer.
 pub const TRAILER_BLOCK_NO: usize = 4080;
 /// Offset of the block magic (u32) in a data block's trailer.
@@ -32,13 +38,18 @@ pub const BLOCK_MAGIC: u32 = u32::from_le_bytes(*b"EBLK");
 /// Magic at offset 0 of the metadata file.
 pub const SUPERBLOCK_MAGIC: [u8; 8] = *b"EMBTIER\0";
 
+/// Byte offsets of the two copies of the superblock in the metadata file.
+pub const SUPERBLOCK_SLOTS: [u64; 2] = [0, BLOCK_SIZE as u64];
+/// Byte offset of the catalog in the metadata file.
+pub const CATALOG_OFFSET: u64 = 2 * BLOCK_SIZE as u64;
+
 /// Superblock field offsets (see FORMAT.md, "Superblock").
 pub mod sb {
     /// `[u8; 8]` magic, [`super::SUPERBLOCK_MAGIC`].
     pub const MAGIC: usize = 0;
     /// `u32` format version.
     pub const VERSION: usize = 8;
-    /// `u32` flags, zero in version 1.
+    /// `u32` flags, zero.
     pub const FLAGS: usize = 12;
     /// `u64` random store identifier chosen at creation.
     pub const STORE_ID: usize = 16;
@@ -56,8 +67,15 @@ pub mod sb {
     pub const CATALOG_CRC: usize = 56;
     /// `u64` number of blocks the data file spans.
     pub const DATA_BLOCKS: usize = 64;
-    /// `u64` flush generation: incremented by every completed flush.
+    /// `u64` checkpoint generation: checkpoints committed since create.
     pub const GENERATION: usize = 72;
+    /// `u64` superblock sequence number: incremented by every superblock
+    /// write; of two valid copies the higher one is current.
+    pub const SEQ: usize = 80;
+    /// `u64` epoch committed by the last checkpoint (0: none yet).
+    pub const COMMITTED_EPOCH: usize = 88;
+    /// `u64` the lowest epoch not yet handed out.
+    pub const NEXT_EPOCH: usize = 96;
     /// `u32` CRC-32C of bytes `[0, CRC)` of the superblock.
     pub const CRC: usize = 4092;
 }
@@ -169,24 +187,25 @@ pub enum FormatError {
     },
 }
 
-/// Format versions. Only version 1 exists.
+/// Store format versions this build reads. Version 1 (no checkpoint
+/// protocol) is no longer read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FormatVersion {
-    /// The first version: superblock, fixed 128-byte catalog entries, sealed data blocks.
-    V1 = 1,
+    /// Two superblock copies, epochs in data-block trailers, the undo journal.
+    V2 = 2,
 }
 
 impl FormatVersion {
     /// The version this build writes.
-    pub const CURRENT: FormatVersion = FormatVersion::V1;
+    pub const CURRENT: FormatVersion = FormatVersion::V2;
 }
 
 impl TryFrom<u32> for FormatVersion {
     type Error = FormatError;
     fn try_from(v: u32) -> Result<Self, FormatError> {
         match v {
-            1 => Ok(FormatVersion::V1),
+            2 => Ok(FormatVersion::V2),
             found => Err(FormatError::UnsupportedVersion {
                 found,
                 supported: FormatVersion::CURRENT as u32,
@@ -364,16 +383,27 @@ fn put_u64(b: &mut [u8], at: usize, v: u64) {
     b[at..at + 8].copy_from_slice(&v.to_le_bytes());
 }
 
-/// Seal a data block: write its trailer (block number, magic, CRC-32C).
+/// Seal a data block: write its trailer (write epoch, block number, magic,
+/// CRC-32C).
 ///
 /// # Panics
 /// If `block.len() != BLOCK_SIZE` (a caller bug, never input-dependent).
-pub fn seal_block(block: &mut [u8], block_no: u64) {
+pub fn seal_block(block: &mut [u8], block_no: u64, epoch: u64) {
     assert_eq!(block.len(), BLOCK_SIZE, "a data block is 4096 bytes");
+    put_u64(block, TRAILER_EPOCH, epoch);
     put_u64(block, TRAILER_BLOCK_NO, block_no);
     put_u32(block, TRAILER_MAGIC, BLOCK_MAGIC);
     let crc = crc32c::crc32c(&block[..TRAILER_CRC]);
     put_u32(block, TRAILER_CRC, crc);
+}
+
+/// The write epoch in a sealed block's trailer (meaningful only for a block
+/// that [`check_block`] found [`BlockState::Sealed`]).
+///
+/// # Panics
+/// If `block.len() < BLOCK_SIZE` (a caller bug).
+pub fn block_epoch(block: &[u8]) -> u64 {
+    get_u64(block, TRAILER_EPOCH)
 }
 
 /// Check a data block read from block number `block_no` of the data file.
@@ -419,7 +449,7 @@ pub fn check_block(block: &[u8], block_no: u64) -> Result<BlockState, FormatErro
     Ok(BlockState::Sealed)
 }
 
-/// Block 0 of the metadata file.
+/// The superblock: blocks 0 and 1 of the metadata file hold one copy each.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Superblock {
     /// Format version.
@@ -438,8 +468,15 @@ pub struct Superblock {
     pub catalog_crc: u32,
     /// Number of blocks the data file spans.
     pub data_blocks: u64,
-    /// Completed flushes.
+    /// Checkpoints committed since create.
     pub generation: u64,
+    /// Superblock writes since create; the higher of two valid copies wins.
+    pub seq: u64,
+    /// Epoch whose writes the last checkpoint committed (0: none).
+    pub committed_epoch: u64,
+    /// Lowest epoch never handed out: the next session or checkpoint
+    /// interval writes with it.
+    pub next_epoch: u64,
 }
 
 impl Superblock {
@@ -458,24 +495,34 @@ impl Superblock {
         put_u32(&mut b, sb::CATALOG_CRC, self.catalog_crc);
         put_u64(&mut b, sb::DATA_BLOCKS, self.data_blocks);
         put_u64(&mut b, sb::GENERATION, self.generation);
+        put_u64(&mut b, sb::SEQ, self.seq);
+        put_u64(&mut b, sb::COMMITTED_EPOCH, self.committed_epoch);
+        put_u64(&mut b, sb::NEXT_EPOCH, self.next_epoch);
         let crc = crc32c::crc32c(&b[..sb::CRC]);
         put_u32(&mut b, sb::CRC, crc);
         b
     }
 
-    /// Decode and validate block 0. Magic is checked first, so a file that is
-    /// not a store says so rather than reporting a checksum error.
+    /// Decode and validate the copy at offset 0. Magic is checked first, so
+    /// a file that is not a store says so rather than reporting a checksum
+    /// error.
     pub fn decode(b: &[u8]) -> Result<Superblock, FormatError> {
+        Superblock::decode_at(b, 0)
+    }
+
+    /// Decode and validate a copy read from byte `at` of the metadata file
+    /// (errors name offsets from there).
+    pub fn decode_at(b: &[u8], at: u64) -> Result<Superblock, FormatError> {
         if b.len() < 8 || b[..8] != SUPERBLOCK_MAGIC {
             return Err(FormatError::BadMagic {
-                offset: 0,
+                offset: at,
                 found: b[..b.len().min(8)].to_vec(),
                 expected: SUPERBLOCK_MAGIC.to_vec(),
             });
         }
         if b.len() < BLOCK_SIZE {
             return Err(FormatError::Truncated {
-                offset: 0,
+                offset: at,
                 needed: BLOCK_SIZE as u64,
                 have: b.len() as u64,
             });
@@ -484,7 +531,7 @@ impl Superblock {
         let computed = crc32c::crc32c(&b[..sb::CRC]);
         if stored != computed {
             return Err(FormatError::ChecksumMismatch {
-                offset: 0,
+                offset: at,
                 stored,
                 computed,
             });
@@ -494,8 +541,17 @@ impl Superblock {
         if bs as usize != BLOCK_SIZE {
             return Err(FormatError::InvalidField {
                 field: "block_size",
-                offset: sb::BLOCK_SIZE as u64,
+                offset: at + sb::BLOCK_SIZE as u64,
                 value: bs.to_string(),
+            });
+        }
+        let (committed_epoch, next_epoch) =
+            (get_u64(b, sb::COMMITTED_EPOCH), get_u64(b, sb::NEXT_EPOCH));
+        if next_epoch <= committed_epoch {
+            return Err(FormatError::InvalidField {
+                field: "next_epoch",
+                offset: at + sb::NEXT_EPOCH as u64,
+                value: format!("{next_epoch}, not above the committed epoch {committed_epoch}"),
             });
         }
         Ok(Superblock {
@@ -508,6 +564,9 @@ impl Superblock {
             catalog_crc: get_u32(b, sb::CATALOG_CRC),
             data_blocks: get_u64(b, sb::DATA_BLOCKS),
             generation: get_u64(b, sb::GENERATION),
+            seq: get_u64(b, sb::SEQ),
+            committed_epoch,
+            next_epoch,
         })
     }
 }

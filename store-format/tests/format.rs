@@ -74,6 +74,9 @@ fn superblock_offsets_match_the_spec() {
             ("catalog_crc", sb::CATALOG_CRC, 4),
             ("data_blocks", sb::DATA_BLOCKS, 8),
             ("generation", sb::GENERATION, 8),
+            ("seq", sb::SEQ, 8),
+            ("committed_epoch", sb::COMMITTED_EPOCH, 8),
+            ("next_epoch", sb::NEXT_EPOCH, 8),
             ("crc", sb::CRC, 4),
         ],
     );
@@ -112,6 +115,7 @@ fn data_block_offsets_match_the_spec() {
         "## Data block",
         &[
             ("payload", 0, BLOCK_PAYLOAD),
+            ("epoch", TRAILER_EPOCH, 8),
             ("block_no", TRAILER_BLOCK_NO, 8),
             ("magic", TRAILER_MAGIC, 4),
             ("crc", TRAILER_CRC, 4),
@@ -171,7 +175,7 @@ fn superblock_and_catalog_round_trip_and_reject() {
     }
 
     let s = Superblock {
-        version: FormatVersion::V1,
+        version: FormatVersion::V2,
         store_id: 7,
         created_unix: 1,
         table_count: 2,
@@ -180,38 +184,54 @@ fn superblock_and_catalog_round_trip_and_reject() {
         catalog_crc: crc,
         data_blocks: cat.data_blocks(),
         generation: 3,
+        seq: 9,
+        committed_epoch: 4,
+        next_epoch: 6,
     };
     let enc = s.encode();
     assert_eq!(Superblock::decode(&enc).unwrap(), s);
-    for (at, what) in [(0usize, "magic"), (20, "crc"), (4093, "crc")] {
+    for (at, what) in [(0usize, "magic"), (20, "crc"), (90, "crc"), (4093, "crc")] {
         let mut e = enc;
         e[at] ^= 0xff;
-        let err = Superblock::decode(&e).unwrap_err();
+        // The second copy's errors name its own offset.
+        let err = Superblock::decode_at(&e, 4096).unwrap_err();
         match (what, err) {
-            ("magic", FormatError::BadMagic { .. })
-            | ("crc", FormatError::ChecksumMismatch { offset: 0, .. }) => {}
+            ("magic", FormatError::BadMagic { offset: 4096, .. })
+            | ("crc", FormatError::ChecksumMismatch { offset: 4096, .. }) => {}
             (w, other) => panic!("{w}: {other:?}"),
         }
     }
+    // An epoch pair that cannot arise is refused even with a good CRC.
+    let bad = Superblock {
+        next_epoch: 4,
+        ..s.clone()
+    }
+    .encode();
     assert!(matches!(
-        FormatVersion::try_from(2),
-        Err(FormatError::UnsupportedVersion {
-            found: 2,
-            supported: 1
+        Superblock::decode(&bad),
+        Err(FormatError::InvalidField {
+            field: "next_epoch",
+            ..
         })
     ));
+    for v in [1, 3] {
+        assert!(matches!(
+            FormatVersion::try_from(v),
+            Err(FormatError::UnsupportedVersion { found, supported: 2 }) if found == v
+        ));
+    }
 }
 
 #[test]
 fn layout_rules() {
     let l = RowLayout::for_row_bytes(512);
     assert_eq!((l.rows_per_group, l.blocks_per_group), (7, 1));
-    let l = RowLayout::for_row_bytes(4080);
+    let l = RowLayout::for_row_bytes(4072);
     assert_eq!((l.rows_per_group, l.blocks_per_group), (1, 1));
-    let l = RowLayout::for_row_bytes(4084);
+    let l = RowLayout::for_row_bytes(4076);
     assert_eq!((l.rows_per_group, l.blocks_per_group), (1, 2));
     assert_eq!(l.blocks_for(10), 20);
-    assert_eq!(RowLayout::for_row_bytes(16).rows_per_group, 255);
+    assert_eq!(RowLayout::for_row_bytes(16).rows_per_group, 254);
 }
 
 #[test]
@@ -219,8 +239,9 @@ fn blocks_seal_check_and_detect() {
     let mut b = vec![0u8; BLOCK_SIZE];
     assert_eq!(check_block(&b, 5).unwrap(), BlockState::Hole);
     b[10] = 1;
-    seal_block(&mut b, 5);
+    seal_block(&mut b, 5, 11);
     assert_eq!(check_block(&b, 5).unwrap(), BlockState::Sealed);
+    assert_eq!(block_epoch(&b), 11);
     assert!(matches!(
         check_block(&b, 6),
         Err(FormatError::MisplacedBlock {
@@ -229,7 +250,7 @@ fn blocks_seal_check_and_detect() {
             ..
         })
     ));
-    for at in [0usize, 100, 4079, 4080, 4090, 4095] {
+    for at in [0usize, 100, 4071, 4072, 4080, 4090, 4095] {
         let mut c = b.clone();
         c[at] ^= 0x20;
         assert!(check_block(&c, 5).is_err(), "flip at {at} undetected");
@@ -238,7 +259,7 @@ fn blocks_seal_check_and_detect() {
     let mut blocks = vec![0u8; 2 * BLOCK_SIZE];
     let data: Vec<u8> = (0..4200u32).map(|i| i as u8).collect();
     write_group_payload(&mut blocks, 0, &data);
-    assert_eq!(&blocks[4080..4096], &[0u8; 16]);
+    assert_eq!(&blocks[4072..4096], &[0u8; 24]);
     let mut back = vec![0u8; 4200];
     read_group_payload(&blocks, 0, &mut back);
     assert_eq!(back, data);
@@ -310,4 +331,23 @@ fn rows_in(text: &str) -> Vec<(String, usize, usize)> {
         }
     }
     rows
+}
+
+#[test]
+fn journal_header_offsets_match_the_spec() {
+    use embtier_format::journal::{jh, JOURNAL_MAGIC, MAX_ENTRIES};
+    check(
+        "## Journal",
+        &[
+            ("magic", jh::MAGIC, 8),
+            ("epoch", jh::EPOCH, 8),
+            ("seq", jh::SEQ, 8),
+            ("count", jh::COUNT, 4),
+            ("image_blocks", jh::IMAGE_BLOCKS, 4),
+            ("entries", jh::ENTRIES, MAX_ENTRIES * jh::ENTRY_SIZE),
+            ("crc", jh::CRC, 4),
+        ],
+    );
+    assert_eq!(&JOURNAL_MAGIC, b"EJOURNAL");
+    assert_eq!(MAX_ENTRIES, 253);
 }

@@ -1,0 +1,423 @@
+//! The checkpoint protocol: an undo journal of block groups, epochs in the
+//! data blocks, and a commit record written twice in the superblock.
+//!
+//! Between checkpoints the data file is written in place (write-backs of
+//! evicted rows, and the checkpoint's own flush). Before a group is first
+//! overwritten in an epoch, its old image (the last checkpoint's bytes) is
+//! appended to `journal.emb` and fsynced. A checkpoint flushes every dirty
+//! row, fsyncs the data file, then commits by writing the superblock with
+//! the epoch it ends, to copy A then copy B, fsyncing each. Recovery at open
+//! writes back the old images of every epoch after the committed one.
+//! `store-format/FORMAT.md` ("Checkpoint protocol") is the specification.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use embtier_format::journal::{self, BatchHeader, JournalEntry, MAX_ENTRIES};
+use embtier_format::{
+    block_epoch, check_block, BlockState, FormatError, Superblock, BLOCK_SIZE, SUPERBLOCK_SLOTS,
+};
+use parking_lot::Mutex;
+
+use crate::error::{Error, Result};
+use crate::io::{AlignedBuf, IoEngine, IoFailure};
+
+/// Wraps the engine of a file (fault injection), given the file's path.
+pub(crate) type WrapFn<'a> = dyn Fn(&Path, Box<dyn IoEngine>) -> Box<dyn IoEngine> + 'a;
+
+/// Journal file name.
+pub const JOURNAL_FILE: &str = "journal.emb";
+
+/// What recovery found and did at open.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Recovery {
+    /// The checkpoint generation the store opened at.
+    pub generation: u64,
+    /// Epoch whose writes were undone (0: none).
+    pub rolled_back_epoch: u64,
+    /// Block groups restored from the journal.
+    pub groups_restored: u64,
+    /// Whether the journal ended in a batch cut short by a crash.
+    pub torn_tail: bool,
+}
+
+/// What one [`crate::Store::checkpoint`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Checkpoint {
+    /// The generation now durable (checkpoints since create).
+    pub generation: u64,
+    /// The epoch it committed.
+    pub epoch: u64,
+    /// Block groups whose old images the journal took in the epoch.
+    pub groups_journaled: u64,
+    /// Bytes appended to the journal in the epoch.
+    pub journal_bytes: u64,
+}
+
+struct State {
+    /// Epoch of the writes now being made.
+    epoch: u64,
+    /// First block of every group journaled in `epoch`.
+    journaled: HashSet<u64>,
+    /// Journal bytes written (the append point).
+    len: u64,
+    /// Next batch number in `epoch`.
+    batch: u64,
+    /// The superblock last written.
+    sb: Superblock,
+}
+
+/// One engine per file of the protocol, and its state.
+pub(crate) struct Durable {
+    journal: Box<dyn IoEngine>,
+    journal_file: File,
+    journal_path: PathBuf,
+    meta: Box<dyn IoEngine>,
+    meta_path: PathBuf,
+    /// Epochs at or below this were committed before this process opened.
+    floor: u64,
+    /// This process's first epoch: blocks from `start` on are its own.
+    start: u64,
+    state: Mutex<State>,
+    poisoned: Mutex<Option<String>>,
+    /// The epoch now being written, readable without the state lock.
+    current: std::sync::atomic::AtomicU64,
+}
+
+fn io_err(path: &Path, f: IoFailure) -> Error {
+    if f.error.raw_os_error() == Some(libc::ENOSPC) {
+        Error::DiskFull {
+            path: path.into(),
+            offset: f.offset,
+        }
+    } else {
+        Error::Io {
+            path: path.into(),
+            op: f.op,
+            offset: f.offset,
+            source: f.error,
+        }
+    }
+}
+
+/// Pick the current superblock of the two copies in `meta` (the whole
+/// metadata file): the valid copy with the higher `seq`. One bad copy is
+/// survivable (a torn commit, or decay); two are an error naming both.
+pub(crate) fn pick_superblock(meta: &[u8]) -> std::result::Result<Superblock, FormatError> {
+    let mut best: Option<Superblock> = None;
+    let mut first_err = None;
+    for at in SUPERBLOCK_SLOTS {
+        let lo = (at as usize).min(meta.len());
+        let hi = (at as usize + BLOCK_SIZE).min(meta.len());
+        match Superblock::decode_at(&meta[lo..hi], at) {
+            Ok(sb) => {
+                if best.as_ref().is_none_or(|b| sb.seq > b.seq) {
+                    best = Some(sb);
+                }
+            }
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    best.ok_or_else(|| first_err.expect("two slots, both failed"))
+}
+
+impl Durable {
+    /// Open the protocol's files and recover: undo every write of epochs after
+    /// the committed one, then start a fresh epoch. `fresh`: just created.
+    pub(crate) fn open(
+        dir: &Path,
+        sb: Superblock,
+        data: &dyn IoEngine,
+        data_path: &Path,
+        wrap: &WrapFn<'_>,
+    ) -> Result<(Durable, Recovery)> {
+        let journal_path = dir.join(JOURNAL_FILE);
+        let meta_path = dir.join(crate::store::META_FILE);
+        let (jf, _) = crate::io::open_file(&journal_path, false)?;
+        let journal_file = jf
+            .try_clone()
+            .map_err(|e| Error::io(&journal_path, "dup", e))?;
+        let journal = wrap(&journal_path, crate::io::psync_engine(jf));
+        let (mf, _) = crate::io::open_file(&meta_path, false)?;
+        let meta = wrap(&meta_path, crate::io::psync_engine(mf));
+        let bytes =
+            std::fs::read(&journal_path).map_err(|e| Error::io(&journal_path, "read", e))?;
+        let mut rec = Recovery {
+            generation: sb.generation,
+            ..Recovery::default()
+        };
+        let (batches, tail) = journal::scan(&bytes).map_err(|source| Error::Format {
+            path: journal_path.clone(),
+            source,
+        })?;
+        rec.torn_tail = matches!(tail, journal::JournalTail::Torn { .. });
+        let mut buf = AlignedBuf::new(BLOCK_SIZE);
+        for b in &batches {
+            let h = &b.header;
+            if h.epoch <= sb.committed_epoch {
+                continue; // committed: the journal was not yet reset
+            }
+            if h.epoch >= sb.next_epoch {
+                return Err(Error::Format {
+                    path: journal_path.clone(),
+                    source: FormatError::InvalidField {
+                        field: "epoch",
+                        offset: b.offset + journal::jh::EPOCH as u64,
+                        value: format!(
+                            "{}, never handed out (the superblock's next epoch is {})",
+                            h.epoch, sb.next_epoch
+                        ),
+                    },
+                });
+            }
+            rec.rolled_back_epoch = h.epoch;
+            let mut img = b.offset + BLOCK_SIZE as u64;
+            for (e, &ok) in h.entries.iter().zip(&b.image_ok) {
+                let len = e.nblocks as usize * BLOCK_SIZE;
+                let at = e.first_block.saturating_mul(BLOCK_SIZE as u64);
+                if at.saturating_add(len as u64) > sb.data_blocks * BLOCK_SIZE as u64 {
+                    return Err(Error::Format {
+                        path: journal_path.clone(),
+                        source: FormatError::InvalidField {
+                            field: "first_block",
+                            offset: b.offset,
+                            value: format!("{} is past the data file", e.first_block),
+                        },
+                    });
+                }
+                buf.ensure(len);
+                if ok {
+                    buf.as_mut_slice()[..len]
+                        .copy_from_slice(&bytes[img as usize..img as usize + len]);
+                    data.write_extents(&[at], len, &buf)
+                        .map_err(|f| io_err(data_path, f))?;
+                    rec.groups_restored += 1;
+                } else {
+                    // The last batch, torn: its in-place writes cannot have
+                    // begun (they wait for the journal's fsync), unless the
+                    // image decayed after the fact. The group's epoch tells.
+                    data.read_extents(&[at], BLOCK_SIZE, &mut buf)
+                        .map_err(|f| io_err(data_path, f))?;
+                    let blk = &buf.as_slice()[..BLOCK_SIZE];
+                    if check_block(blk, e.first_block) == Ok(BlockState::Sealed)
+                        && block_epoch(blk) == h.epoch
+                    {
+                        return Err(Error::Format {
+                            path: journal_path.clone(),
+                            source: FormatError::ChecksumMismatch {
+                                offset: img,
+                                stored: e.image_crc,
+                                computed: crc32c::crc32c(&bytes[img as usize..img as usize + len]),
+                            },
+                        });
+                    }
+                }
+                img += len as u64;
+            }
+        }
+        if rec.groups_restored > 0 {
+            data.sync().map_err(|f| io_err(data_path, f))?;
+        }
+        let d = Durable {
+            journal,
+            journal_file,
+            journal_path,
+            meta,
+            meta_path,
+            floor: sb.committed_epoch,
+            start: sb.next_epoch,
+            current: sb.next_epoch.into(),
+            state: Mutex::new(State {
+                epoch: sb.next_epoch,
+                journaled: HashSet::new(),
+                len: 0,
+                batch: 0,
+                sb: sb.clone(),
+            }),
+            poisoned: Mutex::new(None),
+        };
+        // Hand out this session's epoch before writing with it, then drop
+        // the undone journal.
+        {
+            let mut st = d.state.lock();
+            let next = Superblock {
+                seq: sb.seq + 1,
+                next_epoch: sb.next_epoch + 1,
+                ..sb
+            };
+            d.write_superblock(&next)?;
+            st.sb = next;
+            d.reset_journal()?;
+        }
+        Ok((d, rec))
+    }
+
+    /// The epoch now being written.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.current.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The checkpoint generation last committed.
+    pub(crate) fn generation(&self) -> u64 {
+        self.state.lock().sb.generation
+    }
+
+    /// Whether a sealed block of epoch `e` may be read: committed before
+    /// this process opened, or written by this process. Anything else was
+    /// written by an epoch that never committed and was not undone.
+    pub(crate) fn epoch_ok(&self, e: u64) -> bool {
+        e <= self.floor || (self.start <= e && e <= self.epoch())
+    }
+
+    /// Refuse writes after a failed fsync.
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        match &*self.poisoned.lock() {
+            Some(reason) => Err(Error::Poisoned {
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn poison(&self, e: Error) -> Error {
+        self.poisoned.lock().get_or_insert_with(|| e.to_string());
+        e
+    }
+
+    /// Before the groups at `firsts` (each `nblocks` blocks) are overwritten:
+    /// journal the old image of those not yet journaled in this epoch, and
+    /// make it durable. `data` reads the old images.
+    pub(crate) fn before_write(
+        &self,
+        firsts: &[u64],
+        nblocks: u32,
+        data: &dyn IoEngine,
+        data_path: &Path,
+    ) -> Result<()> {
+        self.check_writable()?;
+        let mut st = self.state.lock();
+        let fresh: Vec<u64> = firsts
+            .iter()
+            .copied()
+            .filter(|f| !st.journaled.contains(f))
+            .collect();
+        if fresh.is_empty() {
+            return Ok(());
+        }
+        let gb = nblocks as usize * BLOCK_SIZE;
+        let mut old = AlignedBuf::new(fresh.len() * gb);
+        let offsets: Vec<u64> = fresh.iter().map(|f| f * BLOCK_SIZE as u64).collect();
+        data.read_extents(&offsets, gb, &mut old)
+            .map_err(|f| io_err(data_path, f))?;
+        // Batches of at most MAX_ENTRIES groups: header block, then images.
+        let per = MAX_ENTRIES.min((u32::MAX as usize / nblocks as usize).max(1));
+        let batches = fresh.len().div_ceil(per);
+        let total = batches * BLOCK_SIZE + fresh.len() * gb;
+        let mut out = AlignedBuf::new(total);
+        let mut pos = 0;
+        let mut seq = st.batch;
+        for (ci, chunk) in fresh.chunks(per).enumerate() {
+            let base = ci * per;
+            let entries: Vec<JournalEntry> = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, &first_block)| JournalEntry {
+                    first_block,
+                    nblocks,
+                    image_crc: crc32c::crc32c(
+                        &old.as_slice()[(base + i) * gb..(base + i + 1) * gb],
+                    ),
+                })
+                .collect();
+            let h = BatchHeader {
+                epoch: st.epoch,
+                seq,
+                entries,
+            };
+            seq += 1;
+            out.as_mut_slice()[pos..pos + BLOCK_SIZE].copy_from_slice(&h.encode());
+            pos += BLOCK_SIZE;
+            let n = chunk.len() * gb;
+            out.as_mut_slice()[pos..pos + n]
+                .copy_from_slice(&old.as_slice()[base * gb..base * gb + n]);
+            pos += n;
+        }
+        let offsets: Vec<u64> = (0..total / BLOCK_SIZE)
+            .map(|i| st.len + (i * BLOCK_SIZE) as u64)
+            .collect();
+        self.journal
+            .write_extents(&offsets, BLOCK_SIZE, &out)
+            .map_err(|f| io_err(&self.journal_path, f))?;
+        self.journal
+            .sync()
+            .map_err(|f| self.poison(io_err(&self.journal_path, f)))?;
+        st.len += total as u64;
+        st.batch = seq;
+        st.journaled.extend(fresh);
+        Ok(())
+    }
+
+    /// Commit the current epoch (the caller has flushed every dirty row and
+    /// fsynced the data file, and holds the store's checkpoint gate), then
+    /// start the next one. Any failure here poisons the store: the commit
+    /// record's state on disk is unknown until a reopen recovers it.
+    pub(crate) fn commit(&self) -> Result<Checkpoint> {
+        self.check_writable()?;
+        let mut st = self.state.lock();
+        let next = Superblock {
+            seq: st.sb.seq + 1,
+            generation: st.sb.generation + 1,
+            committed_epoch: st.epoch,
+            next_epoch: st.sb.next_epoch + 1,
+            ..st.sb.clone()
+        };
+        self.write_superblock(&next).map_err(|e| self.poison(e))?;
+        let done = Checkpoint {
+            generation: next.generation,
+            epoch: st.epoch,
+            groups_journaled: st.journaled.len() as u64,
+            journal_bytes: st.len,
+        };
+        st.epoch = st.sb.next_epoch;
+        self.current
+            .store(st.epoch, std::sync::atomic::Ordering::Release);
+        st.sb = next;
+        st.journaled.clear();
+        st.len = 0;
+        st.batch = 0;
+        self.reset_journal().map_err(|e| self.poison(e))?;
+        Ok(done)
+    }
+
+    /// Poison the store after a failed data-file fsync inside a checkpoint.
+    pub(crate) fn poison_with(&self, e: Error) -> Error {
+        self.poison(e)
+    }
+
+    /// Write `sb` to copy A, fsync, then copy B, fsync. A crash leaves at
+    /// least one whole copy; the higher `seq` of the valid ones is current.
+    fn write_superblock(&self, sb: &Superblock) -> Result<()> {
+        let mut buf = AlignedBuf::new(BLOCK_SIZE);
+        buf.as_mut_slice().copy_from_slice(&sb.encode());
+        for at in SUPERBLOCK_SLOTS {
+            self.meta
+                .write_extents(&[at], BLOCK_SIZE, &buf)
+                .map_err(|f| io_err(&self.meta_path, f))?;
+            self.meta.sync().map_err(|f| io_err(&self.meta_path, f))?;
+        }
+        Ok(())
+    }
+
+    /// Empty the journal, durably (its records are no longer needed).
+    fn reset_journal(&self) -> Result<()> {
+        self.journal_file
+            .set_len(0)
+            .and_then(|()| self.journal_file.sync_data())
+            .map_err(|e| Error::io(&self.journal_path, "truncate", e))
+    }
+}
