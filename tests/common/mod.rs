@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod workload;
+
 use embtier::{IoEngineKind, Placement, PolicyKind, StoreConfig, TableConfig};
 
 /// The engines to run on this machine: psync always; uring when the probe

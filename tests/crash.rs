@@ -1,0 +1,120 @@
+//! Crash testing: a child process runs updates, SGD steps and checkpoints
+//! and reports each checkpoint it starts and each one acknowledged; the
+//! parent SIGKILLs it at a random moment, reopens the store, and checks it
+//! bit for bit against the model at the last acknowledged checkpoint (or at
+//! the in-flight one, if its commit reached the disk).
+//!
+//! `EMBTIER_CRASH_ITERS` sets the number of kills (default 100).
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::workload::{config, ops, run, Model, Op};
+use common::Rng;
+use embtier::Store;
+
+/// One checkpoint per this many ops, on average.
+const EVERY: u64 = 12;
+
+/// The child: runs the op stream of `EMBTIER_CRASH_SEED` on the store in
+/// `EMBTIER_CRASH_DIR` until killed. Run only by the parent (`--ignored`).
+#[test]
+#[ignore = "the crash test's child process; run by sigkill_at_random_moments"]
+fn crash_child() {
+    let dir = std::env::var("EMBTIER_CRASH_DIR").expect("EMBTIER_CRASH_DIR");
+    let seed: u64 = std::env::var("EMBTIER_CRASH_SEED")
+        .expect("EMBTIER_CRASH_SEED")
+        .parse()
+        .expect("seed");
+    let store = Store::open(&dir).expect("child open");
+    println!("OPEN {}", store.generation());
+    for op in ops(seed, EVERY).take(100_000) {
+        if let Op::Checkpoint = op {
+            println!("BEGIN");
+            let c = store.checkpoint().expect("child checkpoint");
+            println!("ACK {}", c.generation);
+        } else {
+            run(&store, &op).expect("child op");
+        }
+    }
+    println!("DONE");
+}
+
+#[test]
+fn sigkill_at_random_moments_recovers_the_last_checkpoint() {
+    let iters: u64 = std::env::var("EMBTIER_CRASH_ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    drop(Store::create(&dir, config()).unwrap());
+    let exe = std::env::current_exe().unwrap();
+    let mut model = Model::new();
+    let mut generation = 0u64;
+    let mut rng = Rng(0xc0ffee);
+    let (mut in_flight_won, mut rolled_back, mut restored) = (0, 0, 0u64);
+    for it in 0..iters {
+        let seed = 1000 + it;
+        let mut child = Command::new(&exe)
+            .args(["--exact", "crash_child", "--ignored", "--nocapture"])
+            .args(["--test-threads", "1"])
+            .env("EMBTIER_CRASH_DIR", &dir)
+            .env("EMBTIER_CRASH_SEED", seed.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            BufReader::new(out)
+                .lines()
+                .map_while(Result::ok)
+                .collect::<Vec<_>>()
+        });
+        // Wait for the child to open the store, then kill it anywhere in
+        // the next 0-80 ms: mid-update, mid-write-back, mid-checkpoint.
+        std::thread::sleep(Duration::from_millis(5 + rng.below(80)));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let lines = reader.join().unwrap();
+        assert!(
+            !lines.iter().any(|l| l == "DONE"),
+            "the child finished before the kill; lengthen its op stream"
+        );
+        let opened = lines.iter().any(|l| l.starts_with("OPEN"));
+        let acked = lines.iter().filter(|l| l.starts_with("ACK")).count() as u64;
+        let begun = lines.iter().filter(|l| *l == "BEGIN").count() as u64;
+        let store = Store::open(&dir).unwrap_or_else(|e| panic!("kill {it}: reopen: {e}"));
+        let g = store.generation();
+        let lo = generation + acked;
+        let hi = generation + begun;
+        assert!(
+            (lo..=hi).contains(&g),
+            "kill {it}: recovered generation {g}, acknowledged {lo}, begun {hi} (opened: {opened})"
+        );
+        if g > lo {
+            in_flight_won += 1;
+        }
+        restored += store.recovery().groups_restored;
+        rolled_back += (store.recovery().rolled_back_epoch > 0) as u64;
+        model.advance(seed, EVERY, g - generation);
+        model
+            .check(&store)
+            .unwrap_or_else(|e| panic!("kill {it} (seed {seed}) at generation {g}: {e}"));
+        generation = g;
+        drop(store);
+    }
+    eprintln!(
+        "crash: {iters} kills survived; {rolled_back} recoveries undid an epoch \
+         ({restored} groups restored); {in_flight_won} in-flight checkpoints had committed; \
+         final generation {generation}"
+    );
+    assert!(
+        rolled_back > 0 && generation > 0,
+        "the kills never landed between checkpoints or never after one: the test is not testing"
+    );
+}
