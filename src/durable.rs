@@ -201,6 +201,7 @@ impl Durable {
                     // The last batch, torn: its in-place writes cannot have
                     // begun (they wait for the journal's fsync), unless the
                     // image decayed after the fact. The group's epoch tells.
+                    crate::tier::ssd::poison(&mut buf, BLOCK_SIZE);
                     data.read_extents(&[at], BLOCK_SIZE, &mut buf)
                         .map_err(|f| io_err(data_path, f))?;
                     let blk = &buf.as_slice()[..BLOCK_SIZE];
@@ -310,10 +311,25 @@ impl Durable {
             return Ok(());
         }
         let gb = nblocks as usize * BLOCK_SIZE;
-        let mut old = AlignedBuf::new(fresh.len() * gb);
+        let mut old = AlignedBuf::new(BLOCK_SIZE);
+        crate::tier::ssd::poison(&mut old, fresh.len() * gb);
         let offsets: Vec<u64> = fresh.iter().map(|f| f * BLOCK_SIZE as u64).collect();
         data.read_extents(&offsets, gb, &mut old)
             .map_err(|f| io_err(data_path, f))?;
+        // Journal only images that are what they claim: a hole or a sealed
+        // block of that number. An unreadable one is reported, not copied.
+        for (i, &first) in fresh.iter().enumerate() {
+            for k in 0..nblocks as usize {
+                let at = (i * nblocks as usize + k) * BLOCK_SIZE;
+                let no = first + k as u64;
+                check_block(&old.as_slice()[at..at + BLOCK_SIZE], no).map_err(|source| {
+                    Error::Format {
+                        path: data_path.into(),
+                        source,
+                    }
+                })?;
+            }
+        }
         // Batches of at most MAX_ENTRIES groups: header block, then images.
         let per = MAX_ENTRIES.min((u32::MAX as usize / nblocks as usize).max(1));
         let batches = fresh.len().div_ceil(per);

@@ -292,8 +292,8 @@ fn faulty() -> (Arc<FaultPlan>, OpenOptionsExt) {
     let plan = Arc::new(FaultPlan::default());
     let p2 = plan.clone();
     let opts = OpenOptionsExt {
-        wrap_engine: Some(Arc::new(move |_path: &std::path::Path, e| {
-            Box::new(FaultyEngine::new(e, p2.clone()))
+        wrap_engine: Some(Arc::new(move |path: &std::path::Path, e| {
+            Box::new(FaultyEngine::new(e, p2.clone(), path))
         })),
     };
     (plan, opts)

@@ -1,15 +1,54 @@
 //! A fault-injecting [`IoEngine`] wrapper, for tests.
 //!
 //! [`FaultyEngine`] passes operations through to a real engine until a
-//! [`FaultPlan`] says to fail: from the Nth write (or read, or sync) on, every
-//! such operation returns the chosen errno and touches nothing. The plan is
-//! shared, so a test can arm and disarm it while the store runs.
+//! shared [`FaultPlan`] says otherwise. A plan can, counting operations over
+//! every file it wraps:
+//! - fail every write, read or sync from the Nth one on, with any errno
+//!   (EIO, ENOSPC);
+//! - tear the failing writes instead: persist only the first sectors of the
+//!   failing extent, then fail;
+//! - return short reads: from the Nth read on, fill only the first sectors
+//!   of each extent and report success (an engine that drops the rest of a
+//!   short transfer);
+//! - drop fsyncs: report success without making anything durable;
+//! - record every write not yet made durable, so that [`FaultPlan::crash`]
+//!   can turn the files into what a power cut could leave: any subset of
+//!   those writes, in any order, each whole or torn at sector granularity.
+//!
+//! The plan is shared, so a test can arm and disarm it while the store runs.
 
 use std::io;
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use parking_lot::Mutex;
+
 use super::{AlignedBuf, IoEngine, IoFailure, LatencyRecorder};
+
+/// Sector size of torn writes and short reads.
+pub const SECTOR: usize = 512;
+
+/// A write not yet made durable (see [`FaultPlan::track_unsynced`]).
+#[derive(Debug, Clone)]
+struct Unsynced {
+    path: PathBuf,
+    offset: u64,
+    old: Vec<u8>,
+    new: Vec<u8>,
+}
+
+/// What [`FaultPlan::crash`] did to the files.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CrashReport {
+    /// Unsynced writes that did not survive the crash.
+    pub lost: u64,
+    /// Unsynced writes that survived whole.
+    pub kept: u64,
+    /// Unsynced writes that survived in part (some sectors).
+    pub torn: u64,
+}
 
 /// When and how a [`FaultyEngine`] fails. `u64::MAX` means never.
 #[derive(Debug)]
@@ -18,14 +57,29 @@ pub struct FaultPlan {
     pub writes: AtomicU64,
     /// Reads (extents) done so far.
     pub reads: AtomicU64,
+    /// Syncs done so far.
+    pub syncs: AtomicU64,
     /// Fail every write extent once `writes` reaches this.
     pub fail_writes_from: AtomicU64,
     /// Fail every read extent once `reads` reaches this.
     pub fail_reads_from: AtomicU64,
+    /// Fail every sync once `syncs` reaches this.
+    pub fail_syncs_from: AtomicU64,
     /// Fail every sync.
-    pub fail_sync: std::sync::atomic::AtomicBool,
+    pub fail_sync: AtomicBool,
+    /// Failing writes persist their first sectors (a torn write).
+    pub tear_failed_writes: AtomicBool,
+    /// Reads from this one on are short: only the first sectors of each
+    /// extent are filled, and success is reported.
+    pub short_reads_from: AtomicU64,
+    /// Drop every sync whose number is a multiple of this (0: none): it
+    /// reports success and makes nothing durable.
+    pub drop_sync_every: AtomicU64,
     /// The errno to fail with (ENOSPC, EIO, ...).
     pub errno: AtomicI32,
+    /// Record unsynced writes for [`FaultPlan::crash`].
+    pub track_unsynced: AtomicBool,
+    unsynced: Mutex<Vec<Unsynced>>,
 }
 
 impl Default for FaultPlan {
@@ -33,10 +87,17 @@ impl Default for FaultPlan {
         FaultPlan {
             writes: AtomicU64::new(0),
             reads: AtomicU64::new(0),
+            syncs: AtomicU64::new(0),
             fail_writes_from: AtomicU64::new(u64::MAX),
             fail_reads_from: AtomicU64::new(u64::MAX),
+            fail_syncs_from: AtomicU64::new(u64::MAX),
             fail_sync: Default::default(),
+            tear_failed_writes: Default::default(),
+            short_reads_from: AtomicU64::new(u64::MAX),
+            drop_sync_every: AtomicU64::new(0),
             errno: AtomicI32::new(libc::EIO),
+            track_unsynced: Default::default(),
+            unsynced: Mutex::new(Vec::new()),
         }
     }
 }
@@ -54,11 +115,65 @@ impl FaultPlan {
         self.fail_reads_from
             .store(self.reads.load(Ordering::SeqCst), Ordering::SeqCst);
     }
-    /// Stop failing.
+    /// Stop failing (the counters and the unsynced record stay).
     pub fn heal(&self) {
         self.fail_writes_from.store(u64::MAX, Ordering::SeqCst);
         self.fail_reads_from.store(u64::MAX, Ordering::SeqCst);
+        self.fail_syncs_from.store(u64::MAX, Ordering::SeqCst);
+        self.short_reads_from.store(u64::MAX, Ordering::SeqCst);
         self.fail_sync.store(false, Ordering::SeqCst);
+        self.drop_sync_every.store(0, Ordering::SeqCst);
+    }
+
+    /// Writes recorded as not yet durable.
+    pub fn unsynced_writes(&self) -> usize {
+        self.unsynced.lock().len()
+    }
+
+    /// Simulate a power cut, after the store is dropped: every write not
+    /// made durable by an honest sync is undone, then each is redone whole,
+    /// redone in part (a random subset of its sectors) or left undone, at
+    /// random, in the order they were issued. The files then hold what a
+    /// disk that reorders and tears unsynced writes could hold. `seed`
+    /// drives the choices.
+    pub fn crash(&self, seed: u64) -> io::Result<CrashReport> {
+        let list = std::mem::take(&mut *self.unsynced.lock());
+        let mut r = CrashReport::default();
+        let mut state = seed;
+        let mut next = || {
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            crate::init::mix64(state)
+        };
+        let open = |p: &Path| std::fs::OpenOptions::new().write(true).open(p);
+        for w in list.iter().rev() {
+            open(&w.path)?.write_all_at(&w.old, w.offset)?;
+        }
+        for w in &list {
+            let f = open(&w.path)?;
+            match next() % 4 {
+                0 => r.lost += 1,
+                1 => {
+                    // Torn: each sector independently.
+                    let mut any = false;
+                    for (i, s) in w.new.chunks(SECTOR).enumerate() {
+                        if next() % 2 == 0 {
+                            f.write_all_at(s, w.offset + (i * SECTOR) as u64)?;
+                            any = true;
+                        }
+                    }
+                    if any {
+                        r.torn += 1;
+                    } else {
+                        r.lost += 1;
+                    }
+                }
+                _ => {
+                    f.write_all_at(&w.new, w.offset)?;
+                    r.kept += 1;
+                }
+            }
+        }
+        Ok(r)
     }
 }
 
@@ -66,16 +181,22 @@ impl FaultPlan {
 pub struct FaultyEngine {
     inner: Box<dyn IoEngine>,
     plan: Arc<FaultPlan>,
+    path: PathBuf,
 }
 
 impl FaultyEngine {
-    /// Wrap `inner`.
-    pub fn new(inner: Box<dyn IoEngine>, plan: Arc<FaultPlan>) -> FaultyEngine {
-        FaultyEngine { inner, plan }
+    /// Wrap `inner`, the engine of the file at `path`.
+    pub fn new(inner: Box<dyn IoEngine>, plan: Arc<FaultPlan>, path: &Path) -> FaultyEngine {
+        FaultyEngine {
+            inner,
+            plan,
+            path: path.into(),
+        }
     }
 
-    /// Count read extents; fail if the plan says so.
-    fn count_reads(&self, offsets: &[u64]) -> Result<(), IoFailure> {
+    /// Count read extents; fail if the plan says so. Returns the count
+    /// before these extents.
+    fn count_reads(&self, offsets: &[u64]) -> Result<u64, IoFailure> {
         let n = offsets.len() as u64;
         let before = self.plan.reads.fetch_add(n, Ordering::SeqCst);
         let from = self.plan.fail_reads_from.load(Ordering::SeqCst);
@@ -83,7 +204,32 @@ impl FaultyEngine {
             let k = from.saturating_sub(before) as usize;
             return Err(self.fail("read", offsets[k.min(offsets.len() - 1)]));
         }
-        Ok(())
+        Ok(before)
+    }
+
+    /// Make the extents numbered from `short_reads_from` on short: keep
+    /// only their first sector, as if the rest of the transfer never came.
+    /// The rest of the caller's buffer keeps what it held before.
+    fn shorten(
+        &self,
+        before: u64,
+        offsets: &[u64],
+        len: usize,
+        buf: &mut AlignedBuf,
+        saved: &[u8],
+    ) {
+        let from = self.plan.short_reads_from.load(Ordering::SeqCst);
+        for i in 0..offsets.len() {
+            if before + i as u64 >= from {
+                let at = i * len;
+                buf.as_mut_slice()[at + SECTOR..at + len]
+                    .copy_from_slice(&saved[at + SECTOR..at + len]);
+            }
+        }
+    }
+
+    fn short_pending(&self, before: u64, n: usize) -> bool {
+        before + n as u64 > self.plan.short_reads_from.load(Ordering::SeqCst)
     }
 
     fn fail(&self, op: &'static str, offset: u64) -> IoFailure {
@@ -92,6 +238,39 @@ impl FaultyEngine {
             offset,
             error: io::Error::from_raw_os_error(self.plan.errno.load(Ordering::SeqCst)),
         }
+    }
+
+    /// Write through `inner`, recording the old bytes if the plan tracks
+    /// unsynced writes.
+    fn write_tracked(
+        &self,
+        offsets: &[u64],
+        len: usize,
+        buf: &AlignedBuf,
+    ) -> Result<(), IoFailure> {
+        if self.plan.track_unsynced.load(Ordering::SeqCst) {
+            let mut old = AlignedBuf::new(offsets.len() * len);
+            // Beyond the end of the file the old bytes are zeros.
+            if self.inner.read_extents(offsets, len, &mut old).is_err() {
+                for (i, &o) in offsets.iter().enumerate() {
+                    let s = &mut old.as_mut_slice()[i * len..(i + 1) * len];
+                    s.fill(0);
+                    if let Ok(f) = std::fs::File::open(&self.path) {
+                        let _ = f.read_at(s, o);
+                    }
+                }
+            }
+            let mut list = self.plan.unsynced.lock();
+            for (i, &o) in offsets.iter().enumerate() {
+                list.push(Unsynced {
+                    path: self.path.clone(),
+                    offset: o,
+                    old: old.as_slice()[i * len..(i + 1) * len].to_vec(),
+                    new: buf.as_slice()[i * len..(i + 1) * len].to_vec(),
+                });
+            }
+        }
+        self.inner.write_extents(offsets, len, buf)
     }
 }
 
@@ -102,7 +281,10 @@ impl IoEngine for FaultyEngine {
         len: usize,
         buf: &mut AlignedBuf,
     ) -> Result<(), IoFailure> {
-        self.count_reads(offsets)?;
+        let before = self.count_reads(offsets)?;
+        if self.short_pending(before, offsets.len()) {
+            return self.read_extents_inner_short(before, offsets, len, buf);
+        }
         self.inner.read_extents(offsets, len, buf)
     }
 
@@ -113,7 +295,14 @@ impl IoEngine for FaultyEngine {
         buf: &mut AlignedBuf,
         done: &mut dyn FnMut(usize, &[u8]),
     ) -> Result<(), IoFailure> {
-        self.count_reads(offsets)?;
+        let before = self.count_reads(offsets)?;
+        if self.short_pending(before, offsets.len()) {
+            self.read_extents_inner_short(before, offsets, len, buf)?;
+            for i in 0..offsets.len() {
+                done(i, &buf.as_slice()[i * len..(i + 1) * len]);
+            }
+            return Ok(());
+        }
         self.inner.read_extents_each(offsets, len, buf, done)
     }
 
@@ -133,18 +322,37 @@ impl IoEngine for FaultyEngine {
             // that fills up part-way through a batch would.
             let k = from.saturating_sub(before) as usize;
             if k > 0 {
-                self.inner.write_extents(&offsets[..k], len, buf)?;
+                self.write_tracked(&offsets[..k], len, buf)?;
+            }
+            if k < offsets.len() && self.plan.tear_failed_writes.load(Ordering::SeqCst) {
+                // Persist the first sector of the failing extent only.
+                let mut part = AlignedBuf::new(len);
+                self.inner
+                    .read_extents(&offsets[k..k + 1], len, &mut part)
+                    .ok();
+                part.as_mut_slice()[..SECTOR]
+                    .copy_from_slice(&buf.as_slice()[k * len..k * len + SECTOR]);
+                self.write_tracked(&offsets[k..k + 1], len, &part)?;
             }
             return Err(self.fail("write", offsets[k.min(offsets.len() - 1)]));
         }
-        self.inner.write_extents(offsets, len, buf)
+        self.write_tracked(offsets, len, buf)
     }
 
     fn sync(&self) -> Result<(), IoFailure> {
-        if self.plan.fail_sync.load(Ordering::SeqCst) {
+        let n = self.plan.syncs.fetch_add(1, Ordering::SeqCst);
+        if self.plan.fail_sync.load(Ordering::SeqCst)
+            || n >= self.plan.fail_syncs_from.load(Ordering::SeqCst)
+        {
             return Err(self.fail("fsync", 0));
         }
-        self.inner.sync()
+        let every = self.plan.drop_sync_every.load(Ordering::SeqCst);
+        if every > 0 && n % every == 0 {
+            return Ok(()); // dropped: nothing becomes durable
+        }
+        self.inner.sync()?;
+        self.plan.unsynced.lock().retain(|w| w.path != self.path);
+        Ok(())
     }
 
     fn name(&self) -> String {
@@ -157,5 +365,20 @@ impl IoEngine for FaultyEngine {
 
     fn read_latency(&self) -> &LatencyRecorder {
         self.inner.read_latency()
+    }
+}
+
+impl FaultyEngine {
+    fn read_extents_inner_short(
+        &self,
+        before: u64,
+        offsets: &[u64],
+        len: usize,
+        buf: &mut AlignedBuf,
+    ) -> Result<(), IoFailure> {
+        let saved = buf.as_slice()[..offsets.len() * len].to_vec();
+        self.inner.read_extents(offsets, len, buf)?;
+        self.shorten(before, offsets, len, buf, &saved);
+        Ok(())
     }
 }

@@ -56,7 +56,7 @@ impl Ssd {
     /// Read the blocks of `groups` of table `e` into `buf`, group after group.
     pub fn read_groups(&self, e: &TableEntry, groups: &[u64], buf: &mut AlignedBuf) -> Result<()> {
         let gb = e.layout.group_bytes();
-        buf.ensure(groups.len() * gb);
+        poison(buf, groups.len() * gb);
         self.engine
             .read_extents(&Self::offsets(e, groups), gb, buf)
             .map_err(|f| self.err(f))
@@ -72,7 +72,7 @@ impl Ssd {
         done: &mut dyn FnMut(usize, &[u8]),
     ) -> Result<()> {
         let gb = e.layout.group_bytes();
-        buf.ensure(groups.len() * gb);
+        poison(buf, groups.len() * gb);
         self.engine
             .read_extents_each(&Self::offsets(e, groups), gb, buf, done)
             .map_err(|f| self.err(f))
@@ -101,7 +101,21 @@ impl Ssd {
         }
         self.engine
             .write_extents(&offsets, e.layout.group_bytes(), buf)
-            .map_err(|f| self.err(f))
+            .map_err(|f| {
+                // A full disk refuses the write and leaves the block as it
+                // was, so the rows stay pending and a retry can succeed.
+                // Any other failure leaves the group unknown (torn, or
+                // half-written): this session can no longer trust its
+                // blocks, so it takes no more writes. A reopen undoes the
+                // group from the journal.
+                let enospc = f.error.raw_os_error() == Some(libc::ENOSPC);
+                let err = self.err(f);
+                if enospc {
+                    err
+                } else {
+                    self.dur.poison_with(err)
+                }
+            })
     }
 
     /// [`check_group`], and that every sealed block was written by a
@@ -133,6 +147,14 @@ impl Ssd {
     pub fn sync(&self) -> Result<()> {
         self.engine.sync().map_err(|f| self.err(f))
     }
+}
+
+/// Size `buf` to `n` bytes and fill them with a pattern that is neither a
+/// hole (zeros) nor a sealed block, so that bytes an engine failed to fill
+/// read as corruption, never as an old block or the initial values.
+pub(crate) fn poison(buf: &mut AlignedBuf, n: usize) {
+    buf.ensure(n);
+    buf.as_mut_slice()[..n].fill(0xA5);
 }
 
 /// Validate the blocks of group `g`: all holes (never written) or all sealed.

@@ -1,0 +1,340 @@
+//! I/O fault injection: under each kind of fault, at many points of a
+//! workload of updates, SGD steps and checkpoints, the failing operation
+//! returns an error, nothing panics, the store stays usable or refuses
+//! writes with a clear error, and after reopening it is exactly at the last
+//! acknowledged checkpoint (or at the one in flight, if its commit landed).
+//! Then power cuts: unsynced writes reordered, torn or lost, with honest
+//! and with dropped fsyncs.
+
+mod common;
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use common::workload::{config, ops, run, Model, Op};
+use embtier::io::fault::{FaultPlan, FaultyEngine};
+use embtier::{Error, OpenOptionsExt, Store};
+
+const EVERY: u64 = 10;
+const OPS: usize = 160;
+const SEED: u64 = 77;
+
+fn faulty(plan: &Arc<FaultPlan>) -> OpenOptionsExt {
+    let p = plan.clone();
+    OpenOptionsExt {
+        wrap_engine: Some(Arc::new(move |path: &Path, e| {
+            Box::new(FaultyEngine::new(e, p.clone(), path))
+        })),
+    }
+}
+
+/// A new store in `dir`, opened with `plan`'s faults (none armed yet).
+fn open_faulty(dir: &Path, plan: &Arc<FaultPlan>) -> Store {
+    drop(Store::create(dir, config()).unwrap());
+    Store::open_with(dir, config(), faulty(plan)).unwrap()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kind {
+    WriteEio,
+    WriteEnospc,
+    TornWrite,
+    ReadEio,
+    ShortRead,
+    SyncEio,
+}
+
+impl Kind {
+    fn arm(self, plan: &FaultPlan, n: u64) {
+        match self {
+            Kind::WriteEio | Kind::WriteEnospc | Kind::TornWrite => {
+                let errno = if self == Kind::WriteEnospc {
+                    libc::ENOSPC
+                } else {
+                    libc::EIO
+                };
+                plan.errno.store(errno, Ordering::SeqCst);
+                plan.tear_failed_writes
+                    .store(self == Kind::TornWrite, Ordering::SeqCst);
+                plan.fail_writes_from.store(n, Ordering::SeqCst);
+            }
+            Kind::ReadEio => plan.fail_reads_from.store(n, Ordering::SeqCst),
+            Kind::ShortRead => plan.short_reads_from.store(n, Ordering::SeqCst),
+            Kind::SyncEio => plan.fail_syncs_from.store(n, Ordering::SeqCst),
+        }
+    }
+
+    fn counter(self, plan: &FaultPlan) -> u64 {
+        match self {
+            Kind::WriteEio | Kind::WriteEnospc | Kind::TornWrite => {
+                plan.writes.load(Ordering::SeqCst)
+            }
+            Kind::ReadEio | Kind::ShortRead => plan.reads.load(Ordering::SeqCst),
+            Kind::SyncEio => plan.syncs.load(Ordering::SeqCst),
+        }
+    }
+
+    /// Whether a failing operation may have changed some rows in memory
+    /// before failing (a read failed part-way through a batch).
+    fn may_apply_partly(self) -> bool {
+        matches!(self, Kind::ReadEio | Kind::ShortRead)
+    }
+}
+
+/// What a run under one fault ended with.
+#[derive(Debug, Default)]
+struct Outcome {
+    failed: bool,
+    poisoned: bool,
+    recovered_in_flight: bool,
+}
+
+/// Run the workload with `kind` armed at operation `n`; stop at the first
+/// error, probe the store, heal, and check what a reopen recovers.
+fn run_with_fault(kind: Kind, n: u64) -> Outcome {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    let plan = Arc::new(FaultPlan::default());
+    let store = open_faulty(&dir, &plan);
+    // Counters start after open, so that N counts the workload's operations.
+    let base = kind.counter(&plan);
+    kind.arm(&plan, base + n);
+    let mut out = Outcome::default();
+    let mut acked = (0u64, Model::new());
+    let mut cur = Model::new();
+    let mut in_flight: Option<Model> = None;
+    let mut first_err: Option<Error> = None;
+    for op in ops(SEED, EVERY).take(OPS) {
+        let r = match &op {
+            Op::Checkpoint => store.checkpoint().map(|c| {
+                acked = (c.generation, cur.clone());
+            }),
+            op => run(&store, op).map(|()| cur.apply(op)),
+        };
+        if let Err(e) = r {
+            if let Op::Checkpoint = op {
+                in_flight = Some(cur.clone());
+            }
+            first_err = Some(e);
+            break;
+        }
+    }
+    let Some(err) = first_err else {
+        return out; // the fault point lies past the workload
+    };
+    out.failed = true;
+    let what = format!("{kind:?} at op {n}: {err}");
+    match (&err, kind) {
+        (Error::DiskFull { .. }, Kind::WriteEnospc)
+        | (Error::Io { .. }, Kind::WriteEio | Kind::TornWrite | Kind::ReadEio | Kind::SyncEio)
+        | (Error::Poisoned { .. }, Kind::SyncEio)
+        | (Error::Corrupt { .. } | Error::Format { .. }, Kind::ShortRead) => {}
+        _ => panic!("unexpected error kind: {what}"),
+    }
+    // The store is still usable, or refuses writes clearly.
+    plan.heal();
+    match store.checkpoint() {
+        Err(Error::Poisoned { .. }) => {
+            out.poisoned = true;
+            assert!(
+                matches!(
+                    store.update("cached", &[1], &[0.0; 8]),
+                    Err(Error::Poisoned { .. })
+                ),
+                "{what}: a poisoned store took an update"
+            );
+        }
+        Err(e) => panic!("{what}: after healing, checkpoint failed: {e}"),
+        Ok(c) => {
+            // Usable: the healed checkpoint saved what memory held. Write
+            // and sync faults never half-apply an update, so that is the
+            // model exactly; a read fault may have half-applied the
+            // failing batch, so then every row need only read back.
+            let exact = !kind.may_apply_partly();
+            let check = |store: &Store, when: &str| {
+                let r = cur.check(store);
+                match r {
+                    Ok(()) => {}
+                    Err(e) if exact || e.starts_with("lookup") => {
+                        panic!("{what}: {when}: {e}")
+                    }
+                    Err(_) => {}
+                }
+            };
+            check(&store, "in memory after healing");
+            drop(store);
+            let store = Store::open(&dir).unwrap();
+            assert_eq!(store.generation(), c.generation);
+            check(&store, "reopened after healing");
+            return out;
+        }
+    }
+    drop(store);
+    // Reopen: the last acknowledged checkpoint, or the one in flight.
+    let store = Store::open(&dir).unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
+    let g = store.generation();
+    let model = if g == acked.0 {
+        &acked.1
+    } else if g == acked.0 + 1 && in_flight.is_some() {
+        out.recovered_in_flight = true;
+        in_flight.as_ref().unwrap()
+    } else {
+        panic!(
+            "{what}: reopened at generation {g}, acknowledged {}",
+            acked.0
+        )
+    };
+    model
+        .check(&store)
+        .unwrap_or_else(|e| panic!("{what}: reopened at generation {g}: {e}"));
+    out
+}
+
+#[test]
+fn every_fault_kind_at_many_points_loses_nothing_acknowledged() {
+    // How many operations of each kind the workload does, fault free.
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = Arc::new(FaultPlan::default());
+    let store = open_faulty(&tmp.path().join("s"), &plan);
+    let before = [Kind::WriteEio, Kind::ReadEio, Kind::SyncEio].map(|k| k.counter(&plan));
+    for op in ops(SEED, EVERY).take(OPS) {
+        run(&store, &op).unwrap();
+    }
+    let totals: Vec<u64> = [Kind::WriteEio, Kind::ReadEio, Kind::SyncEio]
+        .iter()
+        .zip(before)
+        .map(|(k, b)| k.counter(&plan) - b)
+        .collect();
+    drop(store);
+    eprintln!("fault-free workload: {totals:?} writes, reads, syncs");
+    let points = 14u64;
+    let mut report = Vec::new();
+    for kind in [
+        Kind::WriteEio,
+        Kind::WriteEnospc,
+        Kind::TornWrite,
+        Kind::ReadEio,
+        Kind::ShortRead,
+        Kind::SyncEio,
+    ] {
+        let total = match kind {
+            Kind::ReadEio | Kind::ShortRead => totals[1],
+            Kind::SyncEio => totals[2],
+            _ => totals[0],
+        };
+        let (mut failed, mut poisoned, mut in_flight) = (0, 0, 0);
+        for i in 0..points {
+            let n = total * i / points;
+            let o = run_with_fault(kind, n);
+            failed += o.failed as u32;
+            poisoned += o.poisoned as u32;
+            in_flight += o.recovered_in_flight as u32;
+        }
+        assert!(
+            failed >= points as u32 / 2,
+            "{kind:?}: the fault rarely fired ({failed})"
+        );
+        report.push(format!(
+            "{kind:?}: {points} points, {failed} failed an operation, {poisoned} poisoned, \
+             {in_flight} recovered the in-flight checkpoint"
+        ));
+    }
+    for r in report {
+        eprintln!("faults: {r}");
+    }
+}
+
+/// Power cuts at random points: every write after the last honest fsync
+/// of its file may be lost, kept, or torn sector by sector, in any order.
+/// With honest fsyncs the reopened store is exactly at the last
+/// acknowledged checkpoint (or the in-flight one). With dropped fsyncs the
+/// media breaks the protocol's assumption; the store must still open or
+/// fail with a clear error, never panic; the outcomes are counted.
+#[test]
+fn power_cuts_reorder_and_tear_unsynced_writes() {
+    let cuts: u64 = std::env::var("EMBTIER_CRASH_ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60);
+    let mut rng = common::Rng(0x5eed);
+    let (mut exact, mut detected, mut silent) = (0, 0, 0);
+    let mut torn = 0;
+    for cut in 0..cuts {
+        let dropped = cut % 3 == 2;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("s");
+        let plan = Arc::new(FaultPlan::default());
+        let store = open_faulty(&dir, &plan);
+        plan.track_unsynced.store(true, Ordering::SeqCst);
+        if dropped {
+            plan.drop_sync_every
+                .store(2 + rng.below(3), Ordering::SeqCst);
+        }
+        let stop = 20 + rng.below(OPS as u64) as usize;
+        let mut acked = (0u64, Model::new());
+        let mut cur = Model::new();
+        let mut in_flight = None;
+        let seed = 500 + cut;
+        for (i, op) in ops(seed, EVERY).take(stop).enumerate() {
+            if let Op::Checkpoint = op {
+                if i + 1 == stop {
+                    in_flight = Some(cur.clone()); // the cut falls inside it
+                    break;
+                }
+                let c = store.checkpoint().unwrap();
+                acked = (c.generation, cur.clone());
+            } else {
+                run(&store, &op).unwrap();
+                cur.apply(&op);
+            }
+        }
+        // A cut inside a checkpoint: run it, then lose what was not synced.
+        if in_flight.is_some() {
+            let _ = store.checkpoint();
+        }
+        drop(store);
+        let r = plan.crash(seed).unwrap();
+        torn += r.torn;
+        let what = format!("cut {cut} after {stop} ops ({r:?}, dropped fsyncs: {dropped})");
+        let store = match Store::open(&dir) {
+            Ok(s) => s,
+            Err(e) => {
+                assert!(dropped, "{what}: reopen failed with honest fsyncs: {e}");
+                detected += 1;
+                continue;
+            }
+        };
+        let g = store.generation();
+        let model = if g == acked.0 {
+            Some(&acked.1)
+        } else if g == acked.0 + 1 {
+            in_flight.as_ref()
+        } else {
+            None
+        };
+        match model.map(|m| m.check(&store)) {
+            Some(Ok(())) => exact += 1,
+            Some(Err(e)) if e.starts_with("lookup") => {
+                assert!(dropped, "{what}: generation {g}: {e}");
+                detected += 1;
+            }
+            other => {
+                assert!(
+                    dropped,
+                    "{what}: generation {g}, acknowledged {}: {other:?}",
+                    acked.0
+                );
+                silent += 1;
+            }
+        }
+    }
+    eprintln!(
+        "power cuts: {cuts} cuts, {torn} torn writes; {exact} at the exact checkpoint, \
+         {detected} detected as corrupt (dropped fsyncs), {silent} wrong (dropped fsyncs only)"
+    );
+    assert!(
+        torn > 0,
+        "no write was ever torn: the simulation is not simulating"
+    );
+}
