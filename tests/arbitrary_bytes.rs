@@ -1,7 +1,8 @@
 //! Arbitrary-bytes property tests for every parser: the superblock, the
 //! catalog (with its checksum fixed up, so that field validation is what is
-//! exercised), data blocks, the store directory as a whole, the `.etrace`
-//! reader and each trace importer. Inputs are random bytes and mutations
+//! exercised), data blocks, the undo journal (alone and replayed by an
+//! open), the store directory as a whole, the `.etrace` reader and each
+//! trace importer. Inputs are random bytes and mutations
 //! (bit flips, overwrites, truncations, splices) of valid encodings. Every
 //! input must give `Ok` or a typed error: a panic fails the test and prints
 //! the seed and case that caused it.
@@ -306,5 +307,47 @@ fn trace_importers_never_panic() {
                 let _ = import(&p, Format::Auto, spec, batch);
             });
         }
+    }
+}
+
+/// The undo journal: its scanner and header decoder on random and mutated
+/// journals, and a whole-store open (which replays the journal) of the
+/// crashed fixture with its journal mutated.
+#[test]
+fn journal_scan_and_recovery_never_panic() {
+    use embtier::format::journal::{scan, BatchHeader};
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/crashed");
+    let journal = std::fs::read(fixture.join(embtier::JOURNAL_FILE)).expect("fixture journal");
+    scan(&journal).expect("the fixture's journal scans");
+    for seed in 0..(3000 * scale()) as u64 {
+        let mut rng = Rng(seed);
+        let case = if seed % 7 == 0 {
+            (0..below(&mut rng, 3 * BLOCK_SIZE))
+                .map(|_| rng.next() as u8)
+                .collect()
+        } else {
+            mutate(&mut rng, &journal)
+        };
+        no_panic("journal::scan", seed, &case, || {
+            let _ = scan(&case);
+            let _ = BatchHeader::decode(&case, 0);
+        });
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    std::fs::create_dir(&path).unwrap();
+    for seed in 0..(150 * scale()) as u64 {
+        let mut rng = Rng(seed);
+        for f in [embtier::META_FILE, embtier::CONFIG_FILE, embtier::DATA_FILE] {
+            std::fs::copy(fixture.join(f), path.join(f)).unwrap();
+        }
+        let j = mutate(&mut rng, &journal);
+        std::fs::write(path.join(embtier::JOURNAL_FILE), &j).unwrap();
+        no_panic("Store::open (journal)", seed, &j, || {
+            if let Ok(s) = Store::open(&path) {
+                let mut out = vec![0f32; 4];
+                let _ = s.lookup("t", &[3], &mut out);
+            }
+        });
     }
 }
