@@ -113,7 +113,7 @@ fn main() {
     }
     println!(
         "\ntable {ROWS} rows x {DIM} f32 ({} MiB), engine {:?}, {rounds} rounds",
-        ROWS * rb as u64 >> 20,
+        (ROWS * rb as u64) >> 20,
         store.stats().io_engine
     );
 }
