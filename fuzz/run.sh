@@ -14,10 +14,13 @@ export RUSTC_BOOTSTRAP=1
 export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
 -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing -Cdebug-assertions -Coverflow-checks"
-cargo build --release --bins
+# An explicit --target keeps RUSTFLAGS off build scripts and proc macros.
+host=$(rustc -vV | sed -n 's/^host: //p')
+cargo build --release --bins --target "$host"
 for t in "${targets[@]}"; do
   mkdir -p "corpus/$t" "artifacts/$t"
+  cp -n seeds/"$t"/* "corpus/$t"/ 2>/dev/null || true
   echo "== $t: ${secs}s"
-  ./target/release/"$t" -max_total_time="$secs" -print_final_stats=1 \
+  ./target/"$host"/release/"$t" -max_total_time="$secs" -print_final_stats=1 \
     -artifact_prefix="artifacts/$t/" "corpus/$t" 2>&1 | tail -n 12
 done

@@ -292,30 +292,54 @@ impl Durable {
 
     /// Before the groups at `firsts` (each `nblocks` blocks) are overwritten:
     /// journal the old image of those not yet journaled in this epoch, and
-    /// make it durable. `data` reads the old images.
+    /// make it durable. `known` holds the current bytes of the first
+    /// `known.len() / group bytes` groups (the caller's read-modify-write
+    /// read them already); `data` reads the others.
     pub(crate) fn before_write(
         &self,
         firsts: &[u64],
         nblocks: u32,
+        known: &[u8],
         data: &dyn IoEngine,
         data_path: &Path,
     ) -> Result<()> {
         self.check_writable()?;
         let mut st = self.state.lock();
-        let fresh: Vec<u64> = firsts
+        let gb = nblocks as usize * BLOCK_SIZE;
+        // (group's first block, index into `known` if its bytes are there)
+        let fresh: Vec<(u64, Option<usize>)> = firsts
             .iter()
-            .copied()
-            .filter(|f| !st.journaled.contains(f))
+            .enumerate()
+            .filter(|(_, f)| !st.journaled.contains(f))
+            .map(|(i, &f)| (f, (i < known.len() / gb).then_some(i)))
             .collect();
         if fresh.is_empty() {
             return Ok(());
         }
-        let gb = nblocks as usize * BLOCK_SIZE;
         let mut old = AlignedBuf::new(BLOCK_SIZE);
         crate::tier::ssd::poison(&mut old, fresh.len() * gb);
-        let offsets: Vec<u64> = fresh.iter().map(|f| f * BLOCK_SIZE as u64).collect();
-        data.read_extents(&offsets, gb, &mut old)
-            .map_err(|f| io_err(data_path, f))?;
+        let unread: Vec<usize> = (0..fresh.len()).filter(|&j| fresh[j].1.is_none()).collect();
+        if !unread.is_empty() {
+            let offsets: Vec<u64> = unread
+                .iter()
+                .map(|&j| fresh[j].0 * BLOCK_SIZE as u64)
+                .collect();
+            let mut tmp = AlignedBuf::new(BLOCK_SIZE);
+            crate::tier::ssd::poison(&mut tmp, unread.len() * gb);
+            data.read_extents(&offsets, gb, &mut tmp)
+                .map_err(|f| io_err(data_path, f))?;
+            for (k, &j) in unread.iter().enumerate() {
+                old.as_mut_slice()[j * gb..(j + 1) * gb]
+                    .copy_from_slice(&tmp.as_slice()[k * gb..(k + 1) * gb]);
+            }
+        }
+        for (j, &(_, at)) in fresh.iter().enumerate() {
+            if let Some(i) = at {
+                old.as_mut_slice()[j * gb..(j + 1) * gb]
+                    .copy_from_slice(&known[i * gb..(i + 1) * gb]);
+            }
+        }
+        let fresh: Vec<u64> = fresh.into_iter().map(|(f, _)| f).collect();
         // Journal only images that are what they claim: a hole or a sealed
         // block of that number. An unreadable one is reported, not copied.
         for (i, &first) in fresh.iter().enumerate() {

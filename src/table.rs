@@ -915,6 +915,9 @@ impl Table {
                 .ssd_bytes_read
                 .fetch_add((nread * gb) as u64, Ordering::Relaxed);
         }
+        // The groups' bytes as read: the journal's old images, if this is
+        // their first write since the last checkpoint.
+        let known = buf.as_slice()[..nread * gb].to_vec();
         let mut tmp = vec![0u8; self.row_bytes];
         for (gi, (g, run)) in runs.iter().enumerate() {
             let blocks = &mut buf.as_mut_slice()[gi * gb..(gi + 1) * gb];
@@ -942,7 +945,7 @@ impl Table {
             }
         }
         self.wb_epoch.fetch_add(1, Ordering::AcqRel);
-        let r = ssd.write_groups(e, &groups, &mut *buf);
+        let r = ssd.write_groups(e, &groups, &mut *buf, &known);
         self.wb_epoch.fetch_add(1, Ordering::AcqRel);
         r?;
         let c = &self.counters;
@@ -1026,7 +1029,7 @@ impl Table {
             }
             // Written under the chunk lock: updates to these rows wait, so
             // clearing the dirty bits after success loses nothing.
-            ssd.write_groups(e, &groups, &mut buf)?;
+            ssd.write_groups(e, &groups, &mut buf, &[])?;
             c.dirty.iter_mut().for_each(|w| *w = 0);
             let cs = &self.counters;
             cs.ssd_write_ops

@@ -161,6 +161,7 @@ fn eight_threads_mixed_work_no_deadlock_and_the_model_holds() {
             }
         });
         // The watchdog: the deadlock detector, and the clock.
+        #[cfg(feature = "deadlock-detection")]
         let dl = &deadlocks;
         s.spawn(move || loop {
             #[cfg(feature = "deadlock-detection")]

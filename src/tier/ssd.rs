@@ -81,13 +81,20 @@ impl Ssd {
     /// Seal the first `groups.len()` groups of `buf` with their block
     /// numbers and the current epoch, and write them to their places, after
     /// the journal holds the old image of each group first written in this
-    /// epoch. The caller holds `gate` shared.
-    pub fn write_groups(&self, e: &TableEntry, groups: &[u64], buf: &mut AlignedBuf) -> Result<()> {
+    /// epoch. `known`: the current on-disk bytes of the first groups, where
+    /// the caller has them (spares a read). The caller holds `gate` shared.
+    pub fn write_groups(
+        &self,
+        e: &TableEntry,
+        groups: &[u64],
+        buf: &mut AlignedBuf,
+        known: &[u8],
+    ) -> Result<()> {
         let bpg = e.layout.blocks_per_group;
         let offsets = Self::offsets(e, groups);
         let firsts: Vec<u64> = offsets.iter().map(|o| o / BLOCK_SIZE as u64).collect();
         self.dur
-            .before_write(&firsts, bpg, &*self.engine, &self.path)?;
+            .before_write(&firsts, bpg, known, &*self.engine, &self.path)?;
         let epoch = self.dur.epoch();
         for (gi, &first) in firsts.iter().enumerate() {
             for k in 0..bpg as usize {
