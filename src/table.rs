@@ -547,14 +547,7 @@ impl Table {
             for (gi, &g) in groups.iter().enumerate() {
                 let blocks = &buf.as_slice()[gi * gb..(gi + 1) * gb];
                 let first = g * e.layout.rows_per_group as u64;
-                let state = ssd
-                    .check_group(e, g, blocks)
-                    .map_err(|source| Error::Corrupt {
-                        path: ssd.path.clone(),
-                        table: self.name.clone(),
-                        id: first,
-                        source,
-                    })?;
+                let state = self.checked_group(ssd, g, blocks)?;
                 let last = (first + e.layout.rows_per_group as u64).min(e.rows);
                 for id in first..last {
                     let mut ch = chunks[(id / rpc) as usize].lock();
@@ -923,14 +916,7 @@ impl Table {
             let blocks = &mut buf.as_mut_slice()[gi * gb..(gi + 1) * gb];
             let first = g * rpg;
             if gi < nread {
-                let state = ssd
-                    .check_group(e, *g, blocks)
-                    .map_err(|source| Error::Corrupt {
-                        path: ssd.path.clone(),
-                        table: self.name.clone(),
-                        id: first,
-                        source,
-                    })?;
+                let state = self.checked_group(ssd, *g, blocks)?;
                 if state == BlockState::Hole {
                     for id in first..first + rows_in(*g) as u64 {
                         row_from_group(e, state, &[], id, &mut tmp);
@@ -1040,6 +1026,18 @@ impl Table {
                 .fetch_add(rows_written, Ordering::Relaxed);
         }
         Ok(())
+    }
+
+    /// Check group `g`'s blocks as read, naming the table and the group's
+    /// first row in the error.
+    fn checked_group(&self, ssd: &Ssd, g: u64, blocks: &[u8]) -> Result<BlockState> {
+        ssd.check_group(&self.entry, g, blocks)
+            .map_err(|source| Error::Corrupt {
+                path: ssd.path.clone(),
+                table: self.name.clone(),
+                id: g * self.entry.layout.rows_per_group as u64,
+                source,
+            })
     }
 
     /// Tier occupancy: (dram resident, dram capacity, dram bookkeeping,

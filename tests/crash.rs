@@ -45,10 +45,7 @@ fn crash_child() {
 
 #[test]
 fn sigkill_at_random_moments_recovers_the_last_checkpoint() {
-    let iters: u64 = std::env::var("EMBTIER_CRASH_ITERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100);
+    let iters: u64 = common::env_or("EMBTIER_CRASH_ITERS", 100);
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("s");
     drop(Store::create(&dir, config()).unwrap());

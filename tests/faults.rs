@@ -5,6 +5,9 @@
 //! acknowledged checkpoint (or at the one in flight, if its commit landed).
 //! Then power cuts: unsynced writes reordered, torn or lost, with honest
 //! and with dropped fsyncs.
+//!
+//! `EMBTIER_FAULT_POINTS` sets the points per fault kind (default 14);
+//! `EMBTIER_CRASH_ITERS` the power cuts (default 60).
 
 mod common;
 
@@ -208,7 +211,7 @@ fn every_fault_kind_at_many_points_loses_nothing_acknowledged() {
         .collect();
     drop(store);
     eprintln!("fault-free workload: {totals:?} writes, reads, syncs");
-    let points = 14u64;
+    let points: u64 = common::env_or("EMBTIER_FAULT_POINTS", 14);
     let mut report = Vec::new();
     for kind in [
         Kind::WriteEio,
@@ -253,10 +256,7 @@ fn every_fault_kind_at_many_points_loses_nothing_acknowledged() {
 /// fail with a clear error, never panic; the outcomes are counted.
 #[test]
 fn power_cuts_reorder_and_tear_unsynced_writes() {
-    let cuts: u64 = std::env::var("EMBTIER_CRASH_ITERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(60);
+    let cuts: u64 = common::env_or("EMBTIER_CRASH_ITERS", 60);
     let mut rng = common::Rng(0x5eed);
     let (mut exact, mut detected, mut silent) = (0, 0, 0);
     let mut torn = 0;

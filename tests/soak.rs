@@ -124,10 +124,7 @@ fn check_all(store: &Store, models: &[Owned], when: &str) {
 
 #[test]
 fn eight_threads_mixed_work_no_deadlock_and_the_model_holds() {
-    let secs: u64 = std::env::var("EMBTIER_SOAK_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(6);
+    let secs: u64 = common::env_or("EMBTIER_SOAK_SECS", 6);
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("s");
     let store = Store::create(&dir, config()).unwrap();

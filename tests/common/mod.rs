@@ -22,6 +22,15 @@ pub fn with_engine(mut cfg: StoreConfig, e: IoEngineKind) -> StoreConfig {
     cfg
 }
 
+/// The number in environment variable `name`, or `default` when it is
+/// unset or not a number (the tests' size knobs).
+pub fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// A small deterministic PRNG (SplitMix64).
 pub struct Rng(pub u64);
 
