@@ -4,6 +4,10 @@
 //! bit for bit against the model at the last acknowledged checkpoint (or at
 //! the in-flight one, if its commit reached the disk).
 //!
+//! The first child is also opened against while it lives: the open is
+//! refused with the child's pid, and after the kill the dead child's lock
+//! does not block.
+//!
 //! `EMBTIER_CRASH_ITERS` sets the number of kills (default 100).
 
 mod common;
@@ -66,23 +70,43 @@ fn sigkill_at_random_moments_recovers_the_last_checkpoint() {
             .spawn()
             .unwrap();
         let out = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
         let reader = std::thread::spawn(move || {
-            BufReader::new(out)
-                .lines()
-                .map_while(Result::ok)
-                .collect::<Vec<_>>()
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
         });
+        let mut lines = Vec::new();
+        if it == 0 {
+            // While the child holds the store, another process's open is
+            // refused, naming the child; once it is dead, its lock is not.
+            loop {
+                let line = rx
+                    .recv_timeout(Duration::from_secs(30))
+                    .expect("child output");
+                let open = line.contains("OPEN");
+                lines.push(line);
+                if open {
+                    break;
+                }
+            }
+            match Store::open(&dir) {
+                Err(embtier::Error::Locked { pid, .. }) => assert_eq!(pid, child.id()),
+                other => panic!("open of a store held by pid {}: {other:?}", child.id()),
+            }
+        }
         // Wait for the child to open the store, then kill it anywhere in
         // the next 0-80 ms: mid-update, mid-write-back, mid-checkpoint.
         std::thread::sleep(Duration::from_millis(5 + rng.below(80)));
         child.kill().unwrap();
         child.wait().unwrap();
-        let lines = reader.join().unwrap();
+        reader.join().unwrap();
+        lines.extend(rx.try_iter());
         assert!(
             !lines.iter().any(|l| l == "DONE"),
             "the child finished before the kill; lengthen its op stream"
         );
-        let opened = lines.iter().any(|l| l.starts_with("OPEN"));
+        let opened = lines.iter().any(|l| l.contains("OPEN"));
         let acked = lines.iter().filter(|l| l.starts_with("ACK")).count() as u64;
         let begun = lines.iter().filter(|l| *l == "BEGIN").count() as u64;
         let store = Store::open(&dir).unwrap_or_else(|e| panic!("kill {it}: reopen: {e}"));
