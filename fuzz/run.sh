@@ -22,5 +22,5 @@ for t in "${targets[@]}"; do
   cp -n seeds/"$t"/* "corpus/$t"/ 2>/dev/null || true
   echo "== $t: ${secs}s"
   ./target/"$host"/release/"$t" -max_total_time="$secs" -print_final_stats=1 \
-    -artifact_prefix="artifacts/$t/" "corpus/$t" 2>&1 | tail -n 12
+    -artifact_prefix="artifacts/$t/" "corpus/$t" 2>&1 | tail -n 12 || echo "== $t: stopped on a finding (see artifacts/$t/)"
 done

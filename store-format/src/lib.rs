@@ -318,9 +318,15 @@ impl RowLayout {
         (row % self.rows_per_group as u64) as usize * self.row_bytes as usize
     }
 
-    /// Data blocks needed for `rows` rows.
+    /// Data blocks needed for `rows` rows (saturating at `u64::MAX`).
     pub fn blocks_for(&self, rows: u64) -> u64 {
-        rows.div_ceil(self.rows_per_group as u64) * self.blocks_per_group as u64
+        self.checked_blocks_for(rows).unwrap_or(u64::MAX)
+    }
+
+    /// Data blocks needed for `rows` rows, or `None` past `u64::MAX`.
+    pub fn checked_blocks_for(&self, rows: u64) -> Option<u64> {
+        rows.div_ceil(self.rows_per_group.max(1) as u64)
+            .checked_mul(self.blocks_per_group as u64)
     }
 
     /// Bytes of one group's blocks.
@@ -671,7 +677,9 @@ impl TableEntry {
         }
         let rows = get_u64(b, te::ROWS);
         let block_count = get_u64(b, te::BLOCK_COUNT);
-        if rows == 0 || layout.blocks_for(rows) != block_count {
+        // Checked: a crafted entry's rows x blocks_per_group can overflow
+        // (found by the `catalog` fuzz target).
+        if rows == 0 || layout.checked_blocks_for(rows) != Some(block_count) {
             return Err(bad(
                 "block_count",
                 te::BLOCK_COUNT,

@@ -351,3 +351,22 @@ fn journal_header_offsets_match_the_spec() {
     assert_eq!(&JOURNAL_MAGIC, b"EJOURNAL");
     assert_eq!(MAX_ENTRIES, 253);
 }
+
+/// Regression: the `catalog` fuzz target's first find. A catalog entry whose
+/// rows times blocks per group overflows u64 is rejected, not a panic (in
+/// debug builds) or a wrapped block count that might match (in release).
+#[test]
+fn catalog_rows_that_overflow_the_block_count_are_rejected() {
+    let mut e = entry("big", 1, 1100, 0); // 4400-byte rows: 2 blocks per group
+    e.rows = u64::MAX / 2 + 3;
+    e.block_count = e.rows.wrapping_mul(2);
+    let cat = Catalog { tables: vec![e] };
+    let bytes = cat.encode();
+    match Catalog::decode(&bytes, 1, CATALOG_OFFSET, crc32c::crc32c(&bytes)) {
+        Err(FormatError::InvalidField {
+            field: "block_count",
+            ..
+        }) => {}
+        other => panic!("{other:?}"),
+    }
+}
