@@ -150,7 +150,7 @@ fn main() {
 
     // (b) all misses, one row per block.
     if run("b") || run("c") {
-        let (n, dim) = (500_000u64, 1020u32);
+        let (n, dim) = (500_000u64, 1018u32);
         let dir = bench_dir();
         drop(written_store(
             dir.path(),
@@ -176,7 +176,7 @@ fn main() {
             }
             let mut rate = std::collections::HashMap::new();
             for (engine, q, label) in &variants {
-                let mut cfg = reopen_config(n, dim, 256 * 4080, *engine, 64);
+                let mut cfg = reopen_config(n, dim, 256 * 4072, *engine, 64);
                 if *engine == IoEngineKind::Uring {
                     cfg.ssd.queue_depth = *q;
                 } else {

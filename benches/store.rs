@@ -3,7 +3,7 @@
 //! - `a_dram_hits`: every lookup hits DRAM (dim 128), against a flat
 //!   `Vec<f32>` gather of the same ids in the same run.
 //! - `b_ssd_misses`: every lookup misses to SSD, one row per 4 KiB block
-//!   (dim 1020), io_uring (queue depth 64) against psync.
+//!   (dim 1018), io_uring (queue depth 64) against psync.
 //! - `c_zipf`: Zipf(1.05) over a table ten times the DRAM cache (dim 128).
 //! - `d_precision`: DRAM-hit lookups and fused SGD steps, dim 128, in f32,
 //!   f16, bf16 and int8 (decode on lookup; widen, step, round on step).
@@ -73,7 +73,7 @@ fn a_dram_hits(c: &mut Criterion) {
 
 fn b_ssd_misses(c: &mut Criterion) {
     let rows = 500_000u64; // 2 GB of 4 KiB blocks
-    let dim = 1020u32; // 4080 bytes: one row per block
+    let dim = 1018u32; // 4072 bytes: one row per block
     let dir = bench_dir();
     let mut engines = vec![IoEngineKind::Psync];
     if uring_available() {
@@ -87,7 +87,7 @@ fn b_ssd_misses(c: &mut Criterion) {
     g.measurement_time(Duration::from_secs(10));
     for engine in engines {
         // A tiny cache (256 rows): practically every lookup misses.
-        let store = reopen(&dir.path().join("store"), rows, dim, 256 * 4080, engine, 64);
+        let store = reopen(&dir.path().join("store"), rows, dim, 256 * 4072, engine, 64);
         let mut out = vec![0f32; BATCH * dim as usize];
         let mut i = 0;
         g.bench_function(format!("{engine:?}").to_lowercase(), |b| {
