@@ -686,13 +686,19 @@ impl TableEntry {
                 format!("{block_count} for {rows} rows"),
             ));
         }
+        // A NaN or negative scale would give every never-written row
+        // non-finite or nonsense values (found by the `catalog` fuzz target).
+        let init_scale = f32::from_bits(get_u32(b, te::INIT_SCALE));
+        if !(init_scale.is_finite() && init_scale >= 0.0) {
+            return Err(bad("init_scale", te::INIT_SCALE, init_scale.to_string()));
+        }
         Ok(TableEntry {
             name,
             rows,
             dim,
             elem,
             init,
-            init_scale: f32::from_bits(get_u32(b, te::INIT_SCALE)),
+            init_scale,
             seed: get_u64(b, te::SEED),
             state_bytes,
             optimizer,

@@ -370,3 +370,22 @@ fn catalog_rows_that_overflow_the_block_count_are_rejected() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Regression: the `catalog` fuzz target's second find. A NaN, infinite or
+/// negative initialiser scale is rejected, naming the field.
+#[test]
+fn catalog_init_scale_must_be_finite_and_non_negative() {
+    for scale in [f32::NAN, f32::INFINITY, -1.0] {
+        let mut e = entry("t", 10, 4, 0);
+        e.init_scale = scale;
+        let bytes = Catalog { tables: vec![e] }.encode();
+        match Catalog::decode(&bytes, 1, CATALOG_OFFSET, crc32c::crc32c(&bytes)) {
+            Err(FormatError::InvalidField {
+                field: "init_scale",
+                offset,
+                ..
+            }) => assert_eq!(offset, CATALOG_OFFSET + te::INIT_SCALE as u64),
+            other => panic!("{scale}: {other:?}"),
+        }
+    }
+}
