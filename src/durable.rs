@@ -145,13 +145,26 @@ impl Durable {
         let journal = wrap(&journal_path, crate::io::psync_engine(jf));
         let (mf, _) = crate::io::open_file(&meta_path, false)?;
         let meta = wrap(&meta_path, crate::io::psync_engine(mf));
-        let bytes =
-            std::fs::read(&journal_path).map_err(|e| Error::io(&journal_path, "read", e))?;
+        // Mapped, not read: the journal can be as large as the groups one
+        // checkpoint interval overwrote.
+        let map = if journal_file.metadata().map(|m| m.len()).unwrap_or(0) == 0 {
+            None
+        } else {
+            // SAFETY: the mapping is read only and private to this call, and
+            // nothing writes or truncates the journal while it lives: this
+            // process holds the store's lock, and the journal is written
+            // only after recovery, through `self`, once `map` is dropped.
+            Some(
+                unsafe { memmap2::Mmap::map(&journal_file) }
+                    .map_err(|e| Error::io(&journal_path, "mmap", e))?,
+            )
+        };
+        let bytes: &[u8] = map.as_deref().unwrap_or(&[]);
         let mut rec = Recovery {
             generation: sb.generation,
             ..Recovery::default()
         };
-        let (batches, tail) = journal::scan(&bytes).map_err(|source| Error::Format {
+        let (batches, tail) = journal::scan(bytes).map_err(|source| Error::Format {
             path: journal_path.clone(),
             source,
         })?;
@@ -224,6 +237,7 @@ impl Durable {
         if rec.groups_restored > 0 {
             data.sync().map_err(|f| io_err(data_path, f))?;
         }
+        drop(map);
         let d = Durable {
             journal,
             journal_file,
