@@ -21,7 +21,7 @@ use embtier_format::{
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
-use crate::io::{AlignedBuf, IoEngine, IoFailure};
+use crate::io::{AlignedBuf, IoEngine};
 
 /// Wraps the engine of a file (fault injection), given the file's path.
 pub(crate) type WrapFn<'a> = dyn Fn(&Path, Box<dyn IoEngine>) -> Box<dyn IoEngine> + 'a;
@@ -85,22 +85,6 @@ pub(crate) struct Durable {
     poisoned: Mutex<Option<String>>,
     /// The epoch now being written, readable without the state lock.
     current: std::sync::atomic::AtomicU64,
-}
-
-fn io_err(path: &Path, f: IoFailure) -> Error {
-    if f.error.raw_os_error() == Some(libc::ENOSPC) {
-        Error::DiskFull {
-            path: path.into(),
-            offset: f.offset,
-        }
-    } else {
-        Error::Io {
-            path: path.into(),
-            op: f.op,
-            offset: f.offset,
-            source: f.error,
-        }
-    }
 }
 
 /// Pick the current superblock of the two copies in `meta` (the whole
@@ -208,7 +192,7 @@ impl Durable {
                     buf.as_mut_slice()[..len]
                         .copy_from_slice(&bytes[img as usize..img as usize + len]);
                     data.write_extents(&[at], len, &buf)
-                        .map_err(|f| io_err(data_path, f))?;
+                        .map_err(|f| Error::from_failure(data_path, f))?;
                     rec.groups_restored += 1;
                 } else {
                     // The last batch, torn: its in-place writes cannot have
@@ -216,7 +200,7 @@ impl Durable {
                     // image decayed after the fact. The group's epoch tells.
                     crate::tier::ssd::poison(&mut buf, BLOCK_SIZE);
                     data.read_extents(&[at], BLOCK_SIZE, &mut buf)
-                        .map_err(|f| io_err(data_path, f))?;
+                        .map_err(|f| Error::from_failure(data_path, f))?;
                     let blk = &buf.as_slice()[..BLOCK_SIZE];
                     if check_block(blk, e.first_block) == Ok(BlockState::Sealed)
                         && block_epoch(blk) == h.epoch
@@ -235,7 +219,7 @@ impl Durable {
             }
         }
         if rec.groups_restored > 0 {
-            data.sync().map_err(|f| io_err(data_path, f))?;
+            data.sync().map_err(|f| Error::from_failure(data_path, f))?;
         }
         drop(map);
         let d = Durable {
@@ -299,61 +283,52 @@ impl Durable {
         }
     }
 
-    fn poison(&self, e: Error) -> Error {
+    /// Refuse every later write, remembering `e` as the reason; returns `e`.
+    pub(crate) fn poison(&self, e: Error) -> Error {
         self.poisoned.lock().get_or_insert_with(|| e.to_string());
         e
     }
 
     /// Before the groups at `firsts` (each `nblocks` blocks) are overwritten:
     /// journal the old image of those not yet journaled in this epoch, and
-    /// make it durable. `known` holds the current bytes of the first
-    /// `known.len() / group bytes` groups (the caller's read-modify-write
-    /// read them already); `data` reads the others.
+    /// make it durable. The images are `known` (the groups' current bytes,
+    /// which the caller has read) or, without it, read through `data`.
     pub(crate) fn before_write(
         &self,
         firsts: &[u64],
         nblocks: u32,
-        known: &[u8],
+        known: Option<&[u8]>,
         data: &dyn IoEngine,
         data_path: &Path,
     ) -> Result<()> {
         self.check_writable()?;
         let mut st = self.state.lock();
         let gb = nblocks as usize * BLOCK_SIZE;
-        // (group's first block, index into `known` if its bytes are there)
-        let fresh: Vec<(u64, Option<usize>)> = firsts
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| !st.journaled.contains(f))
-            .map(|(i, &f)| (f, (i < known.len() / gb).then_some(i)))
+        let fresh: Vec<usize> = (0..firsts.len())
+            .filter(|&i| !st.journaled.contains(&firsts[i]))
             .collect();
         if fresh.is_empty() {
             return Ok(());
         }
         let mut old = AlignedBuf::new(BLOCK_SIZE);
         crate::tier::ssd::poison(&mut old, fresh.len() * gb);
-        let unread: Vec<usize> = (0..fresh.len()).filter(|&j| fresh[j].1.is_none()).collect();
-        if !unread.is_empty() {
-            let offsets: Vec<u64> = unread
-                .iter()
-                .map(|&j| fresh[j].0 * BLOCK_SIZE as u64)
-                .collect();
-            let mut tmp = AlignedBuf::new(BLOCK_SIZE);
-            crate::tier::ssd::poison(&mut tmp, unread.len() * gb);
-            data.read_extents(&offsets, gb, &mut tmp)
-                .map_err(|f| io_err(data_path, f))?;
-            for (k, &j) in unread.iter().enumerate() {
-                old.as_mut_slice()[j * gb..(j + 1) * gb]
-                    .copy_from_slice(&tmp.as_slice()[k * gb..(k + 1) * gb]);
+        match known {
+            Some(k) => {
+                for (j, &i) in fresh.iter().enumerate() {
+                    old.as_mut_slice()[j * gb..(j + 1) * gb]
+                        .copy_from_slice(&k[i * gb..(i + 1) * gb]);
+                }
+            }
+            None => {
+                let offsets: Vec<u64> = fresh
+                    .iter()
+                    .map(|&i| firsts[i] * BLOCK_SIZE as u64)
+                    .collect();
+                data.read_extents(&offsets, gb, &mut old)
+                    .map_err(|f| Error::from_failure(data_path, f))?;
             }
         }
-        for (j, &(_, at)) in fresh.iter().enumerate() {
-            if let Some(i) = at {
-                old.as_mut_slice()[j * gb..(j + 1) * gb]
-                    .copy_from_slice(&known[i * gb..(i + 1) * gb]);
-            }
-        }
-        let fresh: Vec<u64> = fresh.into_iter().map(|(f, _)| f).collect();
+        let fresh: Vec<u64> = fresh.into_iter().map(|i| firsts[i]).collect();
         // Journal only images that are what they claim: a hole or a sealed
         // block of that number. An unreadable one is reported, not copied.
         for (i, &first) in fresh.iter().enumerate() {
@@ -406,10 +381,10 @@ impl Durable {
             .collect();
         self.journal
             .write_extents(&offsets, BLOCK_SIZE, &out)
-            .map_err(|f| io_err(&self.journal_path, f))?;
+            .map_err(|f| Error::from_failure(&self.journal_path, f))?;
         self.journal
             .sync()
-            .map_err(|f| self.poison(io_err(&self.journal_path, f)))?;
+            .map_err(|f| self.poison(Error::from_failure(&self.journal_path, f)))?;
         st.len += total as u64;
         st.batch = seq;
         st.journaled.extend(fresh);
@@ -448,11 +423,6 @@ impl Durable {
         Ok(done)
     }
 
-    /// Poison the store after a failed data-file fsync inside a checkpoint.
-    pub(crate) fn poison_with(&self, e: Error) -> Error {
-        self.poison(e)
-    }
-
     /// Write `sb` to copy A, fsync, then copy B, fsync. A crash leaves at
     /// least one whole copy; the higher `seq` of the valid ones is current.
     fn write_superblock(&self, sb: &Superblock) -> Result<()> {
@@ -461,8 +431,10 @@ impl Durable {
         for at in SUPERBLOCK_SLOTS {
             self.meta
                 .write_extents(&[at], BLOCK_SIZE, &buf)
-                .map_err(|f| io_err(&self.meta_path, f))?;
-            self.meta.sync().map_err(|f| io_err(&self.meta_path, f))?;
+                .map_err(|f| Error::from_failure(&self.meta_path, f))?;
+            self.meta
+                .sync()
+                .map_err(|f| Error::from_failure(&self.meta_path, f))?;
         }
         Ok(())
     }

@@ -875,7 +875,7 @@ impl Store {
         if let Some(e) = first_err {
             return Err(e);
         }
-        self.ssd.sync().map_err(|e| self.ssd.dur.poison_with(e))?;
+        self.ssd.sync().map_err(|e| self.ssd.dur.poison(e))?;
         self.ssd.dur.commit()
     }
 

@@ -908,15 +908,18 @@ impl Table {
                 .ssd_bytes_read
                 .fetch_add((nread * gb) as u64, Ordering::Relaxed);
         }
-        // The groups' bytes as read: the journal's old images, if this is
-        // their first write since the last checkpoint.
-        let known = buf.as_slice()[..nread * gb].to_vec();
+        // Check what was read, and journal it (the old images of groups
+        // first overwritten since the last checkpoint) before changing it;
+        // `write_groups` journals the groups written whole itself.
+        let states = (0..nread)
+            .map(|gi| self.checked_group(ssd, groups[gi], &buf.as_slice()[gi * gb..(gi + 1) * gb]))
+            .collect::<Result<Vec<_>>>()?;
+        ssd.journal(e, &groups[..nread], &buf.as_slice()[..nread * gb])?;
         let mut tmp = vec![0u8; self.row_bytes];
         for (gi, (g, run)) in runs.iter().enumerate() {
             let blocks = &mut buf.as_mut_slice()[gi * gb..(gi + 1) * gb];
             let first = g * rpg;
-            if gi < nread {
-                let state = self.checked_group(ssd, *g, blocks)?;
+            if let Some(&state) = states.get(gi) {
                 if state == BlockState::Hole {
                     for id in first..first + rows_in(*g) as u64 {
                         row_from_group(e, state, &[], id, &mut tmp);
@@ -931,7 +934,7 @@ impl Table {
             }
         }
         self.wb_epoch.fetch_add(1, Ordering::AcqRel);
-        let r = ssd.write_groups(e, &groups, &mut *buf, &known);
+        let r = ssd.write_groups(e, &groups, &mut *buf);
         self.wb_epoch.fetch_add(1, Ordering::AcqRel);
         r?;
         let c = &self.counters;
@@ -1015,7 +1018,7 @@ impl Table {
             }
             // Written under the chunk lock: updates to these rows wait, so
             // clearing the dirty bits after success loses nothing.
-            ssd.write_groups(e, &groups, &mut buf, &[])?;
+            ssd.write_groups(e, &groups, &mut buf)?;
             c.dirty.iter_mut().for_each(|w| *w = 0);
             let cs = &self.counters;
             cs.ssd_write_ops

@@ -30,19 +30,7 @@ pub(crate) struct Ssd {
 
 impl Ssd {
     pub fn err(&self, f: IoFailure) -> Error {
-        if f.error.raw_os_error() == Some(libc::ENOSPC) {
-            Error::DiskFull {
-                path: self.path.clone(),
-                offset: f.offset,
-            }
-        } else {
-            Error::Io {
-                path: self.path.clone(),
-                op: f.op,
-                offset: f.offset,
-                source: f.error,
-            }
-        }
+        Error::from_failure(&self.path, f)
     }
 
     fn offsets(e: &TableEntry, groups: &[u64]) -> Vec<u64> {
@@ -81,20 +69,13 @@ impl Ssd {
     /// Seal the first `groups.len()` groups of `buf` with their block
     /// numbers and the current epoch, and write them to their places, after
     /// the journal holds the old image of each group first written in this
-    /// epoch. `known`: the current on-disk bytes of the first groups, where
-    /// the caller has them (spares a read). The caller holds `gate` shared.
-    pub fn write_groups(
-        &self,
-        e: &TableEntry,
-        groups: &[u64],
-        buf: &mut AlignedBuf,
-        known: &[u8],
-    ) -> Result<()> {
+    /// epoch. The caller holds `gate` shared.
+    pub fn write_groups(&self, e: &TableEntry, groups: &[u64], buf: &mut AlignedBuf) -> Result<()> {
         let bpg = e.layout.blocks_per_group;
         let offsets = Self::offsets(e, groups);
         let firsts: Vec<u64> = offsets.iter().map(|o| o / BLOCK_SIZE as u64).collect();
         self.dur
-            .before_write(&firsts, bpg, known, &*self.engine, &self.path)?;
+            .before_write(&firsts, bpg, None, &*self.engine, &self.path)?;
         let epoch = self.dur.epoch();
         for (gi, &first) in firsts.iter().enumerate() {
             for k in 0..bpg as usize {
@@ -120,9 +101,25 @@ impl Ssd {
                 if enospc {
                     err
                 } else {
-                    self.dur.poison_with(err)
+                    self.dur.poison(err)
                 }
             })
+    }
+
+    /// Journal `images`, the current on-disk bytes of `groups` (which the
+    /// caller has just read), for those not yet journaled in this epoch:
+    /// what [`Ssd::write_groups`] would otherwise read again.
+    pub fn journal(&self, e: &TableEntry, groups: &[u64], images: &[u8]) -> Result<()> {
+        if groups.is_empty() {
+            return Ok(());
+        }
+        let firsts: Vec<u64> = Self::offsets(e, groups)
+            .iter()
+            .map(|o| o / BLOCK_SIZE as u64)
+            .collect();
+        let bpg = e.layout.blocks_per_group;
+        self.dur
+            .before_write(&firsts, bpg, Some(images), &*self.engine, &self.path)
     }
 
     /// [`check_group`], and that every sealed block was written by a
