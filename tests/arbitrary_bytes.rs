@@ -28,10 +28,7 @@ fn below(rng: &mut Rng, n: usize) -> usize {
 }
 
 fn scale() -> usize {
-    std::env::var("EMBTIER_ARBITRARY_ITERS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1)
+    common::env_or("EMBTIER_ARBITRARY_ITERS", 1) as usize
 }
 
 /// A mutation of `base`: a few random edits of one of five kinds.

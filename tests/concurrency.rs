@@ -18,10 +18,7 @@ fn run(cfg: StoreConfig, label: &str) {
     let t0 = std::time::Instant::now();
     let dir = tempfile::tempdir().unwrap();
     let store = Store::create(dir.path().join("s"), cfg).unwrap();
-    let iters: usize = std::env::var("EMBTIER_CONCURRENCY_ITERS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(300);
+    let iters: usize = common::env_or("EMBTIER_CONCURRENCY_ITERS", 300) as usize;
     // Expected sum per row, accumulated by the threads themselves.
     let expected: Vec<AtomicU64> = (0..ROWS).map(|_| AtomicU64::new(0)).collect();
     let torn = AtomicU64::new(0);

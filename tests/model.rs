@@ -202,10 +202,7 @@ fn run_model(name: &str, cfg: StoreConfig, seed: u64, steps: usize) {
 
 #[test]
 fn model_every_tier_configuration() {
-    let steps: usize = std::env::var("EMBTIER_MODEL_STEPS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(600);
+    let steps: usize = common::env_or("EMBTIER_MODEL_STEPS", 600) as usize;
     for engine in engines() {
         for (i, (name, cfg)) in configs().into_iter().enumerate() {
             let label = format!("{name}/{engine:?}");

@@ -207,17 +207,19 @@ impl FaultyEngine {
         Ok(before)
     }
 
-    /// Make the extents numbered from `short_reads_from` on short: keep
-    /// only their first sector, as if the rest of the transfer never came.
-    /// The rest of the caller's buffer keeps what it held before.
-    fn shorten(
+    /// Read through `inner`, then make the extents numbered from
+    /// `short_reads_from` on short: keep only their first sector, as if the
+    /// rest of the transfer never came. The rest of each such extent keeps
+    /// what the caller's buffer held before.
+    fn read_short(
         &self,
         before: u64,
         offsets: &[u64],
         len: usize,
         buf: &mut AlignedBuf,
-        saved: &[u8],
-    ) {
+    ) -> Result<(), IoFailure> {
+        let saved = buf.as_slice()[..offsets.len() * len].to_vec();
+        self.inner.read_extents(offsets, len, buf)?;
         let from = self.plan.short_reads_from.load(Ordering::SeqCst);
         for i in 0..offsets.len() {
             if before + i as u64 >= from {
@@ -226,6 +228,7 @@ impl FaultyEngine {
                     .copy_from_slice(&saved[at + SECTOR..at + len]);
             }
         }
+        Ok(())
     }
 
     fn short_pending(&self, before: u64, n: usize) -> bool {
@@ -283,7 +286,7 @@ impl IoEngine for FaultyEngine {
     ) -> Result<(), IoFailure> {
         let before = self.count_reads(offsets)?;
         if self.short_pending(before, offsets.len()) {
-            return self.read_extents_inner_short(before, offsets, len, buf);
+            return self.read_short(before, offsets, len, buf);
         }
         self.inner.read_extents(offsets, len, buf)
     }
@@ -297,10 +300,8 @@ impl IoEngine for FaultyEngine {
     ) -> Result<(), IoFailure> {
         let before = self.count_reads(offsets)?;
         if self.short_pending(before, offsets.len()) {
-            self.read_extents_inner_short(before, offsets, len, buf)?;
-            for i in 0..offsets.len() {
-                done(i, &buf.as_slice()[i * len..(i + 1) * len]);
-            }
+            self.read_short(before, offsets, len, buf)?;
+            super::each_extent(offsets.len(), len, buf, done);
             return Ok(());
         }
         self.inner.read_extents_each(offsets, len, buf, done)
@@ -365,20 +366,5 @@ impl IoEngine for FaultyEngine {
 
     fn read_latency(&self) -> &LatencyRecorder {
         self.inner.read_latency()
-    }
-}
-
-impl FaultyEngine {
-    fn read_extents_inner_short(
-        &self,
-        before: u64,
-        offsets: &[u64],
-        len: usize,
-        buf: &mut AlignedBuf,
-    ) -> Result<(), IoFailure> {
-        let saved = buf.as_slice()[..offsets.len() * len].to_vec();
-        self.inner.read_extents(offsets, len, buf)?;
-        self.shorten(before, offsets, len, buf, &saved);
-        Ok(())
     }
 }

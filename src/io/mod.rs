@@ -69,9 +69,7 @@ pub trait IoEngine: Send + Sync {
         done: &mut dyn FnMut(usize, &[u8]),
     ) -> Result<(), IoFailure> {
         self.read_extents(offsets, len, buf)?;
-        for i in 0..offsets.len() {
-            done(i, &buf.as_slice()[i * len..(i + 1) * len]);
-        }
+        each_extent(offsets.len(), len, buf, done);
         Ok(())
     }
     /// Write extent `i` from `buf[i * len..]` to byte offset `offsets[i]`.
@@ -85,6 +83,19 @@ pub trait IoEngine: Send + Sync {
     fn direct(&self) -> bool;
     /// Latency of single read operations since open.
     fn read_latency(&self) -> &LatencyRecorder;
+}
+
+/// Hand each of the `n` extents of a completed read in `buf` to `done`, in
+/// order.
+pub(crate) fn each_extent(
+    n: usize,
+    len: usize,
+    buf: &AlignedBuf,
+    done: &mut dyn FnMut(usize, &[u8]),
+) {
+    for i in 0..n {
+        done(i, &buf.as_slice()[i * len..(i + 1) * len]);
+    }
 }
 
 pub(crate) fn check_extents(offsets: &[u64], len: usize, buf_len: usize) {
