@@ -319,26 +319,16 @@ fn run(cli: Cli) -> Result<(), Fail> {
                     );
                 }
             } else {
-                let _ = write!(o, "| policy |");
-                for z in &sizes {
-                    let _ = write!(o, " {z} |");
-                }
-                o.push_str("\n|---|");
-                for _ in &sizes {
-                    o.push_str("---|");
-                }
-                o.push('\n');
-                for s in &sims {
-                    let _ = write!(o, "| {} |", s.name());
-                    for z in &sizes {
-                        let r = results
-                            .iter()
-                            .find(|r| r.0 == *s && r.1 == *z)
-                            .expect("simulated");
-                        let _ = write!(o, " {:.4} |", r.2.miss_ratio());
-                    }
-                    o.push('\n');
-                }
+                miss_ratio_table(
+                    &mut o,
+                    &sims,
+                    &sizes,
+                    |z| z.to_string(),
+                    |s, z| {
+                        let r = results.iter().find(|r| r.0 == s && r.1 == z);
+                        r.expect("simulated").2.miss_ratio()
+                    },
+                );
                 let _ = writeln!(
                     o,
                     "\nmiss ratios; sizes in rows; {} requests, {} unique rows",
@@ -542,19 +532,13 @@ fn demo() -> Result<(), Fail> {
         o,
         "1. DRAM miss ratio by policy and size (rows of 128 bytes; {n} unique rows):\n"
     );
-    let _ = writeln!(o, "| policy | 1k rows | 10k rows | 50k rows | 200k rows |");
-    let _ = writeln!(o, "|---|---|---|---|---|");
-    for s in &sims {
-        let _ = write!(o, "| {} |", s.name());
-        for z in &sizes {
-            let r = res
-                .iter()
-                .find(|r| r.0 == *s && r.1 == *z)
-                .expect("simulated");
-            let _ = write!(o, " {:.4} |", r.2);
-        }
-        o.push('\n');
-    }
+    let label = |z: u64| format!("{}k rows", z / 1000);
+    miss_ratio_table(&mut o, &sims, &sizes, label, |s, z| {
+        res.iter()
+            .find(|r| r.0 == s && r.1 == z)
+            .expect("simulated")
+            .2
+    });
     // 2. Three tiers with step-time estimates.
     let geo = RowGeometry::of(&t, 128);
     let profiles = [
@@ -829,4 +813,31 @@ fn hierarchy(
 
 fn main() -> ExitCode {
     main_with("emb-replay", run)
+}
+
+/// A markdown table of miss ratios: a row per policy, a column per cache
+/// size (headed by `label`).
+fn miss_ratio_table(
+    o: &mut String,
+    sims: &[Sim],
+    sizes: &[u64],
+    label: impl Fn(u64) -> String,
+    ratio: impl Fn(Sim, u64) -> f64,
+) {
+    let _ = write!(o, "| policy |");
+    for &z in sizes {
+        let _ = write!(o, " {} |", label(z));
+    }
+    o.push_str("\n|---|");
+    for _ in sizes {
+        o.push_str("---|");
+    }
+    o.push('\n');
+    for &s in sims {
+        let _ = write!(o, "| {} |", s.name());
+        for &z in sizes {
+            let _ = write!(o, " {:.4} |", ratio(s, z));
+        }
+        o.push('\n');
+    }
 }
