@@ -536,7 +536,8 @@ impl Store {
         &self.config
     }
 
-    /// The superblock read or written at open.
+    /// The superblock as found at open, before this session's epoch was
+    /// handed out; [`Store::generation`] follows later checkpoints.
     pub fn superblock(&self) -> &Superblock {
         &self.superblock
     }
