@@ -50,6 +50,8 @@ use crate::tier::cache::{SlotCache, Spill, MAX_SHARD_ROWS};
 use crate::tier::slab::{PmemFile, Slab};
 use crate::tier::ssd::{row_from_group, Ssd};
 
+/// Most bytes of block groups one write-back stages at a time.
+const WB_CHUNK_BYTES: usize = 16 << 20;
 /// Block groups per pinned chunk.
 const GROUPS_PER_CHUNK: u64 = 16;
 /// Groups read per batch when loading a pinned table.
@@ -868,7 +870,30 @@ impl Table {
             .iter()
             .map(|&(id, _, o)| (id, &bytes[o..o + rb]))
             .collect();
-        self.write_rows(ssd, &rows, &mut buf)?;
+        // Write in chunks of at most WB_CHUNK_BYTES of block groups: scattered
+        // rows cost a whole group each, so a 64 MiB flush of 256-byte rows
+        // would otherwise stage a 1 GiB buffer (and keep it in `wb_lock`).
+        let gb = self.entry.layout.group_bytes();
+        let max_groups = (WB_CHUNK_BYTES / gb).max(1);
+        let mut start = 0;
+        while start < rows.len() {
+            let mut end = start;
+            let mut groups = 0;
+            let mut last = u64::MAX;
+            while end < rows.len() {
+                let g = self.entry.layout.group_of(rows[end].0);
+                if g != last {
+                    if groups == max_groups {
+                        break;
+                    }
+                    groups += 1;
+                    last = g;
+                }
+                end += 1;
+            }
+            self.write_rows(ssd, &rows[start..end], &mut buf)?;
+            start = end;
+        }
         let mut freed = 0;
         for &(id, gen, _) in &snap {
             let mut sh = shards[self.shard_of(id, shards.len())].lock();

@@ -73,6 +73,9 @@ pub struct Args {
     /// Print JSON instead of markdown.
     #[arg(long)]
     json: bool,
+    /// Also write the JSON report to this file.
+    #[arg(long)]
+    json_out: Option<PathBuf>,
     /// Internal: run one engine in this process.
     #[arg(long, hide = true)]
     child_engine: Option<EngineKind>,
@@ -264,6 +267,10 @@ fn parent(a: &Args) -> Result<(), String> {
         loads.push(l);
         std::fs::write(&marker, want).map_err(|e| format!("{}: {e}", marker.display()))?;
     }
+    // fio runs right after embtier's W1 (below), so that the two see the
+    // disk in the same state: a cloud disk's speed drifts over minutes.
+    let want_fio = !a.no_fio && a.workloads.contains(&Workload::W1);
+    let mut fio = None;
     // Runs: reads first, the writing workload last, so that every engine
     // reads the data as loaded.
     let mut order: Vec<Workload> = a
@@ -300,22 +307,28 @@ fn parent(a: &Args) -> Result<(), String> {
                 };
             }
             results.push(r);
+            if want_fio
+                && w == Workload::W1
+                && (k == EngineKind::EmbtierUring || k == EngineKind::Mmap)
+                && fio.is_none()
+            {
+                fio = Some(run_fio(a));
+            }
         }
     }
-    let fio = if !a.no_fio && a.workloads.contains(&Workload::W1) {
-        Some(run_fio(a))
-    } else {
-        None
-    };
+    if want_fio && fio.is_none() {
+        fio = Some(run_fio(a));
+    }
     if let Some(Ok(p)) = &cgroup {
         let _ = std::fs::remove_dir(p);
     }
     let rep = report::Report::new(a, &ds, &target, loads, results, fio, skipped);
+    let json = serde_json::to_string_pretty(&rep).map_err(|e| e.to_string())?;
+    if let Some(p) = &a.json_out {
+        std::fs::write(p, &json).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
     if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&rep).map_err(|e| e.to_string())?
-        );
+        println!("{json}");
     } else {
         print!("{}", rep.markdown());
     }
