@@ -121,6 +121,28 @@ fn sgd_rows(
     Ok(())
 }
 
+/// [`sgd_rows`] over every part of a batch: `f(table, row, new_value)`.
+fn sgd_batch(
+    b: &Batch,
+    looked_up: &[f32],
+    grads: &[f32],
+    lr: f32,
+    dim: usize,
+    mut f: impl FnMut(u32, u64, &[f32]) -> Result<()>,
+) -> Result<()> {
+    for (t, ids, span) in b.spans(dim) {
+        sgd_rows(
+            ids,
+            &looked_up[span.clone()],
+            &grads[span],
+            lr,
+            dim,
+            |r, v| f(t, r, v),
+        )?;
+    }
+    Ok(())
+}
+
 // ---------------------------------------------------------------- flat
 
 /// Every row in one `Vec<f32>`.
@@ -135,15 +157,12 @@ impl Flat {
     pub fn new(s: &Setup) -> Flat {
         let dim = s.ds.dim as usize;
         let mut data = vec![0f32; s.ds.total_rows() as usize * dim];
-        let mut offsets = Vec::new();
-        let mut base = 0u64;
-        for (t, &rows) in s.ds.rows.iter().enumerate() {
-            offsets.push(base);
+        let offsets = s.ds.offsets();
+        for (t, (&rows, &base)) in s.ds.rows.iter().zip(&offsets).enumerate() {
             for r in 0..rows {
                 let at = ((base + r) as usize) * dim;
                 fill_row(t as u32, r, &mut data[at..at + dim]);
             }
-            base += rows;
         }
         Flat { data, offsets, dim }
     }
@@ -152,37 +171,20 @@ impl Flat {
 impl Engine for Flat {
     fn lookup(&mut self, b: &Batch, out: &mut [f32]) -> Result<()> {
         let d = self.dim;
-        let mut k = 0;
-        for (t, ids) in &b.parts {
-            let base = self.offsets[*t as usize];
-            for &r in ids {
-                let at = ((base + r) as usize) * d;
-                out[k * d..(k + 1) * d].copy_from_slice(&self.data[at..at + d]);
-                k += 1;
-            }
+        for (k, (t, r)) in b.ids().enumerate() {
+            let at = ((self.offsets[t as usize] + r) as usize) * d;
+            out[k * d..(k + 1) * d].copy_from_slice(&self.data[at..at + d]);
         }
         Ok(())
     }
 
     fn sgd(&mut self, b: &Batch, looked_up: &[f32], grads: &[f32], lr: f32) -> Result<()> {
-        let d = self.dim;
-        let mut k = 0;
-        for (t, ids) in &b.parts {
-            let base = self.offsets[*t as usize];
-            let n = ids.len();
-            let (data, lu, gr) = (
-                &mut self.data,
-                &looked_up[k * d..(k + n) * d],
-                &grads[k * d..(k + n) * d],
-            );
-            sgd_rows(ids, lu, gr, lr, d, |r, v| {
-                let at = ((base + r) as usize) * d;
-                data[at..at + d].copy_from_slice(v);
-                Ok(())
-            })?;
-            k += n;
-        }
-        Ok(())
+        let (d, offsets, data) = (self.dim, &self.offsets, &mut self.data);
+        sgd_batch(b, looked_up, grads, lr, d, |t, r, v| {
+            let at = ((offsets[t as usize] + r) as usize) * d;
+            data[at..at + d].copy_from_slice(v);
+            Ok(())
+        })
     }
 
     fn persist(&mut self) -> Result<()> {
@@ -275,25 +277,19 @@ impl Embtier {
 
 impl Engine for Embtier {
     fn lookup(&mut self, b: &Batch, out: &mut [f32]) -> Result<()> {
-        let mut k = 0;
-        for (t, ids) in &b.parts {
-            let n = ids.len() * self.dim;
+        for (t, ids, span) in b.spans(self.dim) {
             self.store
-                .lookup(&self.names[*t as usize], ids, &mut out[k..k + n])
+                .lookup(&self.names[t as usize], ids, &mut out[span])
                 .map_err(emb_err)?;
-            k += n;
         }
         Ok(())
     }
 
     fn sgd(&mut self, b: &Batch, _looked_up: &[f32], grads: &[f32], lr: f32) -> Result<()> {
-        let mut k = 0;
-        for (t, ids) in &b.parts {
-            let n = ids.len() * self.dim;
+        for (t, ids, span) in b.spans(self.dim) {
             self.store
-                .apply_sgd(&self.names[*t as usize], ids, &grads[k..k + n], lr)
+                .apply_sgd(&self.names[t as usize], ids, &grads[span], lr)
                 .map_err(emb_err)?;
-            k += n;
         }
         Ok(())
     }
@@ -465,14 +461,11 @@ impl Rocks {
 impl Engine for Rocks {
     fn lookup(&mut self, b: &Batch, out: &mut [f32]) -> Result<()> {
         // One MultiGet for the batch, keys sorted, as FBGEMM's SSD TBE does.
-        let mut keys: Vec<([u8; 12], usize)> = Vec::with_capacity(b.len());
-        let mut k = 0;
-        for (t, ids) in &b.parts {
-            for &r in ids {
-                keys.push((rkey(*t, r), k));
-                k += 1;
-            }
-        }
+        let mut keys: Vec<([u8; 12], usize)> = b
+            .ids()
+            .enumerate()
+            .map(|(k, (t, r))| (rkey(t, r), k))
+            .collect();
         keys.sort_unstable();
         let cf = self
             .db
@@ -492,24 +485,11 @@ impl Engine for Rocks {
     }
 
     fn sgd(&mut self, b: &Batch, looked_up: &[f32], grads: &[f32], lr: f32) -> Result<()> {
-        let d = self.dim;
         let mut wb = rocksdb::WriteBatch::default();
-        let mut k = 0;
-        for (t, ids) in &b.parts {
-            let n = ids.len();
-            sgd_rows(
-                ids,
-                &looked_up[k * d..(k + n) * d],
-                &grads[k * d..(k + n) * d],
-                lr,
-                d,
-                |r, v| {
-                    wb.put(rkey(*t, r), row_bytes(v));
-                    Ok(())
-                },
-            )?;
-            k += n;
-        }
+        sgd_batch(b, looked_up, grads, lr, self.dim, |t, r, v| {
+            wb.put(rkey(t, r), row_bytes(v));
+            Ok(())
+        })?;
         self.db
             .write_opt(wb, &self.write)
             .map_err(|e| e.to_string())
@@ -751,17 +731,13 @@ impl Engine for Foyer {
         self.fetch(b)?;
         let d = self.dim;
         let rb = d * 4;
-        let mut k = 0;
-        for (t, ids) in &b.parts {
-            for &r in ids {
-                let page = &self.pages[&foyer_key(*t, r / self.rpp)];
-                let at = (r % self.rpp) as usize * rb;
-                bytes_row(
-                    page.get(at..at + rb).ok_or("short page")?,
-                    &mut out[k * d..(k + 1) * d],
-                )?;
-                k += 1;
-            }
+        for (k, (t, r)) in b.ids().enumerate() {
+            let page = &self.pages[&foyer_key(t, r / self.rpp)];
+            let at = (r % self.rpp) as usize * rb;
+            bytes_row(
+                page.get(at..at + rb).ok_or("short page")?,
+                &mut out[k * d..(k + 1) * d],
+            )?;
         }
         Ok(())
     }
@@ -769,30 +745,17 @@ impl Engine for Foyer {
     fn sgd(&mut self, b: &Batch, looked_up: &[f32], grads: &[f32], lr: f32) -> Result<()> {
         // Read-modify-write of each page touched, from the pages `lookup`
         // just fetched.
-        let d = self.dim;
-        let rb = d * 4;
-        let mut k = 0;
+        let rb = self.dim * 4;
         let (rpp, pages) = (self.rpp, &mut self.pages);
         let mut dirty = Vec::new();
-        for (t, ids) in &b.parts {
-            let n = ids.len();
-            sgd_rows(
-                ids,
-                &looked_up[k * d..(k + n) * d],
-                &grads[k * d..(k + n) * d],
-                lr,
-                d,
-                |r, v| {
-                    let key = foyer_key(*t, r / rpp);
-                    let page = pages.get_mut(&key).ok_or("page not fetched")?;
-                    let at = (r % rpp) as usize * rb;
-                    page[at..at + rb].copy_from_slice(&row_bytes(v));
-                    dirty.push(key);
-                    Ok(())
-                },
-            )?;
-            k += n;
-        }
+        sgd_batch(b, looked_up, grads, lr, self.dim, |t, r, v| {
+            let key = foyer_key(t, r / rpp);
+            let page = pages.get_mut(&key).ok_or("page not fetched")?;
+            let at = (r % rpp) as usize * rb;
+            page[at..at + rb].copy_from_slice(&row_bytes(v));
+            dirty.push(key);
+            Ok(())
+        })?;
         dirty.sort_unstable();
         dirty.dedup();
         for key in dirty {
@@ -880,16 +843,10 @@ impl Mmap {
         let map = unsafe { memmap2::MmapMut::map_mut(&file) }.map_err(|e| e.to_string())?;
         map.advise(memmap2::Advice::Random)
             .map_err(|e| e.to_string())?;
-        let mut offsets = Vec::new();
-        let mut base = 0;
-        for &rows in &s.ds.rows {
-            offsets.push(base);
-            base += rows;
-        }
         Ok(Mmap {
             map,
             file,
-            offsets,
+            offsets: s.ds.offsets(),
             dim: s.ds.dim as usize,
         })
     }
@@ -917,52 +874,32 @@ fn drop_page_cache(f: &File) -> Result<()> {
 impl Engine for Mmap {
     fn lookup(&mut self, b: &Batch, out: &mut [f32]) -> Result<()> {
         let rb = self.dim * 4;
-        for (t, ids) in &b.parts {
-            for &r in ids {
-                let at = self.at(*t, r);
-                let page = at & !4095;
-                let end = (at + rb).next_multiple_of(4096).min(self.map.len());
-                // Start the read; gathering below waits for it.
-                let _ = self
-                    .map
-                    .advise_range(memmap2::Advice::WillNeed, page, end - page);
-            }
+        for (t, r) in b.ids() {
+            let at = self.at(t, r);
+            let page = at & !4095;
+            let end = (at + rb).next_multiple_of(4096).min(self.map.len());
+            // Start the read; gathering below waits for it.
+            let _ = self
+                .map
+                .advise_range(memmap2::Advice::WillNeed, page, end - page);
         }
-        let mut k = 0;
-        for (t, ids) in &b.parts {
-            for &r in ids {
-                let at = self.at(*t, r);
-                bytes_row(
-                    &self.map[at..at + rb],
-                    &mut out[k * self.dim..(k + 1) * self.dim],
-                )?;
-                k += 1;
-            }
+        for (k, (t, r)) in b.ids().enumerate() {
+            let at = self.at(t, r);
+            bytes_row(
+                &self.map[at..at + rb],
+                &mut out[k * self.dim..(k + 1) * self.dim],
+            )?;
         }
         Ok(())
     }
 
     fn sgd(&mut self, b: &Batch, looked_up: &[f32], grads: &[f32], lr: f32) -> Result<()> {
-        let d = self.dim;
-        let mut k = 0;
-        for (t, ids) in &b.parts {
-            let n = ids.len();
-            let (offsets, map) = (&self.offsets, &mut self.map);
-            sgd_rows(
-                ids,
-                &looked_up[k * d..(k + n) * d],
-                &grads[k * d..(k + n) * d],
-                lr,
-                d,
-                |r, v| {
-                    let at = ((offsets[*t as usize] + r) as usize) * d * 4;
-                    map[at..at + d * 4].copy_from_slice(&row_bytes(v));
-                    Ok(())
-                },
-            )?;
-            k += n;
-        }
-        Ok(())
+        let (d, offsets, map) = (self.dim, &self.offsets, &mut self.map);
+        sgd_batch(b, looked_up, grads, lr, d, |t, r, v| {
+            let at = ((offsets[t as usize] + r) as usize) * d * 4;
+            map[at..at + d * 4].copy_from_slice(&row_bytes(v));
+            Ok(())
+        })
     }
 
     fn persist(&mut self) -> Result<()> {
@@ -998,19 +935,15 @@ impl Engine for Mmap {
 
 /// Check a gathered batch against the dataset's values.
 pub fn verify(b: &Batch, out: &[f32], dim: usize) -> Result<()> {
-    let mut k = 0;
-    for (t, ids) in &b.parts {
-        for &r in ids {
-            for j in 0..dim {
-                let want = value(*t, r, j as u32);
-                let got = out[k * dim + j];
-                if got.to_bits() != want.to_bits() {
-                    return Err(format!(
-                        "table {t} row {r} element {j}: got {got}, expected {want}"
-                    ));
-                }
+    for (k, (t, r)) in b.ids().enumerate() {
+        for j in 0..dim {
+            let want = value(t, r, j as u32);
+            let got = out[k * dim + j];
+            if got.to_bits() != want.to_bits() {
+                return Err(format!(
+                    "table {t} row {r} element {j}: got {got}, expected {want}"
+                ));
             }
-            k += 1;
         }
     }
     Ok(())

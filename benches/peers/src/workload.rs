@@ -9,6 +9,8 @@
 //! the block-packing engines a locality the real traces do not have). W4
 //! gives each table its share of the batch and draws it from [`DlrmGen`].
 
+use std::ops::Range;
+
 use embtier::init::mix64;
 pub use embtier::locality::dlrm::{dlrm_target, histogram, max_bin_error, DlrmGen, DLRM_FALLBACK};
 use embtier::trace::gen::{Sampler, Scatter, Xoshiro};
@@ -41,6 +43,18 @@ impl Dataset {
     /// Bytes of one row.
     pub fn row_bytes(&self) -> u64 {
         self.dim as u64 * 4
+    }
+
+    /// First global id of each table.
+    pub fn offsets(&self) -> Vec<u64> {
+        self.rows
+            .iter()
+            .scan(0, |base, &n| {
+                let at = *base;
+                *base += n;
+                Some(at)
+            })
+            .collect()
     }
 
     /// Table and row of a global id.
@@ -84,6 +98,22 @@ impl Batch {
     /// Ids in all.
     pub fn len(&self) -> usize {
         self.parts.iter().map(|(_, v)| v.len()).sum()
+    }
+
+    /// `(table, row)` of every id, in batch order.
+    pub fn ids(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.parts
+            .iter()
+            .flat_map(|(t, ids)| ids.iter().map(move |&r| (*t, r)))
+    }
+
+    /// Each part, with the range of its values in a `len() * dim` buffer.
+    pub fn spans(&self, dim: usize) -> impl Iterator<Item = (u32, &[u64], Range<usize>)> + '_ {
+        self.parts.iter().scan(0, move |k, (t, ids)| {
+            let at = *k;
+            *k += ids.len() * dim;
+            Some((*t, ids.as_slice(), at..*k))
+        })
     }
 }
 
@@ -217,6 +247,7 @@ mod tests {
         assert_eq!(ds.split(0), (0, 0));
         assert_eq!(ds.split(535), (1, 0));
         assert_eq!(ds.split(999), (3, 65));
+        assert_eq!(ds.offsets(), vec![0, 535, 801, 934]);
     }
 
     #[test]
