@@ -759,7 +759,8 @@ impl Engine for Foyer {
         dirty.sort_unstable();
         dirty.dedup();
         for key in dirty {
-            let page = self.pages[&key].clone();
+            // The page map is refilled by the next fetch: move, not copy.
+            let page = self.pages.remove(&key).expect("dirty page was fetched");
             self.cache.insert(key, page);
         }
         Ok(())

@@ -100,6 +100,19 @@ impl Batch {
         self.parts.iter().map(|(_, v)| v.len()).sum()
     }
 
+    /// Distinct `(table, row)`s.
+    pub fn unique_rows(&self) -> usize {
+        self.parts
+            .iter()
+            .map(|(_, ids)| {
+                let mut v = ids.clone();
+                v.sort_unstable();
+                v.dedup();
+                v.len()
+            })
+            .sum()
+    }
+
     /// `(table, row)` of every id, in batch order.
     pub fn ids(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
         self.parts
@@ -248,6 +261,16 @@ mod tests {
         assert_eq!(ds.split(535), (1, 0));
         assert_eq!(ds.split(999), (3, 65));
         assert_eq!(ds.offsets(), vec![0, 535, 801, 934]);
+        let b = Batch {
+            parts: vec![(0, vec![5, 1, 5]), (2, vec![5])],
+        };
+        assert_eq!(b.unique_rows(), 3);
+        assert_eq!(
+            b.ids().collect::<Vec<_>>(),
+            [(0, 5), (0, 1), (0, 5), (2, 5)]
+        );
+        let spans: Vec<_> = b.spans(2).map(|(t, _, r)| (t, r)).collect();
+        assert_eq!(spans, [(0, 0..6), (2, 6..8)]);
     }
 
     #[test]
