@@ -136,12 +136,16 @@ impl Batch {
 )]
 pub enum Workload {
     /// W1: uniform lookups (miss-bound).
+    #[value(alias = "uniform")]
     W1,
     /// W2: Zipf(1.05) lookups.
+    #[value(alias = "zipf")]
     W2,
     /// W3: Zipf(1.05) lookup, then an SGD update of every row looked up.
+    #[value(alias = "train")]
     W3,
     /// W4: multi-table, access-count histogram of dlrm_datasets.
+    #[value(alias = "dlrm")]
     W4,
 }
 
