@@ -66,8 +66,8 @@ pub use policy::PolicyKind;
 pub use precision::Elem;
 pub use stats::{LatencySummary, SsdStats, Stats, TableStats, TierStats};
 pub use store::{
-    EngineWrapper, OpenOptionsExt, Prefetch, Store, CONFIG_FILE, DATA_FILE, LOCK_FILE, META_FILE,
-    PMEM_FILE,
+    EngineWrapper, OpenOptionsExt, Prefetch, Store, TableBatch, CONFIG_FILE, DATA_FILE, LOCK_FILE,
+    META_FILE, PMEM_FILE,
 };
 
 /// The on-disk format crate.

@@ -43,6 +43,25 @@ pub struct OpenOptionsExt {
     pub wrap_engine: Option<EngineWrapper>,
 }
 
+/// One table's batch in [`Store::lookup_many`]: the ids to look up and
+/// where their rows go (`ids.len() * dim` values, row `i` at `i * dim`).
+#[derive(Debug)]
+pub struct TableBatch<'a> {
+    /// The table's name.
+    pub table: &'a str,
+    /// Row ids, duplicates allowed.
+    pub ids: &'a [u64],
+    /// The rows, in the order of `ids`.
+    pub out: &'a mut [f32],
+}
+
+impl<'a> TableBatch<'a> {
+    /// A part of a multi-table lookup.
+    pub fn new(table: &'a str, ids: &'a [u64], out: &'a mut [f32]) -> TableBatch<'a> {
+        TableBatch { table, ids, out }
+    }
+}
+
 /// An open embtier store. `Send + Sync`: share it between threads by reference
 /// or `Arc`; lookups and updates from several threads run concurrently.
 ///
@@ -637,6 +656,47 @@ impl Store {
         Self::check_ids(t, ids)?;
         let _gate = self.ssd.gate.read();
         t.lookup(&self.ssd, ids, out)
+    }
+
+    /// Look up several tables' batches at once: what [`Store::lookup`] does
+    /// for each, except that the SSD reads of every table's misses are
+    /// submitted together (one queue, up to its depth in flight), so a
+    /// batch spread over many tables costs about one round of reads, not
+    /// one per table. This is the call a trainer makes with the sparse
+    /// features of a whole batch. Every part is validated before anything
+    /// is read; a table may appear more than once.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use embtier::{Init, Store, StoreConfig, TableBatch, TableConfig};
+    /// let cfg = StoreConfig::builder()
+    ///     .table(TableConfig::new("user", 1000, 4).init(Init::Zeros))
+    ///     .table(TableConfig::new("item", 500, 2).init(Init::Zeros))
+    ///     .build();
+    /// let store = Store::create(dir.path().join("s"), cfg)?;
+    /// store.update("item", &[3], &[1.0, 2.0])?;
+    /// let (mut users, mut items) = (vec![9f32; 2 * 4], vec![9f32; 2]);
+    /// store.lookup_many(&mut [
+    ///     TableBatch::new("user", &[7, 8], &mut users),
+    ///     TableBatch::new("item", &[3], &mut items),
+    /// ])?;
+    /// assert_eq!((users, items), (vec![0.0; 8], vec![1.0, 2.0]));
+    /// # Ok::<(), embtier::Error>(())
+    /// ```
+    pub fn lookup_many(&self, batches: &mut [TableBatch<'_>]) -> Result<()> {
+        let mut parts = Vec::with_capacity(batches.len());
+        for b in batches.iter_mut() {
+            let t = self.table(b.table)?;
+            Self::check_len(t, "out", b.ids.len(), b.out.len())?;
+            Self::check_ids(t, b.ids)?;
+            parts.push(crate::table::Part {
+                table: t,
+                ids: b.ids,
+                out: &mut *b.out,
+            });
+        }
+        let _gate = self.ssd.gate.read();
+        crate::table::lookup_many(&self.ssd, &mut parts)
     }
 
     /// Start reading `ids`' rows into DRAM on a background thread (the SSD

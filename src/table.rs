@@ -126,6 +126,18 @@ struct Miss {
     k: usize,
 }
 
+/// The state one round of miss installs shares across its groups.
+struct Install<'a> {
+    shards: &'a [Mutex<Shard>],
+    /// `wb_epoch` when the round's reads were issued.
+    epoch: u64,
+    attempts: usize,
+    row: &'a mut [u8],
+    ctx: &'a mut Ctx,
+    retry: &'a mut Vec<Miss>,
+    corrupt: &'a mut Option<Error>,
+}
+
 /// Per-call counts and scratch buffers (kept out of the shards, so that a
 /// shard costs only its cache arrays).
 struct Ctx {
@@ -595,51 +607,7 @@ impl Table {
                 ctx.c.dram_hits = ids.len() as u64;
             }
             TableKind::Cached { shards, .. } => {
-                let mut misses = Vec::new();
-                // One lock per shard per batch, not one per id.
-                let n = shards.len();
-                let (order, start) = by_shard(ids, n, |id| self.shard_of(id, n));
-                for s in 0..n {
-                    let run = &order[start[s] as usize..start[s + 1] as usize];
-                    if run.is_empty() {
-                        continue;
-                    }
-                    let mut sh = shards[s].lock();
-                    // Pipelined, so that cache misses overlap: the index
-                    // entry 12 ids ahead, the keys it points to 8 ahead, the
-                    // row 4 ahead.
-                    for &p in run.iter().take(12) {
-                        sh.dram.prefetch_index(ids[p as usize]);
-                    }
-                    for (j, &pos) in run.iter().enumerate() {
-                        if let Some(&p) = run.get(j + 12) {
-                            sh.dram.prefetch_index(ids[p as usize]);
-                        }
-                        if let Some(&p) = run.get(j + 8) {
-                            sh.dram.prefetch_keys(ids[p as usize]);
-                        }
-                        if let Some(&p) = run.get(j + 4) {
-                            sh.dram.prefetch_row(ids[p as usize]);
-                        }
-                        let pos = pos as usize;
-                        let id = ids[pos];
-                        match sh.locate(id, &mut ctx) {
-                            Some(slot) => {
-                                if let Some(p) = pins.as_deref_mut() {
-                                    if sh.dram.pin(slot) {
-                                        p.push(id);
-                                    }
-                                }
-                                self.decode(sh.dram.row(slot), &mut out[pos * dim..(pos + 1) * dim])
-                            }
-                            None => misses.push(Miss {
-                                id,
-                                seq: sh.wb_seq,
-                                k: pos,
-                            }),
-                        }
-                    }
-                }
+                let misses = self.probe(shards, ids, out, &mut ctx, pins.as_deref_mut());
                 let r = if misses.is_empty() {
                     Ok(())
                 } else {
@@ -663,6 +631,65 @@ impl Table {
         }
         ctx.c.publish(&self.counters);
         Ok(())
+    }
+
+    /// Serve `ids`' DRAM and PMem hits of a cached table into `out`
+    /// (pinning them when `pins` is given) and return the misses.
+    fn probe(
+        &self,
+        shards: &[Mutex<Shard>],
+        ids: &[u64],
+        out: &mut [f32],
+        ctx: &mut Ctx,
+        mut pins: Option<&mut Vec<u64>>,
+    ) -> Vec<Miss> {
+        let dim = self.dim;
+        let mut misses = Vec::new();
+        // One lock per shard per batch, not one per id.
+        let n = shards.len();
+        let (order, start) = by_shard(ids, n, |id| self.shard_of(id, n));
+        for s in 0..n {
+            let run = &order[start[s] as usize..start[s + 1] as usize];
+            if run.is_empty() {
+                continue;
+            }
+            let mut sh = shards[s].lock();
+            // Pipelined, so that cache misses overlap: the index
+            // entry 12 ids ahead, the keys it points to 8 ahead, the
+            // row 4 ahead.
+            for &p in run.iter().take(12) {
+                sh.dram.prefetch_index(ids[p as usize]);
+            }
+            for (j, &pos) in run.iter().enumerate() {
+                if let Some(&p) = run.get(j + 12) {
+                    sh.dram.prefetch_index(ids[p as usize]);
+                }
+                if let Some(&p) = run.get(j + 8) {
+                    sh.dram.prefetch_keys(ids[p as usize]);
+                }
+                if let Some(&p) = run.get(j + 4) {
+                    sh.dram.prefetch_row(ids[p as usize]);
+                }
+                let pos = pos as usize;
+                let id = ids[pos];
+                match sh.locate(id, ctx) {
+                    Some(slot) => {
+                        if let Some(p) = pins.as_deref_mut() {
+                            if sh.dram.pin(slot) {
+                                p.push(id);
+                            }
+                        }
+                        self.decode(sh.dram.row(slot), &mut out[pos * dim..(pos + 1) * dim])
+                    }
+                    None => misses.push(Miss {
+                        id,
+                        seq: sh.wb_seq,
+                        k: pos,
+                    }),
+                }
+            }
+        }
+        misses
     }
 
     /// Publish pending accounting and, once enough displaced dirty rows have
@@ -696,84 +723,131 @@ impl Table {
         ctx: &mut Ctx,
         mut act: impl FnMut(&mut Shard, usize, &[Miss]),
     ) -> Result<()> {
-        let e = &self.entry;
-        let gb = e.layout.group_bytes();
+        let gb = self.entry.layout.group_bytes();
         let mut buf = AlignedBuf::new(BLOCK_SIZE);
         let mut row = vec![0u8; self.row_bytes];
         let mut attempts = 0;
         while !misses.is_empty() {
             attempts += 1;
-            misses.sort_unstable_by_key(|m| m.id);
-            // Groups in id order, and the range of misses in each.
-            let mut groups: Vec<u64> = Vec::new();
-            let mut ranges: Vec<(usize, usize)> = Vec::new();
-            for (i, m) in misses.iter().enumerate() {
-                let g = e.layout.group_of(m.id);
-                if groups.last() != Some(&g) {
-                    groups.push(g);
-                    ranges.push((i, i));
-                }
-                ranges.last_mut().expect("pushed").1 = i + 1;
-            }
+            let (groups, ranges) = self.group_misses(&mut misses);
             let epoch = self.wb_epoch.load(Ordering::Acquire);
             let mut retry: Vec<Miss> = Vec::new();
             let mut corrupt: Option<Error> = None;
             let misses_ref = &misses;
-            let read = ssd.read_groups_each(e, &groups, &mut buf, &mut |gi, blocks| {
-                if corrupt.is_some() {
-                    return;
-                }
+            let read = ssd.read_groups_each(&self.entry, &groups, &mut buf, &mut |gi, blocks| {
                 let (lo, hi) = ranges[gi];
-                let state = match ssd.check_group(e, groups[gi], blocks) {
-                    Ok(s) => s,
-                    Err(source) => {
-                        let now = self.wb_epoch.load(Ordering::Acquire);
-                        if (now != epoch || now % 2 == 1) && attempts < MAX_MISS_RETRIES {
-                            // Raced with a write of this group: read it again.
-                            retry.extend_from_slice(&misses_ref[lo..hi]);
-                        } else {
-                            corrupt = Some(Error::Corrupt {
-                                path: ssd.path.clone(),
-                                table: self.name.clone(),
-                                id: groups[gi] * e.layout.rows_per_group as u64,
-                                source,
-                            });
-                        }
-                        return;
-                    }
+                let mut i = Install {
+                    shards,
+                    epoch,
+                    attempts,
+                    row: &mut row,
+                    ctx: &mut *ctx,
+                    retry: &mut retry,
+                    corrupt: &mut corrupt,
                 };
-                for run in misses_ref[lo..hi].chunk_by(|a, b| a.id == b.id) {
-                    let id = run[0].id;
-                    row_from_group(e, state, blocks, id, &mut row);
-                    let mut sh = shards[self.shard_of(id, shards.len())].lock();
-                    let slot = if let Some(s) = sh.locate(id, ctx) {
-                        s // someone brought it in meanwhile: theirs is newer
-                    } else if sh.wb_seq != run[0].seq {
-                        let seq = sh.wb_seq;
-                        retry.extend(run.iter().map(|m| Miss { seq, ..*m }));
-                        continue;
-                    } else {
-                        ctx.c.ssd_rows_read += 1;
-                        sh.insert_dram(id, &row, false, ctx)
-                    };
-                    act(&mut sh, slot, run);
-                }
+                self.install_group(
+                    ssd,
+                    &mut i,
+                    groups[gi],
+                    blocks,
+                    &misses_ref[lo..hi],
+                    &mut act,
+                );
             });
             ctx.c.ssd_read_ops += groups.len() as u64;
             ctx.c.ssd_bytes_read += (groups.len() * gb) as u64;
             read?;
-            if let Some(err) = corrupt {
-                return Err(err);
-            }
-            if attempts >= MAX_MISS_RETRIES && !retry.is_empty() {
-                return Err(Error::config(format!(
-                    "table {:?}: row {} kept racing with write-backs",
-                    self.name, retry[0].id
-                )));
-            }
+            self.end_round(corrupt, attempts, &retry)?;
             misses = retry;
         }
         Ok(())
+    }
+
+    /// Sort `misses` by id and split them by block group: the groups in id
+    /// order, and the range of `misses` in each.
+    fn group_misses(&self, misses: &mut [Miss]) -> (Vec<u64>, Vec<(usize, usize)>) {
+        let e = &self.entry;
+        misses.sort_unstable_by_key(|m| m.id);
+        let mut groups: Vec<u64> = Vec::new();
+        let mut ranges: Vec<(usize, usize)> = Vec::new();
+        for (i, m) in misses.iter().enumerate() {
+            let g = e.layout.group_of(m.id);
+            if groups.last() != Some(&g) {
+                groups.push(g);
+                ranges.push((i, i));
+            }
+            ranges.last_mut().expect("pushed").1 = i + 1;
+        }
+        (groups, ranges)
+    }
+
+    /// The outcome of one round of miss reads: the first corruption seen,
+    /// or an error if misses still race with write-backs after the last
+    /// attempt.
+    fn end_round(&self, corrupt: Option<Error>, attempts: usize, retry: &[Miss]) -> Result<()> {
+        if let Some(err) = corrupt {
+            return Err(err);
+        }
+        if attempts >= MAX_MISS_RETRIES && !retry.is_empty() {
+            return Err(Error::config(format!(
+                "table {:?}: row {} kept racing with write-backs",
+                self.name, retry[0].id
+            )));
+        }
+        Ok(())
+    }
+
+    /// Install the misses `run` (sorted by id, all in group `g`) from the
+    /// group's `blocks`, just read, and call `act` for each id under its
+    /// shard lock. Misses that raced with a write-back go to `i.retry`; a
+    /// group that fails its checks sets `i.corrupt`.
+    fn install_group(
+        &self,
+        ssd: &Ssd,
+        i: &mut Install<'_>,
+        g: u64,
+        blocks: &[u8],
+        run: &[Miss],
+        act: &mut impl FnMut(&mut Shard, usize, &[Miss]),
+    ) {
+        let e = &self.entry;
+        if i.corrupt.is_some() {
+            return;
+        }
+        let state = match ssd.check_group(e, g, blocks) {
+            Ok(s) => s,
+            Err(source) => {
+                let now = self.wb_epoch.load(Ordering::Acquire);
+                if (now != i.epoch || now % 2 == 1) && i.attempts < MAX_MISS_RETRIES {
+                    // Raced with a write of this group: read it again.
+                    i.retry.extend_from_slice(run);
+                } else {
+                    *i.corrupt = Some(Error::Corrupt {
+                        path: ssd.path.clone(),
+                        table: self.name.clone(),
+                        id: g * e.layout.rows_per_group as u64,
+                        source,
+                    });
+                }
+                return;
+            }
+        };
+        for same in run.chunk_by(|a, b| a.id == b.id) {
+            let id = same[0].id;
+            row_from_group(e, state, blocks, id, i.row);
+            let mut sh = i.shards[self.shard_of(id, i.shards.len())].lock();
+            let slot = if let Some(s) = sh.locate(id, i.ctx) {
+                s // someone brought it in meanwhile: theirs is newer
+            } else if sh.wb_seq != same[0].seq {
+                let seq = sh.wb_seq;
+                i.retry.extend(same.iter().map(|m| Miss { seq, ..*m }));
+                continue;
+            } else {
+                i.ctx.c.ssd_rows_read += 1;
+                sh.insert_dram(id, i.row, false, i.ctx)
+            };
+            act(&mut sh, slot, same);
+        }
     }
 
     /// Apply `f(row_bytes, k)` to the rows `items = [(id, k)]` (ids unique,
@@ -1125,4 +1199,143 @@ impl Table {
                 .sum(),
         }
     }
+}
+/// One table's part of a multi-table lookup: validated ids and their output.
+pub(crate) struct Part<'a> {
+    pub table: &'a Table,
+    pub ids: &'a [u64],
+    pub out: &'a mut [f32],
+}
+
+/// A part's round of miss reads in [`lookup_many`].
+struct PartRound {
+    ctx: Ctx,
+    misses: Vec<Miss>,
+    groups: Vec<u64>,
+    ranges: Vec<(usize, usize)>,
+    epoch: u64,
+    retry: Vec<Miss>,
+    corrupt: Option<Error>,
+}
+
+/// Look up several tables' batches with one submission of every table's
+/// SSD misses: all the reads of the batch share the queue, rather than
+/// each table draining it before the next starts. The misses of groups of
+/// different sizes go in one submission per size.
+pub(crate) fn lookup_many(ssd: &Ssd, parts: &mut [Part<'_>]) -> Result<()> {
+    let mut rounds: Vec<PartRound> = Vec::with_capacity(parts.len());
+    let mut result = Ok(());
+    // The DRAM and PMem hits; pinned tables are served whole.
+    for p in parts.iter_mut() {
+        let t = p.table;
+        let mut ctx = Ctx::new();
+        ctx.c.lookups = p.ids.len() as u64;
+        let mut misses = match &t.kind {
+            TableKind::Cached { shards, .. } => t.probe(shards, p.ids, p.out, &mut ctx, None),
+            TableKind::Pinned { .. } => {
+                if let Err(e) = t.lookup(ssd, p.ids, p.out) {
+                    result = Err(e);
+                }
+                Vec::new()
+            }
+        };
+        let (groups, ranges) = t.group_misses(&mut misses);
+        rounds.push(PartRound {
+            ctx,
+            misses,
+            groups,
+            ranges,
+            epoch: t.wb_epoch.load(Ordering::Acquire),
+            retry: Vec::new(),
+            corrupt: None,
+        });
+    }
+    // Every part's missed groups, by extent size.
+    let mut by_size: std::collections::BTreeMap<usize, Vec<(usize, usize)>> = Default::default();
+    for (pi, r) in rounds.iter().enumerate() {
+        let gb = parts[pi].table.entry.layout.group_bytes();
+        by_size
+            .entry(gb)
+            .or_default()
+            .extend((0..r.groups.len()).map(|gi| (pi, gi)));
+    }
+    let mut buf = AlignedBuf::new(BLOCK_SIZE);
+    let max_row = parts.iter().map(|p| p.table.row_bytes).max().unwrap_or(0);
+    let mut row = vec![0u8; max_row];
+    for (gb, extents) in &by_size {
+        if result.is_err() {
+            break;
+        }
+        let offsets: Vec<u64> = extents
+            .iter()
+            .map(|&(pi, gi)| ssd.group_offset(&parts[pi].table.entry, rounds[pi].groups[gi]))
+            .collect();
+        let read = ssd.read_extents_each(&offsets, *gb, &mut buf, &mut |k, blocks| {
+            let (pi, gi) = extents[k];
+            let p = &mut parts[pi];
+            let t = p.table;
+            let dim = t.dim;
+            let out = &mut *p.out;
+            let TableKind::Cached { shards, .. } = &t.kind else {
+                unreachable!("pinned tables have no misses")
+            };
+            let r = &mut rounds[pi];
+            let (lo, hi) = r.ranges[gi];
+            let mut i = Install {
+                shards,
+                epoch: r.epoch,
+                attempts: 1,
+                row: &mut row[..t.row_bytes],
+                ctx: &mut r.ctx,
+                retry: &mut r.retry,
+                corrupt: &mut r.corrupt,
+            };
+            t.install_group(
+                ssd,
+                &mut i,
+                r.groups[gi],
+                blocks,
+                &r.misses[lo..hi],
+                &mut |sh: &mut Shard, slot: usize, run: &[Miss]| {
+                    for m in run {
+                        t.decode(sh.dram.row(slot), &mut out[m.k * dim..(m.k + 1) * dim]);
+                    }
+                },
+            );
+        });
+        for &(pi, _) in extents {
+            rounds[pi].ctx.c.ssd_read_ops += 1;
+            rounds[pi].ctx.c.ssd_bytes_read += *gb as u64;
+        }
+        if let Err(e) = read {
+            result = Err(e);
+        }
+    }
+    // Misses that raced with write-backs read again table by table, then
+    // every part publishes its accounting, whatever happened.
+    for (p, mut r) in parts.iter_mut().zip(rounds) {
+        let t = p.table;
+        if result.is_ok() {
+            let retry = std::mem::take(&mut r.retry);
+            let dim = t.dim;
+            let out = &mut *p.out;
+            result = t.end_round(r.corrupt.take(), 1, &retry).and_then(|()| {
+                match (&t.kind, retry.is_empty()) {
+                    (TableKind::Cached { shards, .. }, false) => {
+                        t.resolve_misses(ssd, shards, retry, &mut r.ctx, |sh, slot, run| {
+                            for m in run {
+                                t.decode(sh.dram.row(slot), &mut out[m.k * dim..(m.k + 1) * dim]);
+                            }
+                        })
+                    }
+                    _ => Ok(()),
+                }
+            });
+        }
+        if matches!(t.kind, TableKind::Cached { .. }) {
+            t.finish(ssd, &mut r.ctx);
+            r.ctx.c.publish(&t.counters);
+        }
+    }
+    result
 }

@@ -1,4 +1,4 @@
-//! Eight threads call lookup and apply_sgd on overlapping ids. Gradients are
+//! Eight threads call lookup (single- and multi-table) and apply_sgd on overlapping ids. Gradients are
 //! small integers, exact in f32, so the final table must equal the sum of all
 //! gradients whatever the interleaving. Every gradient row is constant, so a
 //! row with unequal elements would be a half-written row: lookups check that.
@@ -8,7 +8,7 @@ mod common;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use common::{engines, with_engine, Rng};
-use embtier::{Init, PolicyKind, Store, StoreConfig, TableConfig};
+use embtier::{Init, PolicyKind, Store, StoreConfig, TableBatch, TableConfig};
 
 const THREADS: usize = 8;
 const ROWS: u64 = 4000;
@@ -43,7 +43,19 @@ fn run(cfg: StoreConfig, label: &str) {
                         .collect();
                     if rng.below(3) == 0 {
                         let mut out = vec![0f32; n * DIM];
-                        store.lookup("t", &ids, &mut out).unwrap();
+                        if rng.below(2) == 0 {
+                            store.lookup("t", &ids, &mut out).unwrap();
+                        } else {
+                            // The same table twice, through the multi-table path.
+                            let (a, b) = ids.split_at(n / 2);
+                            let (oa, ob) = out.split_at_mut(n / 2 * DIM);
+                            store
+                                .lookup_many(&mut [
+                                    TableBatch::new("t", a, oa),
+                                    TableBatch::new("t", b, ob),
+                                ])
+                                .unwrap();
+                        }
                         for row in out.chunks(DIM) {
                             if row.iter().any(|&v| v != row[0]) {
                                 torn.fetch_add(1, Ordering::Relaxed);

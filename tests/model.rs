@@ -1,4 +1,4 @@
-//! Model-based test: random sequences of lookup, update, apply_sgd, flush and
+//! Model-based test: random sequences of lookup, lookup_many, update, apply_sgd, flush and
 //! close-then-reopen against a plain in-memory model, for every tier
 //! configuration and both I/O engines. Results must be bit-identical.
 
@@ -8,7 +8,9 @@ use std::collections::HashMap;
 
 use common::{engines, sum_in_order, with_engine, Rng};
 use embtier::format::InitKind;
-use embtier::{Init, IoEngineKind, Placement, PolicyKind, Store, StoreConfig, TableConfig};
+use embtier::{
+    Init, IoEngineKind, Placement, PolicyKind, Store, StoreConfig, TableBatch, TableConfig,
+};
 
 /// The reference: every row's current value, with lazy initial values.
 struct Model {
@@ -137,7 +139,39 @@ fn run_model(name: &str, cfg: StoreConfig, seed: u64, steps: usize) {
             })
             .collect();
         match rng.below(100) {
-            0..=39 => {
+            0..=14 => {
+                // Several tables (a table may repeat) in one lookup_many.
+                let k = 1 + rng.below(4) as usize;
+                let parts: Vec<(usize, Vec<u64>)> = (0..k)
+                    .map(|_| {
+                        let t = rng.below(ntables as u64) as usize;
+                        let rows = model.tables[t].1;
+                        let n = rng.below(30) as usize;
+                        (t, (0..n).map(|_| rng.below(rows)).collect())
+                    })
+                    .collect();
+                let mut outs: Vec<Vec<f32>> = parts
+                    .iter()
+                    .map(|(t, ids)| vec![f32::NAN; ids.len() * model.tables[*t].2])
+                    .collect();
+                let mut batches: Vec<TableBatch<'_>> = parts
+                    .iter()
+                    .zip(outs.iter_mut())
+                    .map(|((t, ids), out)| TableBatch::new(&model.tables[*t].0, ids, out))
+                    .collect();
+                s.lookup_many(&mut batches).unwrap();
+                for ((t, ids), out) in parts.iter().zip(&outs) {
+                    let (tname, _, dim, _, _) = &model.tables[*t];
+                    for (i, &id) in ids.iter().enumerate() {
+                        assert_eq!(
+                            bits(&out[i * dim..(i + 1) * dim]),
+                            bits(&model.row(*t, id)),
+                            "{name}: step {step}: lookup_many {tname}[{id}]"
+                        );
+                    }
+                }
+            }
+            15..=39 => {
                 let mut out = vec![f32::NAN; n * dim];
                 s.lookup(&tname, &ids, &mut out).unwrap();
                 for (i, &id) in ids.iter().enumerate() {

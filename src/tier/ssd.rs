@@ -50,6 +50,26 @@ impl Ssd {
             .map_err(|f| self.err(f))
     }
 
+    /// The byte offset of group `g` of table `e`.
+    pub fn group_offset(&self, e: &TableEntry, g: u64) -> u64 {
+        (e.base_block + g * e.layout.blocks_per_group as u64) * BLOCK_SIZE as u64
+    }
+
+    /// Read `len` bytes at each of `offsets` into `buf` (poisoned first),
+    /// calling `done(i, bytes)` for each extent as soon as it has been read.
+    pub fn read_extents_each(
+        &self,
+        offsets: &[u64],
+        len: usize,
+        buf: &mut AlignedBuf,
+        done: &mut dyn FnMut(usize, &[u8]),
+    ) -> Result<()> {
+        poison(buf, offsets.len() * len);
+        self.engine
+            .read_extents_each(offsets, len, buf, done)
+            .map_err(|f| self.err(f))
+    }
+
     /// Read like [`Ssd::read_groups`], calling `done(group_index, blocks)` for
     /// each group as soon as it has been read.
     pub fn read_groups_each(

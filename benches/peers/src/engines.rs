@@ -277,12 +277,15 @@ impl Embtier {
 
 impl Engine for Embtier {
     fn lookup(&mut self, b: &Batch, out: &mut [f32]) -> Result<()> {
+        // Every table's part in one call: one submission of all the misses.
+        let mut rest = out;
+        let mut parts = Vec::new();
         for (t, ids, span) in b.spans(self.dim) {
-            self.store
-                .lookup(&self.names[t as usize], ids, &mut out[span])
-                .map_err(emb_err)?;
+            let (mine, tail) = std::mem::take(&mut rest).split_at_mut(span.len());
+            rest = tail;
+            parts.push(embtier::TableBatch::new(&self.names[t as usize], ids, mine));
         }
-        Ok(())
+        self.store.lookup_many(&mut parts).map_err(emb_err)
     }
 
     fn sgd(&mut self, b: &Batch, _looked_up: &[f32], grads: &[f32], lr: f32) -> Result<()> {
