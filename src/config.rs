@@ -369,6 +369,13 @@ pub struct SsdConfig {
     /// Open with O_DIRECT (falls back to buffered I/O where refused).
     #[serde(default = "default_true")]
     pub direct_io: bool,
+    /// Capacity of the row log, the region after the tables where dirty
+    /// rows written back are appended packed (15 rows of 256 bytes a block)
+    /// instead of read-modify-writing each row's 4 KiB block. `None` (the
+    /// default): half the bytes of the cached tables, at least 16 MiB. `0`
+    /// turns it off. Only a data file that is a regular file gets one.
+    #[serde(default)]
+    pub row_log: Option<ByteSize>,
 }
 
 fn default_qd() -> u32 {
@@ -389,6 +396,7 @@ impl Default for SsdConfig {
             queue_depth: default_qd(),
             psync_threads: default_psync_threads(),
             direct_io: true,
+            row_log: None,
         }
     }
 }

@@ -55,6 +55,11 @@ pub struct Checkpoint {
     pub groups_journaled: u64,
     /// Bytes appended to the journal in the epoch.
     pub journal_bytes: u64,
+    /// Logged rows this checkpoint merged into their home groups (0: the
+    /// row log was kept).
+    pub row_log_merged_rows: u64,
+    /// Row-log blocks committed (0 after a merge).
+    pub row_log_blocks: u64,
 }
 
 struct State {
@@ -245,6 +250,7 @@ impl Durable {
         {
             let mut st = d.state.lock();
             let next = Superblock {
+                version: embtier_format::FormatVersion::CURRENT,
                 seq: sb.seq + 1,
                 next_epoch: sb.next_epoch + 1,
                 ..sb
@@ -395,7 +401,9 @@ impl Durable {
     /// fsynced the data file, and holds the store's checkpoint gate), then
     /// start the next one. Any failure here poisons the store: the commit
     /// record's state on disk is unknown until a reopen recovers it.
-    pub(crate) fn commit(&self) -> Result<Checkpoint> {
+    /// `rowlog_blocks` is the row log's length, every block of which the
+    /// caller has written and fsynced.
+    pub(crate) fn commit(&self, rowlog_blocks: u64) -> Result<Checkpoint> {
         self.check_writable()?;
         let mut st = self.state.lock();
         let next = Superblock {
@@ -403,6 +411,7 @@ impl Durable {
             generation: st.sb.generation + 1,
             committed_epoch: st.epoch,
             next_epoch: st.sb.next_epoch + 1,
+            rowlog_blocks,
             ..st.sb.clone()
         };
         self.write_superblock(&next).map_err(|e| self.poison(e))?;
@@ -411,6 +420,8 @@ impl Durable {
             epoch: st.epoch,
             groups_journaled: st.journaled.len() as u64,
             journal_bytes: st.len,
+            row_log_merged_rows: 0,
+            row_log_blocks: rowlog_blocks,
         };
         st.epoch = st.sb.next_epoch;
         self.current

@@ -31,7 +31,7 @@ counters!(
     lookups, updates, dram_hits, pmem_hits, pending_hits, dram_inserts, dram_evictions, dram_dirty_evictions,
     pmem_inserts, pmem_evictions, pmem_dirty_evictions, ssd_rows_read, ssd_rows_written,
     ssd_read_ops, ssd_write_ops, ssd_bytes_read, ssd_bytes_written, writeback_errors,
-    prefetched, prefetch_pinned,
+    prefetched, prefetch_pinned, log_rows_read, log_rows_written, log_blocks_written, log_rows_merged,
 });
 
 /// Figures of one cache tier of one table.
@@ -89,6 +89,16 @@ pub struct SsdStats {
     pub bytes_written: u64,
     /// Write-backs that failed and were kept in memory for a retry.
     pub writeback_errors: u64,
+    /// Of `rows_read`, rows read from the row log.
+    pub log_rows_read: u64,
+    /// Of `rows_written`, rows appended to the row log.
+    pub log_rows_written: u64,
+    /// Row-log blocks appended (included in `write_ops` and `bytes_written`).
+    pub log_blocks_written: u64,
+    /// Logged rows written to their home groups by merges.
+    pub log_rows_merged: u64,
+    /// Rows whose newest written copy is in the row log now.
+    pub logged_rows: u64,
 }
 
 /// Figures of one table.
@@ -163,6 +173,12 @@ pub struct Stats {
     pub direct_io: bool,
     /// Latency of single SSD reads (one block group each).
     pub ssd_read_latency: LatencySummary,
+    /// The row log: blocks it may hold.
+    pub row_log_capacity_blocks: u64,
+    /// The row log: blocks appended since it was last emptied.
+    pub row_log_used_blocks: u64,
+    /// Merges of the row log into the tables since open.
+    pub row_log_merges: u64,
 }
 
 impl Stats {

@@ -7,17 +7,18 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use embtier_format::{
-    Catalog, FormatError, FormatVersion, InitKind, OptimizerCode, RowLayout, Superblock,
-    TableEntry, BLOCK_SIZE, CATALOG_OFFSET,
+    block_epoch, check_block, BlockState, Catalog, FormatError, FormatVersion, InitKind,
+    OptimizerCode, RowLayout, Superblock, TableEntry, BLOCK_SIZE, CATALOG_OFFSET,
 };
 
 use crate::config::{Init, Placement, StoreConfig, TableConfig};
 use crate::durable::{pick_superblock, Checkpoint, Durable, Recovery};
 use crate::error::{Error, Result};
-use crate::io::{open_engine, IoEngine};
+use crate::io::{open_engine, AlignedBuf, IoEngine};
 use crate::precision::Rounding;
 use crate::stats::{LatencySummary, SsdStats, Stats, TableStats, TierStats};
 use crate::table::{bytes_to_f32, f32_to_bytes, Table, TableSetup};
+use crate::tier::rowlog::RowLog;
 use crate::tier::slab::PmemFile;
 use crate::tier::ssd::Ssd;
 
@@ -86,6 +87,8 @@ pub struct Store {
     ssd: Arc<Ssd>,
     superblock: Superblock,
     recovery: Recovery,
+    /// Merges of the row log since open.
+    log_merges: std::sync::atomic::AtomicU64,
     _lock: LockFile,
 }
 
@@ -219,6 +222,109 @@ fn fsync_dir(dir: &Path) -> Result<()> {
         .map_err(|e| Error::io(dir, "fsync", e))
 }
 
+/// The row log's capacity in blocks: the config's, or by default half the
+/// bytes of the cached tables (at least 16 MiB); none unless the data file
+/// is a regular file (a block device has no room after the tables).
+fn row_log_blocks(config: &StoreConfig, catalog: &Catalog, data_path: &Path) -> u64 {
+    let regular = fs::metadata(data_path)
+        .map(|m| m.is_file())
+        .unwrap_or(false);
+    if !regular {
+        return 0;
+    }
+    let bytes = match config.ssd.row_log {
+        Some(b) => b.0,
+        None => {
+            let cached: u64 = catalog
+                .tables
+                .iter()
+                .zip(&config.tables)
+                .filter(|(_, t)| t.placement == Placement::Cached)
+                .map(|(e, _)| e.block_count * BLOCK_SIZE as u64)
+                .sum();
+            (cached / 2).max(16 << 20)
+        }
+    };
+    bytes / BLOCK_SIZE as u64
+}
+
+/// Recovery of the row log: map every row of its `committed` blocks to the
+/// newest block holding it (later blocks are newer). Blocks past the
+/// committed length were written after the last checkpoint and are
+/// ignored. Any block that is not a sealed, committed row-log block of a
+/// table of this store, holding ids in range, is an error naming it.
+fn restore_row_log(ssd: &Ssd, tables: &[Arc<Table>], committed: u64) -> Result<()> {
+    const CHUNK: u64 = 1024;
+    let mut buf = AlignedBuf::new(BLOCK_SIZE);
+    let mut pinned = false;
+    let mut at = 0u64;
+    while at < committed {
+        let n = CHUNK.min(committed - at);
+        let off = ssd.log_block(at as u32) * BLOCK_SIZE as u64;
+        ssd.read_extents_each(&[off], n as usize * BLOCK_SIZE, &mut buf, &mut |_, _| {})?;
+        for i in 0..n {
+            let b = (at + i) as u32;
+            let no = ssd.log_block(b);
+            let offset = no * BLOCK_SIZE as u64;
+            let raw = &buf.as_slice()[i as usize * BLOCK_SIZE..(i as usize + 1) * BLOCK_SIZE];
+            let fmt = |source| Error::Format {
+                path: ssd.path.clone(),
+                source,
+            };
+            let invalid = |field, at: usize, value: String| {
+                fmt(FormatError::InvalidField {
+                    field,
+                    offset: offset + at as u64,
+                    value,
+                })
+            };
+            if check_block(raw, no).map_err(fmt)? != BlockState::Sealed
+                || !ssd.dur.epoch_ok(block_epoch(raw))
+            {
+                return Err(invalid(
+                    "row log block",
+                    0,
+                    "a hole, or written by an epoch that never committed, inside the committed row log"
+                        .into(),
+                ));
+            }
+            let lb = embtier_format::rowlog::decode(raw, offset).map_err(fmt)?;
+            let Some(t) = tables.get(lb.table as usize) else {
+                return Err(invalid(
+                    "table",
+                    embtier_format::rowlog::TABLE,
+                    format!("{}, but the store has {} tables", lb.table, tables.len()),
+                ));
+            };
+            if lb.row_bytes != t.row_bytes {
+                return Err(invalid(
+                    "row_bytes",
+                    embtier_format::rowlog::ROW_BYTES,
+                    format!(
+                        "{}, but table {:?} has rows of {}",
+                        lb.row_bytes, t.name, t.row_bytes
+                    ),
+                ));
+            }
+            for (k, &id) in lb.ids.iter().enumerate() {
+                if id >= t.entry.rows {
+                    return Err(invalid(
+                        "row id",
+                        embtier_format::rowlog::IDS + 8 * k,
+                        format!("{id}, but table {:?} has {} rows", t.name, t.entry.rows),
+                    ));
+                }
+                pinned |= t.restore_logged(id, b, lb.row(k));
+            }
+        }
+        at += n;
+    }
+    if pinned || (committed > 0 && ssd.log.capacity == 0) {
+        ssd.log.mark_stale();
+    }
+    Ok(())
+}
+
 fn entry_for(t: &TableConfig, base_block: u64) -> TableEntry {
     let layout = RowLayout::for_row_bytes(t.row_bytes() as u32);
     let state_bytes = t.optimizer.state_bytes(t.dim);
@@ -297,6 +403,7 @@ impl Store {
             seq: 1,
             committed_epoch: 0,
             next_epoch: 1,
+            rowlog_blocks: 0,
         };
         let data_path = config
             .ssd
@@ -480,12 +587,18 @@ impl Store {
         // Recovery: undo what the last session wrote after its last
         // checkpoint, before anything reads the data file.
         let (dur, recovery) = Durable::open(dir, superblock.clone(), &*engine, &data_path, &wrap)?;
+        let log_capacity = row_log_blocks(&config, &catalog, &data_path);
         let ssd = Ssd {
             engine,
             path: data_path,
             choice,
             dur,
             gate: parking_lot::RwLock::new(()),
+            log: RowLog::new(
+                superblock.data_blocks,
+                log_capacity,
+                superblock.rowlog_blocks,
+            ),
         };
         let mut pmem = match &config.pmem {
             Some(p) => {
@@ -509,11 +622,12 @@ impl Store {
         };
         let pmem_policy = config.pmem.as_ref().map(|p| p.policy).unwrap_or_default();
         let mut tables = Vec::with_capacity(catalog.tables.len());
-        for ((entry, cfg), tp) in catalog
+        for (index, ((entry, cfg), tp)) in catalog
             .tables
             .into_iter()
             .zip(config.tables.iter().cloned())
             .zip(plan)
+            .enumerate()
         {
             tables.push(Arc::new(Table::new(TableSetup {
                 entry,
@@ -526,6 +640,7 @@ impl Store {
                 pmem: pmem.as_mut(),
                 ssd: &ssd,
                 fresh,
+                index: index as u32,
             })?));
         }
         let by_name = tables
@@ -533,6 +648,7 @@ impl Store {
             .enumerate()
             .map(|(i, t)| (t.name.clone(), i))
             .collect();
+        restore_row_log(&ssd, &tables, superblock.rowlog_blocks)?;
         Ok(Store {
             dir: dir.into(),
             config,
@@ -541,6 +657,7 @@ impl Store {
             ssd: Arc::new(ssd),
             superblock,
             recovery,
+            log_merges: 0.into(),
             _lock: lock,
         })
     }
@@ -927,6 +1044,13 @@ impl Store {
     pub fn checkpoint(&self) -> Result<Checkpoint> {
         self.ssd.dur.check_writable()?;
         let _gate = self.ssd.gate.write();
+        let log = &self.ssd.log;
+        // A merge writes the dirty rows home rather than to the log it is
+        // about to empty, then every logged row that is still newest.
+        let merge = log.wants_merge();
+        if merge {
+            log.close();
+        }
         let mut first_err = None;
         for t in &self.tables {
             if let Err(e) = t.flush(&self.ssd) {
@@ -936,8 +1060,22 @@ impl Store {
         if let Some(e) = first_err {
             return Err(e);
         }
+        let mut merged = 0;
+        if merge {
+            for t in &self.tables {
+                merged += t.merge_log(&self.ssd)?;
+            }
+        }
         self.ssd.sync().map_err(|e| self.ssd.dur.poison(e))?;
-        self.ssd.dur.commit()
+        let mut done = self.ssd.dur.commit(if merge { 0 } else { log.head() })?;
+        if merge {
+            log.reset();
+            self.log_merges
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        done.row_log_merged_rows = merged;
+        done.row_log_blocks = log.head();
+        Ok(done)
     }
 
     /// [`Store::checkpoint`], for callers that need no report: after
@@ -1027,6 +1165,11 @@ impl Store {
                         bytes_read: c.ssd_bytes_read,
                         bytes_written: c.ssd_bytes_written,
                         writeback_errors: c.writeback_errors,
+                        log_rows_read: c.log_rows_read,
+                        log_rows_written: c.log_rows_written,
+                        log_blocks_written: c.log_blocks_written,
+                        log_rows_merged: c.log_rows_merged,
+                        logged_rows: t.logged_rows(),
                     },
                 }
             })
@@ -1037,6 +1180,9 @@ impl Store {
             io_engine_reason: self.ssd.choice.reason.clone(),
             direct_io: self.ssd.engine.direct(),
             ssd_read_latency: LatencySummary::of(&self.ssd.engine.read_latency().snapshot()),
+            row_log_capacity_blocks: self.ssd.log.capacity,
+            row_log_used_blocks: self.ssd.log.head(),
+            row_log_merges: self.log_merges.load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 }

@@ -47,8 +47,9 @@ use crate::io::AlignedBuf;
 use crate::policy::PolicyKind;
 use crate::stats::{Counters, Local};
 use crate::tier::cache::{SlotCache, Spill, MAX_SHARD_ROWS};
+use crate::tier::rowlog::NOT_LOGGED;
 use crate::tier::slab::{PmemFile, Slab};
-use crate::tier::ssd::{row_from_group, Ssd};
+use crate::tier::ssd::{row_from_group, Loc, Ssd};
 
 /// Most bytes of block groups one write-back stages at a time.
 const WB_CHUNK_BYTES: usize = 16 << 20;
@@ -80,6 +81,11 @@ pub(crate) struct Table {
     wb_batch: usize,
     /// Pending bytes above which updates wait for a successful write-back.
     pending_limit: usize,
+    /// Rows one row-log block holds for this table (0: it writes back in
+    /// place only).
+    log_rows: usize,
+    /// The table's index in the catalog.
+    index: u32,
 }
 
 pub(crate) enum TableKind {
@@ -103,6 +109,8 @@ pub(crate) struct Shard {
     dram: SlotCache,
     pmem: Option<SlotCache>,
     pending: HashMap<u64, PendingRow>,
+    /// Rows whose newest written copy is in the row log, and its block.
+    logged: HashMap<u64, u32>,
     /// Pending rows retired after their SSD write completed.
     wb_seq: u64,
     /// Generation of the next pending row.
@@ -124,6 +132,19 @@ struct Miss {
     id: u64,
     seq: u64,
     k: usize,
+    /// The row-log block holding the row's newest written copy, or
+    /// [`NOT_LOGGED`] (its home group does).
+    log: u32,
+}
+
+impl Miss {
+    fn loc(&self, e: &TableEntry) -> Loc {
+        if self.log == NOT_LOGGED {
+            Loc::Home(e.layout.group_of(self.id))
+        } else {
+            Loc::Log(self.log)
+        }
+    }
 }
 
 /// The state one round of miss installs shares across its groups.
@@ -236,6 +257,14 @@ fn by_shard(ids: &[u64], n: usize, shard_of: impl Fn(u64) -> usize) -> (Vec<u32>
 }
 
 impl Shard {
+    /// The row-log block of `id`'s newest written copy, or [`NOT_LOGGED`].
+    fn logged_at(&self, id: u64) -> u32 {
+        if self.logged.is_empty() {
+            return NOT_LOGGED;
+        }
+        self.logged.get(&id).copied().unwrap_or(NOT_LOGGED)
+    }
+
     /// Add a dirty row leaving the cache tiers to the pending map.
     fn add_pending(
         pending: &mut HashMap<u64, PendingRow>,
@@ -380,6 +409,8 @@ pub(crate) struct TableSetup<'a> {
     pub pmem: Option<&'a mut PmemFile>,
     pub ssd: &'a Ssd,
     pub fresh: bool,
+    /// The table's index in the catalog (named in its row-log blocks).
+    pub index: u32,
 }
 
 impl Table {
@@ -417,6 +448,7 @@ impl Table {
                         dram,
                         pmem,
                         pending: HashMap::new(),
+                        logged: HashMap::new(),
                         wb_seq: 0,
                         next_gen: 0,
                     }));
@@ -454,7 +486,18 @@ impl Table {
         };
         let pending_limit = ((s.dram_rows as usize).saturating_mul(rb) / 4).max(64 * rb);
         let wb_batch = (pending_limit / 4).clamp(rb, 4 << 20);
+        // The log packs rows of cached tables whose groups are one block;
+        // rows too large to share a log block gain nothing from it.
+        let log_rows = match (&kind, e.layout.blocks_per_group) {
+            (TableKind::Cached { .. }, 1) if s.ssd.log.capacity > 0 => {
+                embtier_format::rowlog::rows_per_block(rb)
+            }
+            _ => 0,
+        };
+        let log_rows = if log_rows >= 2 { log_rows } else { 0 };
         let t = Table {
+            log_rows,
+            index: s.index,
             name: e.name.clone(),
             dim,
             row_bytes: rb,
@@ -685,6 +728,7 @@ impl Table {
                         id,
                         seq: sh.wb_seq,
                         k: pos,
+                        log: sh.logged_at(id),
                     }),
                 }
             }
@@ -729,12 +773,16 @@ impl Table {
         let mut attempts = 0;
         while !misses.is_empty() {
             attempts += 1;
-            let (groups, ranges) = self.group_misses(&mut misses);
+            let (locs, ranges) = self.group_misses(&mut misses);
             let epoch = self.wb_epoch.load(Ordering::Acquire);
             let mut retry: Vec<Miss> = Vec::new();
             let mut corrupt: Option<Error> = None;
             let misses_ref = &misses;
-            let read = ssd.read_groups_each(&self.entry, &groups, &mut buf, &mut |gi, blocks| {
+            let offsets: Vec<u64> = locs
+                .iter()
+                .map(|&l| ssd.loc_offset(&self.entry, l))
+                .collect();
+            let read = ssd.read_extents_each(&offsets, gb, &mut buf, &mut |gi, blocks| {
                 let (lo, hi) = ranges[gi];
                 let mut i = Install {
                     shards,
@@ -745,17 +793,10 @@ impl Table {
                     retry: &mut retry,
                     corrupt: &mut corrupt,
                 };
-                self.install_group(
-                    ssd,
-                    &mut i,
-                    groups[gi],
-                    blocks,
-                    &misses_ref[lo..hi],
-                    &mut act,
-                );
+                self.install_group(ssd, &mut i, locs[gi], blocks, &misses_ref[lo..hi], &mut act);
             });
-            ctx.c.ssd_read_ops += groups.len() as u64;
-            ctx.c.ssd_bytes_read += (groups.len() * gb) as u64;
+            ctx.c.ssd_read_ops += locs.len() as u64;
+            ctx.c.ssd_bytes_read += (locs.len() * gb) as u64;
             read?;
             self.end_round(corrupt, attempts, &retry)?;
             misses = retry;
@@ -763,22 +804,23 @@ impl Table {
         Ok(())
     }
 
-    /// Sort `misses` by id and split them by block group: the groups in id
-    /// order, and the range of `misses` in each.
-    fn group_misses(&self, misses: &mut [Miss]) -> (Vec<u64>, Vec<(usize, usize)>) {
+    /// Sort `misses` by where they read (home group or row-log block) and
+    /// id, and split them by place: the places in order, and the range of
+    /// `misses` in each.
+    fn group_misses(&self, misses: &mut [Miss]) -> (Vec<Loc>, Vec<(usize, usize)>) {
         let e = &self.entry;
-        misses.sort_unstable_by_key(|m| m.id);
-        let mut groups: Vec<u64> = Vec::new();
+        misses.sort_unstable_by_key(|m| (m.loc(e), m.id));
+        let mut locs: Vec<Loc> = Vec::new();
         let mut ranges: Vec<(usize, usize)> = Vec::new();
         for (i, m) in misses.iter().enumerate() {
-            let g = e.layout.group_of(m.id);
-            if groups.last() != Some(&g) {
-                groups.push(g);
+            let l = m.loc(e);
+            if locs.last() != Some(&l) {
+                locs.push(l);
                 ranges.push((i, i));
             }
             ranges.last_mut().expect("pushed").1 = i + 1;
         }
-        (groups, ranges)
+        (locs, ranges)
     }
 
     /// The outcome of one round of miss reads: the first corruption seen,
@@ -797,15 +839,50 @@ impl Table {
         Ok(())
     }
 
-    /// Install the misses `run` (sorted by id, all in group `g`) from the
-    /// group's `blocks`, just read, and call `act` for each id under its
+    /// A row-log block as read: checked (sealed, its number, an epoch that
+    /// may be read, this table's rows), then decoded.
+    fn checked_log_block<'b>(
+        &self,
+        ssd: &Ssd,
+        b: u32,
+        blocks: &'b [u8],
+    ) -> std::result::Result<embtier_format::rowlog::LogBlock<'b>, embtier_format::FormatError>
+    {
+        let no = ssd.log_block(b);
+        let offset = no * BLOCK_SIZE as u64;
+        let blk = &blocks[..BLOCK_SIZE];
+        if embtier_format::check_block(blk, no)? != BlockState::Sealed
+            || !ssd.dur.epoch_ok(embtier_format::block_epoch(blk))
+        {
+            return Err(embtier_format::FormatError::InvalidField {
+                field: "row log block",
+                offset,
+                value: "a hole, or written by an epoch that never committed".into(),
+            });
+        }
+        let lb = embtier_format::rowlog::decode(blk, offset)?;
+        if lb.table != self.index || lb.row_bytes != self.row_bytes {
+            return Err(embtier_format::FormatError::InvalidField {
+                field: "table",
+                offset: offset + embtier_format::rowlog::TABLE as u64,
+                value: format!(
+                    "{} with rows of {} bytes, where the index says table {} ({} bytes)",
+                    lb.table, lb.row_bytes, self.index, self.row_bytes
+                ),
+            });
+        }
+        Ok(lb)
+    }
+
+    /// Install the misses `run` (sorted by id, all read from `loc`) from
+    /// the blocks just read there, and call `act` for each id under its
     /// shard lock. Misses that raced with a write-back go to `i.retry`; a
-    /// group that fails its checks sets `i.corrupt`.
+    /// place that fails its checks sets `i.corrupt`.
     fn install_group(
         &self,
         ssd: &Ssd,
         i: &mut Install<'_>,
-        g: u64,
+        loc: Loc,
         blocks: &[u8],
         run: &[Miss],
         act: &mut impl FnMut(&mut Shard, usize, &[Miss]),
@@ -814,36 +891,69 @@ impl Table {
         if i.corrupt.is_some() {
             return;
         }
-        let state = match ssd.check_group(e, g, blocks) {
-            Ok(s) => s,
-            Err(source) => {
-                let now = self.wb_epoch.load(Ordering::Acquire);
-                if (now != i.epoch || now % 2 == 1) && i.attempts < MAX_MISS_RETRIES {
-                    // Raced with a write of this group: read it again.
-                    i.retry.extend_from_slice(run);
-                } else {
-                    *i.corrupt = Some(Error::Corrupt {
-                        path: ssd.path.clone(),
-                        table: self.name.clone(),
-                        id: g * e.layout.rows_per_group as u64,
-                        source,
-                    });
-                }
-                return;
-            }
+        let corrupt = |source| Error::Corrupt {
+            path: ssd.path.clone(),
+            table: self.name.clone(),
+            id: run[0].id,
+            source,
         };
+        let mut home = None;
+        let mut log = None;
+        match loc {
+            Loc::Home(g) => match ssd.check_group(e, g, blocks) {
+                Ok(s) => home = Some(s),
+                Err(source) => {
+                    let now = self.wb_epoch.load(Ordering::Acquire);
+                    if (now != i.epoch || now % 2 == 1) && i.attempts < MAX_MISS_RETRIES {
+                        // Raced with a write of this group: read it again.
+                        i.retry.extend_from_slice(run);
+                    } else {
+                        *i.corrupt = Some(corrupt(source));
+                    }
+                    return;
+                }
+            },
+            // A log block is never rewritten while a map points at it.
+            Loc::Log(b) => match self.checked_log_block(ssd, b, blocks) {
+                Ok(lb) => log = Some(lb),
+                Err(source) => {
+                    *i.corrupt = Some(corrupt(source));
+                    return;
+                }
+            },
+        }
         for same in run.chunk_by(|a, b| a.id == b.id) {
             let id = same[0].id;
-            row_from_group(e, state, blocks, id, i.row);
+            match (&home, &log) {
+                (Some(state), _) => row_from_group(e, *state, blocks, id, i.row),
+                (_, Some(lb)) => match lb.ids.iter().position(|&x| x == id) {
+                    Some(k) => i.row.copy_from_slice(lb.row(k)),
+                    None => {
+                        *i.corrupt = Some(corrupt(embtier_format::FormatError::InvalidField {
+                            field: "row log block",
+                            offset: ssd.loc_offset(e, loc),
+                            value: format!(
+                                "does not hold row {id}, which the log map places there"
+                            ),
+                        }));
+                        return;
+                    }
+                },
+                _ => unreachable!("one of the two was read"),
+            }
             let mut sh = i.shards[self.shard_of(id, i.shards.len())].lock();
             let slot = if let Some(s) = sh.locate(id, i.ctx) {
                 s // someone brought it in meanwhile: theirs is newer
             } else if sh.wb_seq != same[0].seq {
-                let seq = sh.wb_seq;
-                i.retry.extend(same.iter().map(|m| Miss { seq, ..*m }));
+                // Written back meanwhile: read it again, from where it is now.
+                let (seq, log) = (sh.wb_seq, sh.logged_at(id));
+                i.retry.extend(same.iter().map(|m| Miss { seq, log, ..*m }));
                 continue;
             } else {
                 i.ctx.c.ssd_rows_read += 1;
+                if log.is_some() {
+                    i.ctx.c.log_rows_read += 1;
+                }
                 sh.insert_dram(id, i.row, false, i.ctx)
             };
             act(&mut sh, slot, same);
@@ -895,6 +1005,7 @@ impl Table {
                                 id,
                                 seq: sh.wb_seq,
                                 k,
+                                log: sh.logged_at(id),
                             });
                             continue;
                         }
@@ -944,12 +1055,25 @@ impl Table {
             .iter()
             .map(|&(id, _, o)| (id, &bytes[o..o + rb]))
             .collect();
-        // Write in chunks of at most WB_CHUNK_BYTES of block groups: scattered
-        // rows cost a whole group each, so a 64 MiB flush of 256-byte rows
-        // would otherwise stage a 1 GiB buffer (and keep it in `wb_lock`).
+        // Appended to the row log while it has room, in chunks of at most
+        // WB_CHUNK_BYTES of log blocks.
+        let mut start = 0;
+        if self.log_rows > 0 {
+            let per_chunk = (WB_CHUNK_BYTES / BLOCK_SIZE) * self.log_rows;
+            while start < rows.len() {
+                let end = (start + per_chunk).min(rows.len());
+                match self.append_log(ssd, shards, &rows[start..end], &mut buf)? {
+                    0 => break, // no room: the rest goes home
+                    n => start += n,
+                }
+            }
+        }
+        // Written home in chunks of at most WB_CHUNK_BYTES of block groups:
+        // scattered rows cost a whole group each, so a 64 MiB flush of
+        // 256-byte rows would otherwise stage a 1 GiB buffer (and keep it in
+        // `wb_lock`).
         let gb = self.entry.layout.group_bytes();
         let max_groups = (WB_CHUNK_BYTES / gb).max(1);
-        let mut start = 0;
         while start < rows.len() {
             let mut end = start;
             let mut groups = 0;
@@ -982,7 +1106,176 @@ impl Table {
         Ok(())
     }
 
-    /// Read-modify-write the block groups of `rows` (sorted by id, unique).
+    /// Append `rows` (sorted by id, unique), or as many of the first of
+    /// them as the log has room for, to the row log, packed `log_rows` to a
+    /// block, and point the shards' log maps at them. Returns the rows
+    /// appended (0: the log is full or closed, nothing was written).
+    /// A failed append closes the log until the next merge, so that its
+    /// blocks are never committed; the rows stay pending. Caller holds
+    /// `wb_lock` (and passes its buffer) and the store's gate.
+    fn append_log(
+        &self,
+        ssd: &Ssd,
+        shards: &[Mutex<Shard>],
+        rows: &[RowRef<'_>],
+        buf: &mut AlignedBuf,
+    ) -> Result<usize> {
+        ssd.dur.check_writable()?;
+        let rb = self.row_bytes;
+        let Some((first, n)) = ssd.log.reserve(rows.len().div_ceil(self.log_rows) as u64) else {
+            return Ok(0);
+        };
+        let n = n as usize;
+        let rows = &rows[..rows.len().min(n * self.log_rows)];
+        buf.ensure(n * BLOCK_SIZE);
+        let epoch = ssd.dur.epoch();
+        let mut ids = Vec::with_capacity(self.log_rows);
+        let mut bytes = Vec::with_capacity(self.log_rows * rb);
+        for (bi, chunk) in rows.chunks(self.log_rows).enumerate() {
+            ids.clear();
+            bytes.clear();
+            for (id, data) in chunk {
+                ids.push(*id);
+                bytes.extend_from_slice(data);
+            }
+            let blk = &mut buf.as_mut_slice()[bi * BLOCK_SIZE..(bi + 1) * BLOCK_SIZE];
+            embtier_format::rowlog::encode(blk, self.index, rb, &ids, &bytes);
+            embtier_format::seal_block(blk, ssd.log_block(first + bi as u32), epoch);
+        }
+        let at = ssd.log_block(first) * BLOCK_SIZE as u64;
+        if let Err(f) = ssd.engine.write_extents(&[at], n * BLOCK_SIZE, buf) {
+            ssd.log.close();
+            return Err(ssd.err(f));
+        }
+        for (bi, chunk) in rows.chunks(self.log_rows).enumerate() {
+            for (id, _) in chunk {
+                let mut sh = shards[self.shard_of(*id, shards.len())].lock();
+                sh.logged.insert(*id, first + bi as u32);
+            }
+        }
+        let c = &self.counters;
+        c.ssd_write_ops.fetch_add(1, Ordering::Relaxed);
+        c.ssd_bytes_written
+            .fetch_add((n * BLOCK_SIZE) as u64, Ordering::Relaxed);
+        c.ssd_rows_written
+            .fetch_add(rows.len() as u64, Ordering::Relaxed);
+        c.log_rows_written
+            .fetch_add(rows.len() as u64, Ordering::Relaxed);
+        c.log_blocks_written.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(rows.len())
+    }
+
+    /// Write every logged row to its home group (the newest written copy of
+    /// each, which is the log's), emptying the log maps. The caller holds
+    /// the store's gate exclusively and has flushed the dirty rows home,
+    /// so no newer copy exists anywhere. Returns the rows merged.
+    pub(crate) fn merge_log(&self, ssd: &Ssd) -> Result<u64> {
+        let TableKind::Cached { shards, .. } = &self.kind else {
+            return Ok(0);
+        };
+        let mut logged: Vec<(u64, u32)> = Vec::new();
+        for sh in shards {
+            logged.extend(sh.lock().logged.iter().map(|(&id, &b)| (id, b)));
+        }
+        if logged.is_empty() {
+            return Ok(0);
+        }
+        logged.sort_unstable();
+        let rb = self.row_bytes;
+        let mut wb = self.wb_lock.lock();
+        let mut lbuf = AlignedBuf::new(BLOCK_SIZE);
+        // In id order, so that each home group is written once per chunk;
+        // a chunk reads at most WB_CHUNK_BYTES of log blocks.
+        for chunk in logged.chunks(WB_CHUNK_BYTES / BLOCK_SIZE) {
+            let mut blocks: Vec<u32> = chunk.iter().map(|&(_, b)| b).collect();
+            blocks.sort_unstable();
+            blocks.dedup();
+            let locs: Vec<Loc> = blocks.iter().map(|&b| Loc::Log(b)).collect();
+            let offsets: Vec<u64> = locs
+                .iter()
+                .map(|&l| ssd.loc_offset(&self.entry, l))
+                .collect();
+            ssd.read_extents_each(&offsets, BLOCK_SIZE, &mut lbuf, &mut |_, _| {})?;
+            self.counters
+                .ssd_read_ops
+                .fetch_add(blocks.len() as u64, Ordering::Relaxed);
+            self.counters
+                .ssd_bytes_read
+                .fetch_add((blocks.len() * BLOCK_SIZE) as u64, Ordering::Relaxed);
+            let mut bytes = vec![0u8; chunk.len() * rb];
+            for (i, &(id, b)) in chunk.iter().enumerate() {
+                let k = blocks.binary_search(&b).expect("read above");
+                let raw = &lbuf.as_slice()[k * BLOCK_SIZE..(k + 1) * BLOCK_SIZE];
+                let corrupt = |source| Error::Corrupt {
+                    path: ssd.path.clone(),
+                    table: self.name.clone(),
+                    id,
+                    source,
+                };
+                let lb = self.checked_log_block(ssd, b, raw).map_err(corrupt)?;
+                let j = lb.ids.iter().position(|&x| x == id).ok_or_else(|| {
+                    corrupt(embtier_format::FormatError::InvalidField {
+                        field: "row log block",
+                        offset: ssd.loc_offset(&self.entry, Loc::Log(b)),
+                        value: format!("does not hold row {id}, which the log map places there"),
+                    })
+                })?;
+                bytes[i * rb..(i + 1) * rb].copy_from_slice(lb.row(j));
+            }
+            let rows: Vec<RowRef<'_>> = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, &(id, _))| (id, &bytes[i * rb..(i + 1) * rb]))
+                .collect();
+            // Written home: `write_rows` drops each row's map entry.
+            self.write_rows(ssd, &rows, &mut wb)?;
+        }
+        self.counters
+            .log_rows_merged
+            .fetch_add(logged.len() as u64, Ordering::Relaxed);
+        Ok(logged.len() as u64)
+    }
+
+    /// Recovery: row `id`'s newest committed copy is `bytes`, in row-log
+    /// block `b`. A cached table maps the row there; a pinned table (one
+    /// whose placement changed since it was logged) takes the bytes and
+    /// marks them dirty. Returns whether the log must be merged at the next
+    /// checkpoint (the pinned case).
+    pub(crate) fn restore_logged(&self, id: u64, b: u32, bytes: &[u8]) -> bool {
+        match &self.kind {
+            TableKind::Cached { shards, .. } => {
+                shards[self.shard_of(id, shards.len())]
+                    .lock()
+                    .logged
+                    .insert(id, b);
+                false
+            }
+            TableKind::Pinned {
+                chunks,
+                rows_per_chunk,
+            } => {
+                let rpg = self.entry.layout.rows_per_group as u64;
+                let mut ch = chunks[(id / rows_per_chunk) as usize].lock();
+                ch.row_mut(id, self.row_bytes).copy_from_slice(bytes);
+                let lg = ((id - ch.first_row) / rpg) as usize;
+                ch.mark(lg);
+                true
+            }
+        }
+    }
+
+    /// Rows whose newest written copy is in the row log.
+    pub(crate) fn logged_rows(&self) -> u64 {
+        match &self.kind {
+            TableKind::Cached { shards, .. } => {
+                shards.iter().map(|s| s.lock().logged.len() as u64).sum()
+            }
+            TableKind::Pinned { .. } => 0,
+        }
+    }
+
+    /// Read-modify-write the block groups of `rows` (sorted by id, unique),
+    /// and drop their row-log map entries (their logged copies are older).
     /// Caller holds `wb_lock` (and passes its buffer).
     fn write_rows(&self, ssd: &Ssd, rows: &[RowRef<'_>], buf: &mut AlignedBuf) -> Result<()> {
         let e = &self.entry;
@@ -1043,6 +1336,18 @@ impl Table {
             .fetch_add((groups.len() * gb) as u64, Ordering::Relaxed);
         c.ssd_rows_written
             .fetch_add(rows.len() as u64, Ordering::Relaxed);
+        if let TableKind::Cached { shards, .. } = &self.kind {
+            let mut stale = false;
+            for (id, _) in rows {
+                let mut sh = shards[self.shard_of(*id, shards.len())].lock();
+                if !sh.logged.is_empty() {
+                    stale |= sh.logged.remove(id).is_some();
+                }
+            }
+            if stale {
+                ssd.log.mark_stale();
+            }
+        }
         Ok(())
     }
 
@@ -1211,7 +1516,7 @@ pub(crate) struct Part<'a> {
 struct PartRound {
     ctx: Ctx,
     misses: Vec<Miss>,
-    groups: Vec<u64>,
+    locs: Vec<Loc>,
     ranges: Vec<(usize, usize)>,
     epoch: u64,
     retry: Vec<Miss>,
@@ -1239,11 +1544,11 @@ pub(crate) fn lookup_many(ssd: &Ssd, parts: &mut [Part<'_>]) -> Result<()> {
                 Vec::new()
             }
         };
-        let (groups, ranges) = t.group_misses(&mut misses);
+        let (locs, ranges) = t.group_misses(&mut misses);
         rounds.push(PartRound {
             ctx,
             misses,
-            groups,
+            locs,
             ranges,
             epoch: t.wb_epoch.load(Ordering::Acquire),
             retry: Vec::new(),
@@ -1257,7 +1562,7 @@ pub(crate) fn lookup_many(ssd: &Ssd, parts: &mut [Part<'_>]) -> Result<()> {
         by_size
             .entry(gb)
             .or_default()
-            .extend((0..r.groups.len()).map(|gi| (pi, gi)));
+            .extend((0..r.locs.len()).map(|gi| (pi, gi)));
     }
     let mut buf = AlignedBuf::new(BLOCK_SIZE);
     let max_row = parts.iter().map(|p| p.table.row_bytes).max().unwrap_or(0);
@@ -1268,7 +1573,7 @@ pub(crate) fn lookup_many(ssd: &Ssd, parts: &mut [Part<'_>]) -> Result<()> {
         }
         let offsets: Vec<u64> = extents
             .iter()
-            .map(|&(pi, gi)| ssd.group_offset(&parts[pi].table.entry, rounds[pi].groups[gi]))
+            .map(|&(pi, gi)| ssd.loc_offset(&parts[pi].table.entry, rounds[pi].locs[gi]))
             .collect();
         let read = ssd.read_extents_each(&offsets, *gb, &mut buf, &mut |k, blocks| {
             let (pi, gi) = extents[k];
@@ -1293,7 +1598,7 @@ pub(crate) fn lookup_many(ssd: &Ssd, parts: &mut [Part<'_>]) -> Result<()> {
             t.install_group(
                 ssd,
                 &mut i,
-                r.groups[gi],
+                r.locs[gi],
                 blocks,
                 &r.misses[lo..hi],
                 &mut |sh: &mut Shard, slot: usize, run: &[Miss]| {

@@ -188,7 +188,7 @@ fn unknown_format_version() {
             source:
                 embtier::format::FormatError::UnsupportedVersion {
                     found: 7,
-                    supported: 2,
+                    supported: 3,
                 },
         } => assert!(path.ends_with(embtier::META_FILE)),
         other => panic!("{other:?}"),
@@ -223,7 +223,10 @@ fn bad_checksum_names_file_and_offset() {
 #[test]
 fn corrupt_data_block_is_an_error_not_wrong_values() {
     let d = tempfile::tempdir().unwrap();
-    let s = new_store(d.path());
+    // No row log: the flush writes the rows home.
+    let mut c = cfg();
+    c.ssd.row_log = Some(embtier::ByteSize(0));
+    let s = Store::create(d.path().join("s"), c).unwrap();
     s.update("t", &[0, 200], &[1.0; 2 * DIM]).unwrap();
     s.flush().unwrap();
     drop(s);
@@ -238,11 +241,39 @@ fn corrupt_data_block_is_an_error_not_wrong_values() {
     let e = s.lookup("t", &[200], &mut out).unwrap_err();
     let msg = e.to_string();
     match e {
-        Error::Corrupt { table, id, .. } => assert_eq!((table.as_str(), id), ("t", 0)),
+        Error::Corrupt { table, id, .. } => assert_eq!((table.as_str(), id), ("t", 200)),
         other => panic!("{other:?}"),
     }
     assert!(
         msg.contains("data.emb") && msg.contains("checksum mismatch at offset 0"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn corrupt_row_log_block_fails_open_naming_it() {
+    let d = tempfile::tempdir().unwrap();
+    let s = new_store(d.path());
+    s.update("t", &[0, 200], &[1.0; 2 * DIM]).unwrap();
+    let cp = s.checkpoint().unwrap();
+    assert_eq!(cp.row_log_blocks, 1, "the two rows were logged, packed");
+    let data_blocks = s.superblock().data_blocks;
+    drop(s);
+    let p = d.path().join("s").join(embtier::DATA_FILE);
+    let mut b = fs::read(&p).unwrap();
+    let at = data_blocks as usize * BLOCK_SIZE;
+    assert_eq!(&b[at..at + 4], b"ELOG");
+    // Untouched, it reads back; with a flipped bit, open names the block.
+    let s = Store::open(d.path().join("s")).unwrap();
+    let mut out = vec![0f32; DIM];
+    s.lookup("t", &[200], &mut out).unwrap();
+    assert_eq!(out, vec![1.0; DIM]);
+    drop(s);
+    b[at + 100] ^= 0x10;
+    fs::write(&p, &b).unwrap();
+    let msg = Store::open(d.path().join("s")).unwrap_err().to_string();
+    assert!(
+        msg.contains("data.emb") && msg.contains(&format!("checksum mismatch at offset {at}")),
         "{msg}"
     );
 }
@@ -329,7 +360,12 @@ fn full_disk_is_an_error_and_nothing_is_lost() {
         }
         if round == 1 {
             match s.flush() {
-                Err(Error::DiskFull { path, .. }) => assert!(path.ends_with(embtier::DATA_FILE)),
+                // The data file, or the journal of the in-place writes that
+                // follow a failed row-log append.
+                Err(Error::DiskFull { path, .. }) => assert!(
+                    path.ends_with(embtier::DATA_FILE) || path.ends_with(embtier::JOURNAL_FILE),
+                    "{path:?}"
+                ),
                 other => panic!("flush on a full disk: {other:?}"),
             }
             // Still readable, and every acknowledged update is visible.

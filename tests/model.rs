@@ -85,6 +85,16 @@ fn configs() -> Vec<(&'static str, StoreConfig)> {
     let mut c = StoreConfig::builder().dram_capacity(60_000).build();
     c.tables = tables(cached);
     out.push(("dram+ssd/lru", c));
+    // The same with a row log of 8 blocks: it fills within a few
+    // write-backs, rows go home, and checkpoints merge it; and with none.
+    let mut c = StoreConfig::builder().dram_capacity(60_000).build();
+    c.tables = tables(cached);
+    c.ssd.row_log = Some(embtier::ByteSize(8 * 4096));
+    out.push(("dram+ssd/small-log", c));
+    let mut c = StoreConfig::builder().dram_capacity(60_000).build();
+    c.tables = tables(cached);
+    c.ssd.row_log = Some(embtier::ByteSize(0));
+    out.push(("dram+ssd/no-log", c));
     // DRAM + PMem + SSD.
     let mut c = StoreConfig::builder()
         .dram_capacity(40_000)
@@ -306,4 +316,86 @@ fn flush_larger_than_one_write_back_chunk() {
     let mut z = vec![1f32; 1018];
     s.lookup("t", &[2], &mut z).unwrap();
     assert!(z.iter().all(|&v| v == 0.0));
+}
+
+/// The row log's life cycle, against a plain model: rows written back are
+/// appended packed and read back from it; once it is full, write-backs go
+/// home and the next checkpoint merges it; its committed blocks survive a
+/// reopen, and what was appended after the last checkpoint does not.
+#[test]
+fn row_log_appends_reads_merges_and_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    // 64-byte rows (56 a log block), a cache of 400 rows (write-backs of
+    // 25 rows or more), a log of 32 blocks.
+    let mut cfg = StoreConfig::builder()
+        .table(TableConfig::new("t", 100_000, 16).init(Init::Zeros))
+        .dram_capacity(400 * 64)
+        .dram_shards(1)
+        .io_engine(IoEngineKind::Psync)
+        .build();
+    cfg.ssd.row_log = Some(embtier::ByteSize(32 * 4096));
+    let s = Store::create(&path, cfg).unwrap();
+    let mut model: HashMap<u64, f32> = HashMap::new();
+    let write = |s: &Store, model: &mut HashMap<u64, f32>, ids: &[u64], v: f32| {
+        s.update("t", ids, &vec![v; ids.len() * 16]).unwrap();
+        ids.iter().for_each(|&i| {
+            model.insert(i, v);
+        });
+    };
+    let check = |s: &Store, model: &HashMap<u64, f32>, when: &str| {
+        let ids: Vec<u64> = model.keys().copied().collect();
+        let mut out = vec![0f32; ids.len() * 16];
+        s.lookup("t", &ids, &mut out).unwrap();
+        for (k, id) in ids.iter().enumerate() {
+            assert_eq!(out[k * 16], model[id], "{when}: row {id}");
+        }
+    };
+    // 1000 scattered rows: displaced dirty from the cache, appended.
+    let ids: Vec<u64> = (0..1000u64).map(|i| i * 97 % 100_000).collect();
+    write(&s, &mut model, &ids, 1.0);
+    let cp = s.checkpoint().unwrap();
+    let st = s.stats();
+    let t = st.table("t").unwrap();
+    assert_eq!(t.ssd.log_rows_written, 1000, "{t:?}");
+    assert!(cp.row_log_blocks > 16 && cp.row_log_blocks <= 32, "{cp:?}");
+    assert_eq!(cp.row_log_merged_rows, 0);
+    assert_eq!(t.ssd.logged_rows, 1000);
+    // Read back through the cache: most come from log blocks.
+    check(&s, &model, "logged");
+    assert!(s.stats().table("t").unwrap().ssd.log_rows_read >= 500);
+    // Over half full: the next checkpoint merges, and the log empties.
+    let cp = s.checkpoint().unwrap();
+    assert_eq!(
+        (cp.row_log_merged_rows, cp.row_log_blocks),
+        (1000, 0),
+        "{cp:?}"
+    );
+    assert_eq!(s.stats().table("t").unwrap().ssd.logged_rows, 0);
+    check(&s, &model, "merged");
+    // More rows than the log holds: the rest go home, the log's copies of
+    // rewritten rows go stale, and the next checkpoint merges.
+    let ids: Vec<u64> = (0..3000u64).map(|i| i * 31 % 100_000).collect();
+    write(&s, &mut model, &ids, 2.0);
+    let ids: Vec<u64> = (0..500u64).map(|i| i * 31 % 100_000).collect();
+    write(&s, &mut model, &ids, 3.0);
+    let cp = s.checkpoint().unwrap();
+    assert!(cp.row_log_merged_rows > 0, "{cp:?}");
+    assert_eq!(s.stats().row_log_merges, 2);
+    check(&s, &model, "after the overflow");
+    // A committed log survives a reopen; an uncommitted append does not.
+    write(&s, &mut model, &ids[..200], 4.0);
+    let committed = s.checkpoint().unwrap().row_log_blocks;
+    assert!(committed > 0);
+    let saved = model.clone();
+    write(&s, &mut model, &ids[200..400], 5.0);
+    // Push the uncommitted rows out to the log without a checkpoint.
+    let other: Vec<u64> = (0..300u64).map(|i| 50_000 + i).collect();
+    let mut out = vec![0f32; 300 * 16];
+    s.lookup("t", &other, &mut out).unwrap();
+    assert!(s.stats().row_log_used_blocks > committed);
+    drop(s); // no checkpoint: what follows the last one is lost
+    let s = Store::open(&path).unwrap();
+    assert_eq!(s.stats().table("t").unwrap().ssd.logged_rows, 200);
+    check(&s, &saved, "reopened");
 }

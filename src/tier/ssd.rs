@@ -26,6 +26,17 @@ pub(crate) struct Ssd {
     /// exclusively by a checkpoint, so that an epoch's writes all precede
     /// its commit.
     pub gate: parking_lot::RwLock<()>,
+    /// The row log after the tables.
+    pub log: crate::tier::rowlog::RowLog,
+}
+
+/// Where a miss reads a row: its home block group, or a row-log block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Loc {
+    /// Block group `g` of the table.
+    Home(u64),
+    /// Block `b` of the row log.
+    Log(u32),
 }
 
 impl Ssd {
@@ -50,9 +61,19 @@ impl Ssd {
             .map_err(|f| self.err(f))
     }
 
-    /// The byte offset of group `g` of table `e`.
-    pub fn group_offset(&self, e: &TableEntry, g: u64) -> u64 {
-        (e.base_block + g * e.layout.blocks_per_group as u64) * BLOCK_SIZE as u64
+    /// The byte offset of `loc` of table `e` in the data file.
+    pub fn loc_offset(&self, e: &TableEntry, loc: Loc) -> u64 {
+        match loc {
+            Loc::Home(g) => {
+                (e.base_block + g * e.layout.blocks_per_group as u64) * BLOCK_SIZE as u64
+            }
+            Loc::Log(b) => self.log_block(b) * BLOCK_SIZE as u64,
+        }
+    }
+
+    /// The data-file block number of row-log block `b`.
+    pub fn log_block(&self, b: u32) -> u64 {
+        self.log.base + b as u64
     }
 
     /// Read `len` bytes at each of `offsets` into `buf` (poisoned first),
@@ -67,22 +88,6 @@ impl Ssd {
         poison(buf, offsets.len() * len);
         self.engine
             .read_extents_each(offsets, len, buf, done)
-            .map_err(|f| self.err(f))
-    }
-
-    /// Read like [`Ssd::read_groups`], calling `done(group_index, blocks)` for
-    /// each group as soon as it has been read.
-    pub fn read_groups_each(
-        &self,
-        e: &TableEntry,
-        groups: &[u64],
-        buf: &mut AlignedBuf,
-        done: &mut dyn FnMut(usize, &[u8]),
-    ) -> Result<()> {
-        let gb = e.layout.group_bytes();
-        poison(buf, groups.len() * gb);
-        self.engine
-            .read_extents_each(&Self::offsets(e, groups), gb, buf, done)
             .map_err(|f| self.err(f))
     }
 

@@ -12,10 +12,13 @@
 //!   trailer ([`seal_block`], [`check_block`]); rows are placed in them by a
 //!   [`RowLayout`].
 //! - [`journal`]: the undo journal of the checkpoint protocol.
+//! - [`rowlog`]: blocks of the row log, the region of the data file after
+//!   the tables where written-back rows are appended packed.
 
 use thiserror::Error;
 
 pub mod journal;
+pub mod rowlog;
 pub mod trace;
 
 /// Size of every on-disk block, in bytes. Data-file offsets are multiples of it.
@@ -76,6 +79,10 @@ pub mod sb {
     pub const COMMITTED_EPOCH: usize = 88;
     /// `u64` the lowest epoch not yet handed out.
     pub const NEXT_EPOCH: usize = 96;
+    /// `u64` row-log blocks the last checkpoint committed (version 3; zero
+    /// in version 2): blocks `data_blocks..data_blocks + rowlog_blocks` of
+    /// the data file are the committed row log.
+    pub const ROWLOG_BLOCKS: usize = 104;
     /// `u32` CRC-32C of bytes `[0, CRC)` of the superblock.
     pub const CRC: usize = 4092;
 }
@@ -136,7 +143,7 @@ pub enum FormatError {
         expected: Vec<u8>,
     },
     /// The format version is not one this build reads.
-    #[error("unsupported format version {found} (this build reads version {supported})")]
+    #[error("unsupported format version {found} (this build reads versions 2 to {supported})")]
     UnsupportedVersion {
         /// Version found on disk.
         found: u32,
@@ -194,11 +201,15 @@ pub enum FormatError {
 pub enum FormatVersion {
     /// Two superblock copies, epochs in data-block trailers, the undo journal.
     V2 = 2,
+    /// Version 2 and the row log: the superblock's `rowlog_blocks`, and
+    /// row-log blocks after the tables in the data file. A version 2 store
+    /// reads as one with an empty row log.
+    V3 = 3,
 }
 
 impl FormatVersion {
     /// The version this build writes.
-    pub const CURRENT: FormatVersion = FormatVersion::V2;
+    pub const CURRENT: FormatVersion = FormatVersion::V3;
 }
 
 impl TryFrom<u32> for FormatVersion {
@@ -206,6 +217,7 @@ impl TryFrom<u32> for FormatVersion {
     fn try_from(v: u32) -> Result<Self, FormatError> {
         match v {
             2 => Ok(FormatVersion::V2),
+            3 => Ok(FormatVersion::V3),
             found => Err(FormatError::UnsupportedVersion {
                 found,
                 supported: FormatVersion::CURRENT as u32,
@@ -483,6 +495,8 @@ pub struct Superblock {
     /// Lowest epoch never handed out: the next session or checkpoint
     /// interval writes with it.
     pub next_epoch: u64,
+    /// Row-log blocks committed by the last checkpoint (0: an empty log).
+    pub rowlog_blocks: u64,
 }
 
 impl Superblock {
@@ -504,6 +518,7 @@ impl Superblock {
         put_u64(&mut b, sb::SEQ, self.seq);
         put_u64(&mut b, sb::COMMITTED_EPOCH, self.committed_epoch);
         put_u64(&mut b, sb::NEXT_EPOCH, self.next_epoch);
+        put_u64(&mut b, sb::ROWLOG_BLOCKS, self.rowlog_blocks);
         let crc = crc32c::crc32c(&b[..sb::CRC]);
         put_u32(&mut b, sb::CRC, crc);
         b
@@ -573,6 +588,11 @@ impl Superblock {
             seq: get_u64(b, sb::SEQ),
             committed_epoch,
             next_epoch,
+            // Zero in a version 2 block, which this field's bytes were.
+            rowlog_blocks: match version {
+                FormatVersion::V2 => 0,
+                _ => get_u64(b, sb::ROWLOG_BLOCKS),
+            },
         })
     }
 }

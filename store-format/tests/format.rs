@@ -77,10 +77,26 @@ fn superblock_offsets_match_the_spec() {
             ("seq", sb::SEQ, 8),
             ("committed_epoch", sb::COMMITTED_EPOCH, 8),
             ("next_epoch", sb::NEXT_EPOCH, 8),
+            ("rowlog_blocks", sb::ROWLOG_BLOCKS, 8),
             ("crc", sb::CRC, 4),
         ],
     );
     assert_eq!(sb::CRC + 4, BLOCK_SIZE);
+}
+
+#[test]
+fn row_log_offsets_match_the_spec() {
+    check(
+        "## Row log",
+        &[
+            ("magic", rowlog::MAGIC, 4),
+            ("table", rowlog::TABLE, 4),
+            ("count", rowlog::COUNT, 4),
+            ("row_bytes", rowlog::ROW_BYTES, 4),
+        ],
+    );
+    assert_eq!(rowlog::IDS, 16);
+    assert_eq!(rowlog::LOG_MAGIC.to_le_bytes(), *b"ELOG");
 }
 
 #[test]
@@ -175,7 +191,7 @@ fn superblock_and_catalog_round_trip_and_reject() {
     }
 
     let s = Superblock {
-        version: FormatVersion::V2,
+        version: FormatVersion::V3,
         store_id: 7,
         created_unix: 1,
         table_count: 2,
@@ -187,9 +203,18 @@ fn superblock_and_catalog_round_trip_and_reject() {
         seq: 9,
         committed_epoch: 4,
         next_epoch: 6,
+        rowlog_blocks: 11,
     };
     let enc = s.encode();
     assert_eq!(Superblock::decode(&enc).unwrap(), s);
+    assert_eq!(u64::from_le_bytes(enc[104..112].try_into().unwrap()), 11);
+    // Version 2 had no row log: its block reads with an empty one.
+    let mut v2 = enc;
+    v2[8..12].copy_from_slice(&2u32.to_le_bytes());
+    let crc = crc32c::crc32c(&v2[..4092]);
+    v2[4092..].copy_from_slice(&crc.to_le_bytes());
+    let old = Superblock::decode(&v2).unwrap();
+    assert_eq!((old.version, old.rowlog_blocks), (FormatVersion::V2, 0));
     for (at, what) in [(0usize, "magic"), (20, "crc"), (90, "crc"), (4093, "crc")] {
         let mut e = enc;
         e[at] ^= 0xff;
@@ -214,10 +239,10 @@ fn superblock_and_catalog_round_trip_and_reject() {
             ..
         })
     ));
-    for v in [1, 3] {
+    for v in [1, 4] {
         assert!(matches!(
             FormatVersion::try_from(v),
-            Err(FormatError::UnsupportedVersion { found, supported: 2 }) if found == v
+            Err(FormatError::UnsupportedVersion { found, supported: 3 }) if found == v
         ));
     }
 }

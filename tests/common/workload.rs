@@ -25,7 +25,11 @@ pub fn config() -> StoreConfig {
                 .placement(p),
         );
     }
-    b.dram_capacity(96 << 10).dram_shards(2).build()
+    let mut c = b.dram_capacity(96 << 10).dram_shards(2).build();
+    // A row log of 24 blocks: it fills between checkpoints, so write-backs
+    // go to it and home, and checkpoints merge it, all under the tests.
+    c.ssd.row_log = Some(embtier::ByteSize(24 * 4096));
+    c
 }
 
 /// One operation.
