@@ -206,6 +206,8 @@ pub struct Embtier {
     store: embtier::Store,
     names: Vec<String>,
     dim: usize,
+    /// What the last `persist` did.
+    last: Option<embtier::Checkpoint>,
 }
 
 fn emb_err(e: embtier::Error) -> String {
@@ -271,6 +273,7 @@ impl Embtier {
                 .map(Dataset::table_name)
                 .collect(),
             dim: s.ds.dim as usize,
+            last: None,
         })
     }
 }
@@ -298,7 +301,8 @@ impl Engine for Embtier {
     }
 
     fn persist(&mut self) -> Result<()> {
-        self.store.checkpoint().map_err(emb_err).map(|_| ())
+        self.last = Some(self.store.checkpoint().map_err(emb_err)?);
+        Ok(())
     }
 
     fn cache(&self) -> CacheReport {
@@ -315,10 +319,23 @@ impl Engine for Embtier {
 
     fn setup_note(&self) -> String {
         let st = self.store.stats();
-        format!(
-            "{} ({}), direct I/O {}",
-            st.io_engine, st.io_engine_reason, st.direct_io
-        )
+        let logged: u64 = st.tables.iter().map(|t| t.ssd.log_rows_written).sum();
+        let mut note = format!(
+            "{} ({}), direct I/O {}; row log: {} rows appended, {} of {} blocks used",
+            st.io_engine,
+            st.io_engine_reason,
+            st.direct_io,
+            logged,
+            st.row_log_used_blocks,
+            st.row_log_capacity_blocks
+        );
+        if let Some(cp) = &self.last {
+            note += &format!(
+                ", the final checkpoint merged {} rows and committed {} log blocks",
+                cp.row_log_merged_rows, cp.row_log_blocks
+            );
+        }
+        note
     }
 }
 
