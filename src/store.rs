@@ -1012,11 +1012,14 @@ impl Store {
     /// state (or a later checkpoint's), never a mixture. Updates made after
     /// the last checkpoint are lost in a crash, as a trainer's are.
     ///
-    /// Writes every dirty row (first journaling the old image of each block
-    /// group overwritten for the first time since the last checkpoint),
-    /// fsyncs the data file, then commits by writing the superblock's two
-    /// copies in turn. Its cost is proportional to the rows dirtied since
-    /// the last checkpoint. Lookups and updates from other threads wait
+    /// Writes every dirty row: appended to the row log, packed, while it has
+    /// room; else in place, first journaling the old image of each block
+    /// group overwritten for the first time since the last checkpoint. Then
+    /// it fsyncs the data file and commits by writing the superblock's two
+    /// copies in turn, the row log's length with them. Its cost is
+    /// proportional to the rows dirtied since the last checkpoint, except
+    /// when the row log is more than half full, or holds rows since written
+    /// in place: then it also merges the log (see [`Store::merge_row_log`]). Lookups and updates from other threads wait
     /// while it runs. The protocol is in `store-format/FORMAT.md`.
     ///
     /// On a failed write nothing is lost: rows not written stay dirty in
@@ -1042,12 +1045,26 @@ impl Store {
     /// # Ok::<(), embtier::Error>(())
     /// ```
     pub fn checkpoint(&self) -> Result<Checkpoint> {
+        self.checkpoint_merging(false)
+    }
+
+    /// A [`Store::checkpoint`] that also merges the row log into the tables
+    /// whatever its fill: every logged row is written to its home block
+    /// group, and the log is emptied. A checkpoint merges on its own when
+    /// the log is more than half full; call this to pay that cost at a time
+    /// of your choosing (before copying the store, or at the end of a
+    /// training phase), or to measure it.
+    pub fn merge_row_log(&self) -> Result<Checkpoint> {
+        self.checkpoint_merging(true)
+    }
+
+    fn checkpoint_merging(&self, force: bool) -> Result<Checkpoint> {
         self.ssd.dur.check_writable()?;
         let _gate = self.ssd.gate.write();
         let log = &self.ssd.log;
         // A merge writes the dirty rows home rather than to the log it is
         // about to empty, then every logged row that is still newest.
-        let merge = log.wants_merge();
+        let merge = log.wants_merge() || (force && log.head() > 0);
         if merge {
             log.close();
         }

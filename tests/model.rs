@@ -398,4 +398,15 @@ fn row_log_appends_reads_merges_and_recovers() {
     let s = Store::open(&path).unwrap();
     assert_eq!(s.stats().table("t").unwrap().ssd.logged_rows, 200);
     check(&s, &saved, "reopened");
+    // A merge on demand empties the log, and the rows stay.
+    let cp = s.merge_row_log().unwrap();
+    assert_eq!(
+        (cp.row_log_merged_rows, cp.row_log_blocks),
+        (200, 0),
+        "{cp:?}"
+    );
+    drop(s);
+    let s = Store::open(&path).unwrap();
+    assert_eq!(s.stats().table("t").unwrap().ssd.logged_rows, 0);
+    check(&s, &saved, "merged on demand");
 }

@@ -89,6 +89,12 @@ pub trait Engine {
     fn sgd(&mut self, b: &Batch, looked_up: &[f32], grads: &[f32], lr: f32) -> Result<()>;
     /// Make every update durable on disk (flush, compaction debt paid).
     fn persist(&mut self) -> Result<()>;
+    /// After `persist`, pay any write debt the engine deferred (embtier:
+    /// merge its row log into the tables). `Ok(false)`: it defers none
+    /// beyond what `persist` already waited for.
+    fn settle(&mut self) -> Result<bool> {
+        Ok(false)
+    }
     /// The DRAM cache's contents.
     fn cache(&self) -> CacheReport;
     /// Facts of the setup worth printing (engine chosen, and so on).
@@ -303,6 +309,11 @@ impl Engine for Embtier {
     fn persist(&mut self) -> Result<()> {
         self.last = Some(self.store.checkpoint().map_err(emb_err)?);
         Ok(())
+    }
+
+    fn settle(&mut self) -> Result<bool> {
+        self.store.merge_row_log().map_err(emb_err)?;
+        Ok(true)
     }
 
     fn cache(&self) -> CacheReport {

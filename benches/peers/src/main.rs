@@ -116,6 +116,12 @@ pub struct RunResult {
     /// Disk bytes written during the run and the final persist, per byte of
     /// rows updated (unique per batch); W3 only.
     pub write_amp: Option<f64>,
+    /// Write amplification once the engine has also paid its deferred
+    /// writes (`Engine::settle`: embtier's row-log merge); `None` when it
+    /// defers none.
+    pub write_amp_settled: Option<f64>,
+    /// Seconds `settle` took.
+    pub settle_s: Option<f64>,
     /// Seconds to open the engine.
     pub open_s: f64,
     /// Seconds the final persist took (W3).
@@ -632,18 +638,32 @@ fn child(a: &Args, k: EngineKind) -> Result<(), String> {
     let secs = run.elapsed().as_secs_f64();
     let cache = eng.cache();
     let rss1 = proc_status("VmRSS:");
+    let update_bytes = updated as f64 * ds.row_bytes() as f64;
+    let wa_now = || {
+        disk_sectors_written(&a.dir)
+            .zip(disk0)
+            .map(|(b, a)| ((b - a) * 512) as f64 / update_bytes)
+    };
     let (write_amp, persist_s) = if w.updates() {
         let t = Instant::now();
         eng.persist()?;
-        let ps = t.elapsed().as_secs_f64();
-        let written = disk_sectors_written(&a.dir)
-            .zip(disk0)
-            .map(|(b, a)| (b - a) * 512);
-        let wa = written.map(|wb| wb as f64 / (updated as f64 * ds.row_bytes() as f64));
-        (wa, Some(ps))
+        (wa_now(), Some(t.elapsed().as_secs_f64()))
     } else {
         (None, None)
     };
+    let note = [eng.setup_note(), cache.note]
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
+    let (mut write_amp_settled, mut settle_s) = (None, None);
+    if w.updates() {
+        let t = Instant::now();
+        if eng.settle()? {
+            write_amp_settled = wa_now();
+            settle_s = Some(t.elapsed().as_secs_f64());
+        }
+    }
     let r = RunResult {
         engine: k.name().into(),
         workload: format!("{w:?}"),
@@ -660,14 +680,12 @@ fn child(a: &Args, k: EngineKind) -> Result<(), String> {
         },
         cached_rows: cache.rows,
         write_amp,
+        write_amp_settled,
+        settle_s,
         open_s,
         persist_s,
         verified_batches: verified,
-        note: [eng.setup_note(), cache.note]
-            .into_iter()
-            .filter(|s| !s.is_empty())
-            .collect::<Vec<_>>()
-            .join("; "),
+        note,
     };
     println!(
         "RESULT {}",

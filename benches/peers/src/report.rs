@@ -306,6 +306,15 @@ impl Report {
                 }
             }
             o.push('\n');
+            for r in self.results.iter().filter(|r| r.run.workload == w) {
+                if let (Some(wa), Some(secs)) = (r.run.write_amp_settled, r.run.settle_s) {
+                    let _ = writeln!(
+                        o,
+                        "{}, with the writes it deferred paid as well (its row log merged into the tables after the final persist, {:.1} s): write amp. {:.2}.\n",
+                        r.run.engine, secs, wa
+                    );
+                }
+            }
         }
         if let Some(h) = &self.w4_histogram {
             let _ = writeln!(
