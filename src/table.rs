@@ -1055,19 +1055,34 @@ impl Table {
             .iter()
             .map(|&(id, _, o)| (id, &bytes[o..o + rb]))
             .collect();
-        // Appended to the row log while it has room, in chunks of at most
-        // WB_CHUNK_BYTES of log blocks.
-        let mut start = 0;
+        // Rows of partly covered groups are appended to the row log while
+        // it has room, in chunks of at most WB_CHUNK_BYTES of log blocks.
+        // Whole groups (a bulk load, a dense table) go home: their write
+        // needs no read, and leaves nothing for a merge to do.
+        let mut rows = rows;
         if self.log_rows > 0 {
+            let e = &self.entry;
+            let rpg = e.layout.rows_per_group as u64;
+            let (mut home, mut partial): (Vec<RowRef<'_>>, Vec<RowRef<'_>>) = (vec![], vec![]);
+            for run in rows.chunk_by(|a, b| e.layout.group_of(a.0) == e.layout.group_of(b.0)) {
+                let g = e.layout.group_of(run[0].0);
+                let whole = run.len() as u64 == (e.rows - g * rpg).min(rpg);
+                if whole { &mut home } else { &mut partial }.extend_from_slice(run);
+            }
             let per_chunk = (WB_CHUNK_BYTES / BLOCK_SIZE) * self.log_rows;
-            while start < rows.len() {
-                let end = (start + per_chunk).min(rows.len());
-                match self.append_log(ssd, shards, &rows[start..end], &mut buf)? {
+            let mut start = 0;
+            while start < partial.len() {
+                let end = (start + per_chunk).min(partial.len());
+                match self.append_log(ssd, shards, &partial[start..end], &mut buf)? {
                     0 => break, // no room: the rest goes home
                     n => start += n,
                 }
             }
+            home.extend_from_slice(&partial[start..]);
+            home.sort_unstable_by_key(|r| r.0);
+            rows = home;
         }
+        let mut start = 0;
         // Written home in chunks of at most WB_CHUNK_BYTES of block groups:
         // scattered rows cost a whole group each, so a 64 MiB flush of
         // 256-byte rows would otherwise stage a 1 GiB buffer (and keep it in
