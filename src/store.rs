@@ -599,6 +599,7 @@ impl Store {
                 log_capacity,
                 superblock.rowlog_blocks,
             ),
+            bufs: parking_lot::Mutex::new(Vec::new()),
         };
         let mut pmem = match &config.pmem {
             Some(p) => {

@@ -763,12 +763,28 @@ impl Table {
         &self,
         ssd: &Ssd,
         shards: &[Mutex<Shard>],
-        mut misses: Vec<Miss>,
+        misses: Vec<Miss>,
         ctx: &mut Ctx,
         mut act: impl FnMut(&mut Shard, usize, &[Miss]),
     ) -> Result<()> {
         let gb = self.entry.layout.group_bytes();
-        let mut buf = AlignedBuf::new(BLOCK_SIZE);
+        let mut buf = ssd.take_buf();
+        let r = self.resolve_misses_in(ssd, shards, misses, ctx, &mut act, gb, &mut buf);
+        ssd.put_buf(buf);
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn resolve_misses_in(
+        &self,
+        ssd: &Ssd,
+        shards: &[Mutex<Shard>],
+        mut misses: Vec<Miss>,
+        ctx: &mut Ctx,
+        act: &mut impl FnMut(&mut Shard, usize, &[Miss]),
+        gb: usize,
+        buf: &mut AlignedBuf,
+    ) -> Result<()> {
         let mut row = vec![0u8; self.row_bytes];
         let mut attempts = 0;
         while !misses.is_empty() {
@@ -782,7 +798,7 @@ impl Table {
                 .iter()
                 .map(|&l| ssd.loc_offset(&self.entry, l))
                 .collect();
-            let read = ssd.read_extents_each(&offsets, gb, &mut buf, &mut |gi, blocks| {
+            let read = ssd.read_extents_each(&offsets, gb, buf, &mut |gi, blocks| {
                 let (lo, hi) = ranges[gi];
                 let mut i = Install {
                     shards,
@@ -793,7 +809,7 @@ impl Table {
                     retry: &mut retry,
                     corrupt: &mut corrupt,
                 };
-                self.install_group(ssd, &mut i, locs[gi], blocks, &misses_ref[lo..hi], &mut act);
+                self.install_group(ssd, &mut i, locs[gi], blocks, &misses_ref[lo..hi], act);
             });
             ctx.c.ssd_read_ops += locs.len() as u64;
             ctx.c.ssd_bytes_read += (locs.len() * gb) as u64;
@@ -1579,7 +1595,7 @@ pub(crate) fn lookup_many(ssd: &Ssd, parts: &mut [Part<'_>]) -> Result<()> {
             .or_default()
             .extend((0..r.locs.len()).map(|gi| (pi, gi)));
     }
-    let mut buf = AlignedBuf::new(BLOCK_SIZE);
+    let mut buf = ssd.take_buf();
     let max_row = parts.iter().map(|p| p.table.row_bytes).max().unwrap_or(0);
     let mut row = vec![0u8; max_row];
     for (gb, extents) in &by_size {
@@ -1631,6 +1647,7 @@ pub(crate) fn lookup_many(ssd: &Ssd, parts: &mut [Part<'_>]) -> Result<()> {
             result = Err(e);
         }
     }
+    ssd.put_buf(buf);
     // Misses that raced with write-backs read again table by table, then
     // every part publishes its accounting, whatever happened.
     for (p, mut r) in parts.iter_mut().zip(rounds) {
