@@ -890,6 +890,25 @@ impl Table {
         Ok(lb)
     }
 
+    /// Row `id`'s bytes in the log block `lb` read at `loc`, which the log
+    /// map says holds it.
+    fn logged_row<'b>(
+        &self,
+        ssd: &Ssd,
+        loc: Loc,
+        lb: &'b embtier_format::rowlog::LogBlock<'_>,
+        id: u64,
+    ) -> std::result::Result<&'b [u8], embtier_format::FormatError> {
+        match lb.ids.iter().position(|&x| x == id) {
+            Some(k) => Ok(lb.row(k)),
+            None => Err(embtier_format::FormatError::InvalidField {
+                field: "row log block",
+                offset: ssd.loc_offset(&self.entry, loc),
+                value: format!("does not hold row {id}, which the log map places there"),
+            }),
+        }
+    }
+
     /// Install the misses `run` (sorted by id, all read from `loc`) from
     /// the blocks just read there, and call `act` for each id under its
     /// shard lock. Misses that raced with a write-back go to `i.retry`; a
@@ -942,16 +961,10 @@ impl Table {
             let id = same[0].id;
             match (&home, &log) {
                 (Some(state), _) => row_from_group(e, *state, blocks, id, i.row),
-                (_, Some(lb)) => match lb.ids.iter().position(|&x| x == id) {
-                    Some(k) => i.row.copy_from_slice(lb.row(k)),
-                    None => {
-                        *i.corrupt = Some(corrupt(embtier_format::FormatError::InvalidField {
-                            field: "row log block",
-                            offset: ssd.loc_offset(e, loc),
-                            value: format!(
-                                "does not hold row {id}, which the log map places there"
-                            ),
-                        }));
+                (_, Some(lb)) => match self.logged_row(ssd, loc, lb, id) {
+                    Ok(bytes) => i.row.copy_from_slice(bytes),
+                    Err(source) => {
+                        *i.corrupt = Some(corrupt(source));
                         return;
                     }
                 },
@@ -1244,14 +1257,10 @@ impl Table {
                     source,
                 };
                 let lb = self.checked_log_block(ssd, b, raw).map_err(corrupt)?;
-                let j = lb.ids.iter().position(|&x| x == id).ok_or_else(|| {
-                    corrupt(embtier_format::FormatError::InvalidField {
-                        field: "row log block",
-                        offset: ssd.loc_offset(&self.entry, Loc::Log(b)),
-                        value: format!("does not hold row {id}, which the log map places there"),
-                    })
-                })?;
-                bytes[i * rb..(i + 1) * rb].copy_from_slice(lb.row(j));
+                let row = self
+                    .logged_row(ssd, Loc::Log(b), &lb, id)
+                    .map_err(corrupt)?;
+                bytes[i * rb..(i + 1) * rb].copy_from_slice(row);
             }
             let rows: Vec<RowRef<'_>> = chunk
                 .iter()
