@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use embtier_format::{
-    block_epoch, check_block, BlockState, Catalog, FormatError, FormatVersion, InitKind,
-    OptimizerCode, RowLayout, Superblock, TableEntry, BLOCK_SIZE, CATALOG_OFFSET,
+    Catalog, FormatError, FormatVersion, InitKind, OptimizerCode, RowLayout, Superblock,
+    TableEntry, BLOCK_SIZE, CATALOG_OFFSET,
 };
 
 use crate::config::{Init, Placement, StoreConfig, TableConfig};
@@ -264,8 +264,7 @@ fn restore_row_log(ssd: &Ssd, tables: &[Arc<Table>], committed: u64) -> Result<(
         ssd.read_extents_each(&[off], n as usize * BLOCK_SIZE, &mut buf, &mut |_, _| {})?;
         for i in 0..n {
             let b = (at + i) as u32;
-            let no = ssd.log_block(b);
-            let offset = no * BLOCK_SIZE as u64;
+            let offset = ssd.log_block(b) * BLOCK_SIZE as u64;
             let raw = &buf.as_slice()[i as usize * BLOCK_SIZE..(i as usize + 1) * BLOCK_SIZE];
             let fmt = |source| Error::Format {
                 path: ssd.path.clone(),
@@ -278,17 +277,7 @@ fn restore_row_log(ssd: &Ssd, tables: &[Arc<Table>], committed: u64) -> Result<(
                     value,
                 })
             };
-            if check_block(raw, no).map_err(fmt)? != BlockState::Sealed
-                || !ssd.dur.epoch_ok(block_epoch(raw))
-            {
-                return Err(invalid(
-                    "row log block",
-                    0,
-                    "a hole, or written by an epoch that never committed, inside the committed row log"
-                        .into(),
-                ));
-            }
-            let lb = embtier_format::rowlog::decode(raw, offset).map_err(fmt)?;
+            let lb = ssd.check_log_block(b, raw).map_err(fmt)?;
             let Some(t) = tables.get(lb.table as usize) else {
                 return Err(invalid(
                     "table",
@@ -1092,7 +1081,6 @@ impl Store {
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         done.row_log_merged_rows = merged;
-        done.row_log_blocks = log.head();
         Ok(done)
     }
 

@@ -546,6 +546,14 @@ impl Table {
 
     /// Encode `w` (`dim` f32s) into a row's weight bytes.
     #[inline]
+    /// Decode `row` into the output slot of every miss of `run`.
+    fn decode_misses(&self, row: &[u8], run: &[Miss], out: &mut [f32]) {
+        let dim = self.dim;
+        for m in run {
+            self.decode(row, &mut out[m.k * dim..(m.k + 1) * dim]);
+        }
+    }
+
     pub(crate) fn encode(&self, w: &[f32], row: &mut [u8], rounding: crate::precision::Rounding) {
         crate::precision::encode(self.elem, w, &mut row[..self.weight_bytes], rounding)
     }
@@ -660,9 +668,7 @@ impl Table {
                                 p.push(run[0].id);
                             }
                         }
-                        for m in run {
-                            self.decode(sh.dram.row(slot), &mut out[m.k * dim..(m.k + 1) * dim]);
-                        }
+                        self.decode_misses(sh.dram.row(slot), run, out);
                     })
                 };
                 if let (Some(b), Some(p)) = (pinned_before, pins.as_deref()) {
@@ -864,19 +870,8 @@ impl Table {
         blocks: &'b [u8],
     ) -> std::result::Result<embtier_format::rowlog::LogBlock<'b>, embtier_format::FormatError>
     {
-        let no = ssd.log_block(b);
-        let offset = no * BLOCK_SIZE as u64;
-        let blk = &blocks[..BLOCK_SIZE];
-        if embtier_format::check_block(blk, no)? != BlockState::Sealed
-            || !ssd.dur.epoch_ok(embtier_format::block_epoch(blk))
-        {
-            return Err(embtier_format::FormatError::InvalidField {
-                field: "row log block",
-                offset,
-                value: "a hole, or written by an epoch that never committed".into(),
-            });
-        }
-        let lb = embtier_format::rowlog::decode(blk, offset)?;
+        let lb = ssd.check_log_block(b, blocks)?;
+        let offset = ssd.log_block(b) * BLOCK_SIZE as u64;
         if lb.table != self.index || lb.row_bytes != self.row_bytes {
             return Err(embtier_format::FormatError::InvalidField {
                 field: "table",
@@ -1376,7 +1371,8 @@ impl Table {
             .fetch_add((groups.len() * gb) as u64, Ordering::Relaxed);
         c.ssd_rows_written
             .fetch_add(rows.len() as u64, Ordering::Relaxed);
-        if let TableKind::Cached { shards, .. } = &self.kind {
+        // Nothing is logged while the log is empty: skip the shard locks.
+        if let (TableKind::Cached { shards, .. }, true) = (&self.kind, ssd.log.head() > 0) {
             let mut stale = false;
             for (id, _) in rows {
                 let mut sh = shards[self.shard_of(*id, shards.len())].lock();
@@ -1619,7 +1615,6 @@ pub(crate) fn lookup_many(ssd: &Ssd, parts: &mut [Part<'_>]) -> Result<()> {
             let (pi, gi) = extents[k];
             let p = &mut parts[pi];
             let t = p.table;
-            let dim = t.dim;
             let out = &mut *p.out;
             let TableKind::Cached { shards, .. } = &t.kind else {
                 unreachable!("pinned tables have no misses")
@@ -1642,9 +1637,7 @@ pub(crate) fn lookup_many(ssd: &Ssd, parts: &mut [Part<'_>]) -> Result<()> {
                 blocks,
                 &r.misses[lo..hi],
                 &mut |sh: &mut Shard, slot: usize, run: &[Miss]| {
-                    for m in run {
-                        t.decode(sh.dram.row(slot), &mut out[m.k * dim..(m.k + 1) * dim]);
-                    }
+                    t.decode_misses(sh.dram.row(slot), run, out)
                 },
             );
         });
@@ -1663,15 +1656,12 @@ pub(crate) fn lookup_many(ssd: &Ssd, parts: &mut [Part<'_>]) -> Result<()> {
         let t = p.table;
         if result.is_ok() {
             let retry = std::mem::take(&mut r.retry);
-            let dim = t.dim;
             let out = &mut *p.out;
             result = t.end_round(r.corrupt.take(), 1, &retry).and_then(|()| {
                 match (&t.kind, retry.is_empty()) {
                     (TableKind::Cached { shards, .. }, false) => {
                         t.resolve_misses(ssd, shards, retry, &mut r.ctx, |sh, slot, run| {
-                            for m in run {
-                                t.decode(sh.dram.row(slot), &mut out[m.k * dim..(m.k + 1) * dim]);
-                            }
+                            t.decode_misses(sh.dram.row(slot), run, out)
                         })
                     }
                     _ => Ok(()),

@@ -95,6 +95,27 @@ impl Ssd {
         }
     }
 
+    /// Row-log block `b` as read into `raw`: sealed with its number, by an
+    /// epoch that may be read (see [`Ssd::check_group`]), then decoded.
+    /// Which table it names is the caller's to check.
+    pub fn check_log_block<'b>(
+        &self,
+        b: u32,
+        raw: &'b [u8],
+    ) -> Result<embtier_format::rowlog::LogBlock<'b>, FormatError> {
+        let no = self.log_block(b);
+        let offset = no * BLOCK_SIZE as u64;
+        let blk = &raw[..BLOCK_SIZE];
+        if check_block(blk, no)? != BlockState::Sealed || !self.dur.epoch_ok(block_epoch(blk)) {
+            return Err(FormatError::InvalidField {
+                field: "row log block",
+                offset,
+                value: "a hole, or written by an epoch that never committed".into(),
+            });
+        }
+        embtier_format::rowlog::decode(blk, offset)
+    }
+
     /// The data-file block number of row-log block `b`.
     pub fn log_block(&self, b: u32) -> u64 {
         self.log.base + b as u64
