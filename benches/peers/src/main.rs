@@ -357,17 +357,7 @@ pub fn w4_target(a: &Args) -> Result<(Vec<f64>, String), String> {
 }
 
 fn fits_in_memory(bytes: u64) -> bool {
-    let avail = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find(|l| l.starts_with("MemAvailable:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse::<u64>().ok())
-        })
-        .unwrap_or(0)
-        * 1024;
-    bytes <= avail / 2
+    bytes <= proc_kib("/proc/meminfo", "MemAvailable:").unwrap_or(0) / 2
 }
 
 /// A memory cgroup (v1 or v2) limited to the budget plus the process's own
@@ -701,7 +691,12 @@ fn child(a: &Args, k: EngineKind) -> Result<(), String> {
 
 /// A `kB` field of `/proc/self/status`, in bytes.
 fn proc_status(field: &str) -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    proc_kib("/proc/self/status", field)
+}
+
+/// A `field: N kB` line of a `/proc` file such as `/proc/meminfo`, in bytes.
+pub fn proc_kib(file: &str, field: &str) -> Option<u64> {
+    let s = std::fs::read_to_string(file).ok()?;
     let l = s.lines().find(|l| l.starts_with(field))?;
     l.split_whitespace()
         .nth(1)?
