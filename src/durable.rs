@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 
 use embtier_format::journal::{self, BatchHeader, JournalEntry, MAX_ENTRIES};
 use embtier_format::{
-    block_epoch, check_block, BlockState, FormatError, Superblock, BLOCK_SIZE, SUPERBLOCK_SLOTS,
+    block_epoch, check_block, BlockState, CounterSlot, FormatError, Superblock, BLOCK_SIZE,
+    MAX_DEAD_RANGES, SUPERBLOCK_SLOTS, TRAILER_EPOCH,
 };
 use parking_lot::Mutex;
 
@@ -41,6 +42,13 @@ pub struct Recovery {
     pub groups_restored: u64,
     /// Whether the journal ended in a batch cut short by a crash.
     pub torn_tail: bool,
+    /// Epochs handed out and never committed, as inclusive ranges: a block
+    /// of one of them that recovery did not undo is an error to read, at
+    /// this open and every later one (see FORMAT.md, "Dead epochs").
+    pub dead_epochs: Vec<(u64, u64)>,
+    /// Whether this open scrubbed the data file because the dead epoch
+    /// list was full (blocks read, and dead blocks found).
+    pub scrubbed: Option<(u64, u64)>,
 }
 
 /// What one [`crate::Store::checkpoint`] did.
@@ -82,8 +90,16 @@ pub(crate) struct Durable {
     journal_path: PathBuf,
     meta: Box<dyn IoEngine>,
     meta_path: PathBuf,
-    /// Epochs at or below this were committed before this process opened.
+    /// Epochs at or below this were committed before this process opened,
+    /// but for the dead ones.
     floor: u64,
+    /// Dead epochs (inclusive ranges, ascending): never committed.
+    dead: Vec<(u64, u64)>,
+    /// Whether anything was sealed with the current epoch (so it cannot be
+    /// handed back at close).
+    wrote: std::sync::atomic::AtomicBool,
+    /// The call counters committed by the last checkpoint.
+    counters: Vec<u64>,
     /// This process's first epoch: blocks from `start` on are its own.
     start: u64,
     state: Mutex<State>,
@@ -227,6 +243,19 @@ impl Durable {
             data.sync().map_err(|f| Error::from_failure(data_path, f))?;
         }
         drop(map);
+        // Every epoch between the committed one and the next is dead: it
+        // was handed out and never committed. Recovery has undone what the
+        // journal holds of them; whatever it missed (a lost or damaged
+        // record) still carries its dead epoch, and stays unreadable even
+        // after later checkpoints commit higher epochs.
+        let mut sb = sb;
+        if !sb.add_dead(sb.committed_epoch + 1, sb.next_epoch - 1) {
+            let (dead, read, found) = scrub(data, data_path, &sb)?;
+            rec.scrubbed = Some((read, found));
+            sb.dead_epochs = dead;
+        }
+        rec.dead_epochs = sb.dead_epochs.clone();
+        let counters = read_counters(&*meta, &meta_path, &sb)?;
         let d = Durable {
             journal,
             journal_file,
@@ -234,6 +263,9 @@ impl Durable {
             meta,
             meta_path,
             floor: sb.committed_epoch,
+            dead: sb.dead_epochs.clone(),
+            wrote: false.into(),
+            counters,
             start: sb.next_epoch,
             current: sb.next_epoch.into(),
             state: Mutex::new(State {
@@ -267,6 +299,20 @@ impl Durable {
         self.current.load(std::sync::atomic::Ordering::Acquire)
     }
 
+    /// The epoch to seal blocks with that are about to be written to the
+    /// data file: the current one, which can then no longer be handed back
+    /// at close.
+    pub(crate) fn seal_epoch(&self) -> u64 {
+        self.wrote.store(true, std::sync::atomic::Ordering::Release);
+        self.epoch()
+    }
+
+    /// The call counters committed by the last checkpoint, one per table
+    /// in catalog order.
+    pub(crate) fn counters(&self) -> &[u64] {
+        &self.counters
+    }
+
     /// The checkpoint generation last committed.
     pub(crate) fn generation(&self) -> u64 {
         self.state.lock().sb.generation
@@ -276,7 +322,7 @@ impl Durable {
     /// this process opened, or written by this process. Anything else was
     /// written by an epoch that never committed and was not undone.
     pub(crate) fn epoch_ok(&self, e: u64) -> bool {
-        e <= self.floor || (self.start <= e && e <= self.epoch())
+        (e <= self.floor && !is_dead(&self.dead, e)) || (self.start <= e && e <= self.epoch())
     }
 
     /// Refuse writes after a failed fsync.
@@ -403,7 +449,8 @@ impl Durable {
     /// record's state on disk is unknown until a reopen recovers it.
     /// `rowlog_blocks` is the row log's length, every block of which the
     /// caller has written and fsynced.
-    pub(crate) fn commit(&self, rowlog_blocks: u64) -> Result<Checkpoint> {
+    /// `counters` are the tables' call counters, in catalog order.
+    pub(crate) fn commit(&self, rowlog_blocks: u64, counters: &[u64]) -> Result<Checkpoint> {
         self.check_writable()?;
         let mut st = self.state.lock();
         let next = Superblock {
@@ -412,8 +459,23 @@ impl Durable {
             committed_epoch: st.epoch,
             next_epoch: st.sb.next_epoch + 1,
             rowlog_blocks,
+            counters_generation: st.sb.generation + 1,
             ..st.sb.clone()
         };
+        // The counters first, in the slot the previous commit did not use,
+        // durable before the superblock that names them.
+        let slot = CounterSlot {
+            generation: next.generation,
+            counters: counters.to_vec(),
+        };
+        let at = CounterSlot::offset(&next, next.generation % 2);
+        let bytes = slot.encode();
+        let mut buf = AlignedBuf::new(bytes.len());
+        buf.as_mut_slice()[..bytes.len()].copy_from_slice(&bytes);
+        self.meta
+            .write_extents(&[at], bytes.len(), &buf)
+            .and_then(|()| self.meta.sync())
+            .map_err(|f| self.poison(Error::from_failure(&self.meta_path, f)))?;
         self.write_superblock(&next).map_err(|e| self.poison(e))?;
         let done = Checkpoint {
             generation: next.generation,
@@ -426,6 +488,8 @@ impl Durable {
         st.epoch = st.sb.next_epoch;
         self.current
             .store(st.epoch, std::sync::atomic::Ordering::Release);
+        self.wrote
+            .store(false, std::sync::atomic::Ordering::Release);
         st.sb = next;
         st.journaled.clear();
         st.len = 0;
@@ -457,4 +521,157 @@ impl Durable {
             .and_then(|()| self.journal_file.sync_data())
             .map_err(|e| Error::io(&self.journal_path, "truncate", e))
     }
+}
+
+impl Drop for Durable {
+    /// Hand the current epoch back when nothing was sealed with it, so a
+    /// clean close adds no dead epoch: the next open finds the committed
+    /// epoch right below the next one. Best effort: a failure leaves the
+    /// epoch dead, which is safe.
+    fn drop(&mut self) {
+        if self.wrote.load(std::sync::atomic::Ordering::Acquire) || self.check_writable().is_err() {
+            return;
+        }
+        let st = self.state.lock();
+        if st.len > 0 || st.sb.next_epoch != st.epoch + 1 {
+            return;
+        }
+        let back = Superblock {
+            seq: st.sb.seq + 1,
+            next_epoch: st.epoch,
+            ..st.sb.clone()
+        };
+        if back.next_epoch > back.committed_epoch {
+            let _ = self.write_superblock(&back);
+        }
+    }
+}
+
+/// Dead epochs as inclusive ranges, ascending and disjoint.
+type DeadRanges = Vec<(u64, u64)>;
+
+/// Whether `e` lies in one of `dead`'s inclusive, ascending ranges.
+fn is_dead(dead: &[(u64, u64)], e: u64) -> bool {
+    let i = dead.partition_point(|&(_, last)| last < e);
+    dead.get(i).is_some_and(|&(first, _)| first <= e)
+}
+
+/// The call counters committed by the checkpoint `sb` names: zeros before
+/// the first counted commit (or in a store of version 3 and before).
+fn read_counters(meta: &dyn IoEngine, meta_path: &Path, sb: &Superblock) -> Result<Vec<u64>> {
+    let n = sb.table_count as usize;
+    if sb.counters_generation == 0 {
+        return Ok(vec![0; n]);
+    }
+    let len = CounterSlot::slot_len(n) as usize;
+    let at = CounterSlot::offset(sb, sb.counters_generation % 2);
+    let mut buf = AlignedBuf::new(len);
+    crate::tier::ssd::poison(&mut buf, len);
+    meta.read_extents(&[at], len, &mut buf)
+        .map_err(|f| Error::from_failure(meta_path, f))?;
+    CounterSlot::decode_at(&buf.as_slice()[..len], at, n, sb.counters_generation)
+        .map(|s| s.counters)
+        .map_err(|source| Error::Format {
+            path: meta_path.into(),
+            source,
+        })
+}
+
+/// Read every sealed block of the data file (tables and committed row
+/// log; holes are skipped) and find those of dead epochs. Run at open when
+/// the dead epoch list no longer fits the superblock: the dead epochs that
+/// no block carries any more are forgotten. Returns the new list (the
+/// epochs of dead blocks found, each its own range), the blocks read and
+/// the dead blocks found. More dead epochs with blocks than a superblock
+/// holds is an error naming the first such block.
+fn scrub(data: &dyn IoEngine, data_path: &Path, sb: &Superblock) -> Result<(DeadRanges, u64, u64)> {
+    const CHUNK: u64 = 256; // blocks a read
+    let end = sb.data_blocks + sb.rowlog_blocks;
+    let segments = data_segments(data_path, end)?;
+    let mut buf = AlignedBuf::new(CHUNK as usize * BLOCK_SIZE);
+    let (mut read, mut found) = (0u64, 0u64);
+    let mut epochs: Vec<(u64, u64)> = Vec::new(); // (epoch, first block seen)
+    for (lo, hi) in segments {
+        let mut b = lo;
+        while b < hi {
+            let n = (hi - b).min(CHUNK);
+            let len = n as usize * BLOCK_SIZE;
+            crate::tier::ssd::poison(&mut buf, len);
+            data.read_extents(&[b * BLOCK_SIZE as u64], len, &mut buf)
+                .map_err(|f| Error::from_failure(data_path, f))?;
+            for k in 0..n {
+                let blk = &buf.as_slice()[k as usize * BLOCK_SIZE..(k as usize + 1) * BLOCK_SIZE];
+                read += 1;
+                // Damaged blocks are reported when read; only a sealed
+                // block's epoch is evidence here.
+                if check_block(blk, b + k) != Ok(BlockState::Sealed) {
+                    continue;
+                }
+                let e = block_epoch(blk);
+                if sb.is_dead(e) {
+                    found += 1;
+                    if !epochs.iter().any(|&(x, _)| x == e) {
+                        epochs.push((e, b + k));
+                    }
+                }
+            }
+            b += n;
+        }
+    }
+    epochs.sort_unstable();
+    if epochs.len() > MAX_DEAD_RANGES {
+        let (e, blk) = epochs[0];
+        return Err(Error::Format {
+            path: data_path.into(),
+            source: FormatError::InvalidField {
+                field: "epoch",
+                offset: blk * BLOCK_SIZE as u64 + TRAILER_EPOCH as u64,
+                value: format!(
+                    "{e}: a dead epoch, one of {} with blocks recovery could not undo \
+                     (more than a superblock can list)",
+                    epochs.len()
+                ),
+            },
+        });
+    }
+    Ok((epochs.iter().map(|&(e, _)| (e, e)).collect(), read, found))
+}
+
+/// The ranges `[lo, hi)` of blocks below `end` that hold data (holes
+/// skipped with `SEEK_DATA`/`SEEK_HOLE`; the whole range where the file
+/// system cannot say).
+fn data_segments(path: &Path, end: u64) -> Result<Vec<(u64, u64)>> {
+    use std::os::fd::AsRawFd;
+    let bs = BLOCK_SIZE as u64;
+    let f = File::open(path).map_err(|e| Error::io(path, "open", e))?;
+    let fd = f.as_raw_fd();
+    let mut out = Vec::new();
+    let mut at = 0u64;
+    let limit = end * bs;
+    while at < limit {
+        // SAFETY: lseek on a descriptor this function owns; no memory is
+        // passed to the kernel.
+        let d = unsafe { libc::lseek(fd, at as libc::off_t, libc::SEEK_DATA) };
+        if d < 0 {
+            let err = std::io::Error::last_os_error();
+            return match err.raw_os_error() {
+                Some(libc::ENXIO) => Ok(out), // no data past `at`
+                Some(libc::EINVAL) | Some(libc::EOPNOTSUPP) => {
+                    out.push((at / bs, end));
+                    Ok(out)
+                }
+                _ => Err(Error::io(path, "lseek", err)),
+            };
+        }
+        // SAFETY: as above.
+        let h = unsafe { libc::lseek(fd, d, libc::SEEK_HOLE) };
+        let h = if h < 0 { limit as i64 } else { h };
+        let (lo, hi) = (d as u64 / bs, (h as u64).div_ceil(bs).min(end));
+        if lo >= end {
+            break;
+        }
+        out.push((lo, hi));
+        at = hi * bs;
+    }
+    Ok(out)
 }

@@ -393,6 +393,8 @@ impl Store {
             committed_epoch: 0,
             next_epoch: 1,
             rowlog_blocks: 0,
+            counters_generation: 0,
+            dead_epochs: Vec::new(),
         };
         let data_path = config
             .ssd
@@ -631,6 +633,7 @@ impl Store {
                 ssd: &ssd,
                 fresh,
                 index: index as u32,
+                rounding_calls: ssd.dur.counters().get(index).copied().unwrap_or(0),
             })?));
         }
         let by_name = tables
@@ -1074,7 +1077,11 @@ impl Store {
             }
         }
         self.ssd.sync().map_err(|e| self.ssd.dur.poison(e))?;
-        let mut done = self.ssd.dur.commit(if merge { 0 } else { log.head() })?;
+        let counters: Vec<u64> = self.tables.iter().map(|t| t.rounding_calls()).collect();
+        let mut done = self
+            .ssd
+            .dur
+            .commit(if merge { 0 } else { log.head() }, &counters)?;
         if merge {
             log.reset();
             self.log_merges

@@ -411,6 +411,10 @@ pub(crate) struct TableSetup<'a> {
     pub fresh: bool,
     /// The table's index in the catalog (named in its row-log blocks).
     pub index: u32,
+    /// Calls that drew a stochastic rounding seed before the last
+    /// checkpoint (persisted with it, so a resumed run rounds as one that
+    /// never stopped).
+    pub rounding_calls: u64,
 }
 
 impl Table {
@@ -503,7 +507,7 @@ impl Table {
             row_bytes: rb,
             elem: crate::Elem::from_format(e.elem),
             weight_bytes: e.elem.weight_bytes(e.dim) as usize,
-            sr_epoch: AtomicU64::new(0),
+            sr_epoch: AtomicU64::new(s.rounding_calls),
             kind,
             counters: Counters::default(),
             wb_lock: Mutex::new(AlignedBuf::new(BLOCK_SIZE)),
@@ -556,6 +560,12 @@ impl Table {
 
     pub(crate) fn encode(&self, w: &[f32], row: &mut [u8], rounding: crate::precision::Rounding) {
         crate::precision::encode(self.elem, w, &mut row[..self.weight_bytes], rounding)
+    }
+
+    /// Calls that have drawn a stochastic rounding seed (see
+    /// [`Table::rounding_base`]), since the store was created.
+    pub(crate) fn rounding_calls(&self) -> u64 {
+        self.sr_epoch.load(Ordering::Relaxed)
     }
 
     /// A fresh base seed for the stochastic rounding of one call, or `None`
@@ -1167,7 +1177,7 @@ impl Table {
         let n = n as usize;
         let rows = &rows[..rows.len().min(n * self.log_rows)];
         buf.ensure(n * BLOCK_SIZE);
-        let epoch = ssd.dur.epoch();
+        let epoch = ssd.dur.seal_epoch();
         let mut ids = Vec::with_capacity(self.log_rows);
         let mut bytes = Vec::with_capacity(self.log_rows * rb);
         for (bi, chunk) in rows.chunks(self.log_rows).enumerate() {

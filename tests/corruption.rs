@@ -271,3 +271,141 @@ fn journal_flips_are_errors_with_the_journal_offset() {
     s.lookup("t", &[5], &mut out).unwrap();
     assert_eq!(out, rows("t", &[5], 4, false));
 }
+
+/// Each row of both tables, read one lookup at a time: its checkpoint
+/// value, or an error. Returns the rows that failed; panics on a row that
+/// reads with any other value (damaged data served as good).
+fn exact_or_error(s: &Store, case: &str) -> usize {
+    let mut failed = 0;
+    for (table, n, dim) in [("t", T_ROWS, 4), ("w", W_ROWS, W_DIM)] {
+        for id in 0..n {
+            let mut out = vec![0f32; dim];
+            match s.lookup(table, &[id], &mut out) {
+                Ok(()) => assert_eq!(
+                    out,
+                    rows(table, &[id], dim, false),
+                    "{case}: {table}[{id}] served a value that was never committed"
+                ),
+                Err(_) => failed += 1,
+            }
+        }
+    }
+    failed
+}
+
+/// A named way to damage a copy of the fixture.
+type Damage = (String, Box<dyn Fn(&Path)>);
+
+/// The ways the issue found journals damaged: every byte class of each
+/// batch's header flipped or overwritten, images flipped, the journal cut
+/// at and inside each batch, and the journal deleted.
+fn journal_damages() -> Vec<Damage> {
+    let jlen = fs::metadata(fixture().join(embtier::JOURNAL_FILE))
+        .unwrap()
+        .len();
+    let mut cases: Vec<Damage> = Vec::new();
+    let jpath = |d: &Path| d.join(embtier::JOURNAL_FILE);
+    for (bi, b) in batches().iter().enumerate() {
+        let h = b.offset;
+        let entries_end = jh::ENTRIES + b.header.entries.len() * jh::ENTRY_SIZE;
+        let mut at: Vec<usize> = (0..entries_end).collect(); // fields and entries
+        at.extend([entries_end, entries_end + 1, 2048, jh::CRC - 1]); // padding
+        at.extend(jh::CRC..BLOCK_SIZE); // the CRC
+        for i in at {
+            let off = h + i as u64;
+            cases.push((
+                format!("batch {bi} header byte {i} flipped"),
+                Box::new(move |d: &Path| flip(&jpath(d), off)),
+            ));
+            cases.push((
+                format!("batch {bi} header byte {i} zeroed"),
+                Box::new(move |d: &Path| {
+                    let p = jpath(d);
+                    let mut bytes = fs::read(&p).unwrap();
+                    bytes[off as usize] = if bytes[off as usize] == 0 { 0xff } else { 0 };
+                    fs::write(&p, bytes).unwrap();
+                }),
+            ));
+        }
+        let images = h + BLOCK_SIZE as u64;
+        let image_bytes = b
+            .header
+            .entries
+            .iter()
+            .map(|e| e.nblocks as u64)
+            .sum::<u64>()
+            * BLOCK_SIZE as u64;
+        for off in [images, images + image_bytes / 2, images + image_bytes - 1] {
+            cases.push((
+                format!("batch {bi} image byte {} flipped", off - images),
+                Box::new(move |d: &Path| flip(&jpath(d), off)),
+            ));
+        }
+        for cut in [h, h + 100, h + BLOCK_SIZE as u64, images + image_bytes / 2] {
+            cases.push((
+                format!("journal cut at {cut} (batch {bi})"),
+                Box::new(move |d: &Path| {
+                    fs::OpenOptions::new()
+                        .write(true)
+                        .open(jpath(d))
+                        .unwrap()
+                        .set_len(cut)
+                        .unwrap()
+                }),
+            ));
+        }
+    }
+    cases.push((
+        format!("journal cut at {}", jlen - 1),
+        Box::new(move |d: &Path| {
+            fs::OpenOptions::new()
+                .write(true)
+                .open(jpath(d))
+                .unwrap()
+                .set_len(jlen - 1)
+                .unwrap()
+        }),
+    ));
+    cases.push((
+        "journal deleted".into(),
+        Box::new(move |d: &Path| fs::remove_file(jpath(d)).unwrap()),
+    ));
+    cases
+}
+
+/// Issue 13, defect 1: a damaged journal record must never become
+/// committed data. Before the fix, procedure (b) (open, checkpoint without
+/// reading, reopen) served the crashed epoch's un-restored blocks as
+/// committed rows, because the new checkpoint's epoch was above theirs.
+#[test]
+fn journal_damage_never_becomes_committed_data() {
+    let (mut opened, mut errors, mut failed_rows) = (0, 0, 0);
+    for (case, damage) in journal_damages() {
+        // (a) open and read everything.
+        let (_t, dir) = patched(&damage);
+        match Store::open(&dir) {
+            Ok(s) => {
+                opened += 1;
+                failed_rows += exact_or_error(&s, &format!("{case}, read at once"));
+            }
+            Err(_) => errors += 1,
+        }
+        // (b) open, checkpoint without reading, reopen twice, read.
+        let (_t, dir) = patched(&damage);
+        if let Ok(s) = Store::open(&dir) {
+            let _ = s.checkpoint();
+            drop(s);
+            for round in 0..2 {
+                if let Ok(s) = Store::open(&dir) {
+                    exact_or_error(&s, &format!("{case}, read after a checkpoint ({round})"));
+                    let _ = s.checkpoint();
+                }
+            }
+        }
+    }
+    eprintln!(
+        "journal damage: {opened} opened, {errors} refused at open, {failed_rows} row reads \
+         failed loudly; no row was wrong"
+    );
+    assert!(opened > 0 && failed_rows > 0, "the cases exercise nothing");
+}

@@ -146,7 +146,7 @@ impl Ssd {
         let firsts: Vec<u64> = offsets.iter().map(|o| o / BLOCK_SIZE as u64).collect();
         self.dur
             .before_write(&firsts, bpg, None, &*self.engine, &self.path)?;
-        let epoch = self.dur.epoch();
+        let epoch = self.dur.seal_epoch();
         for (gi, &first) in firsts.iter().enumerate() {
             for k in 0..bpg as usize {
                 let at = (gi * bpg as usize + k) * BLOCK_SIZE;

@@ -45,6 +45,10 @@ pub const SUPERBLOCK_MAGIC: [u8; 8] = *b"EMBTIER\0";
 pub const SUPERBLOCK_SLOTS: [u64; 2] = [0, BLOCK_SIZE as u64];
 /// Byte offset of the catalog in the metadata file.
 pub const CATALOG_OFFSET: u64 = 2 * BLOCK_SIZE as u64;
+/// Most dead epoch ranges a superblock holds (see [`sb::DEAD_RANGES`]).
+pub const MAX_DEAD_RANGES: usize = 128;
+/// Magic of a call-counter slot: `"ECNT"`.
+pub const COUNTERS_MAGIC: u32 = u32::from_le_bytes(*b"ECNT");
 
 /// Superblock field offsets (see FORMAT.md, "Superblock").
 pub mod sb {
@@ -83,6 +87,20 @@ pub mod sb {
     /// in version 2): blocks `data_blocks..data_blocks + rowlog_blocks` of
     /// the data file are the committed row log.
     pub const ROWLOG_BLOCKS: usize = 104;
+    /// `u64` the generation whose commit wrote the call counters (version
+    /// 4; 0: none written, every counter is 0): the counter slot
+    /// `counters_generation % 2` after the catalog holds them.
+    pub const COUNTERS_GENERATION: usize = 112;
+    /// `u32` dead epoch ranges that follow (version 4), at most
+    /// [`super::MAX_DEAD_RANGES`].
+    pub const DEAD_COUNT: usize = 120;
+    /// `u32` zero.
+    pub const RESERVED: usize = 124;
+    /// Dead epoch ranges (version 4): `dead_count` pairs of `u64` (first,
+    /// last), inclusive, ascending and disjoint. A sealed block of a dead
+    /// epoch was written by an epoch that never committed and was not
+    /// undone: it is never read as row values.
+    pub const DEAD_RANGES: usize = 128;
     /// `u32` CRC-32C of bytes `[0, CRC)` of the superblock.
     pub const CRC: usize = 4092;
 }
@@ -205,11 +223,15 @@ pub enum FormatVersion {
     /// row-log blocks after the tables in the data file. A version 2 store
     /// reads as one with an empty row log.
     V3 = 3,
+    /// Version 3, dead epoch ranges and the persisted call counters in the
+    /// superblock, and the counter slots after the catalog. Versions 2 and
+    /// 3 read as stores with no dead epochs and counters at zero.
+    V4 = 4,
 }
 
 impl FormatVersion {
     /// The version this build writes.
-    pub const CURRENT: FormatVersion = FormatVersion::V3;
+    pub const CURRENT: FormatVersion = FormatVersion::V4;
 }
 
 impl TryFrom<u32> for FormatVersion {
@@ -218,6 +240,7 @@ impl TryFrom<u32> for FormatVersion {
         match v {
             2 => Ok(FormatVersion::V2),
             3 => Ok(FormatVersion::V3),
+            4 => Ok(FormatVersion::V4),
             found => Err(FormatError::UnsupportedVersion {
                 found,
                 supported: FormatVersion::CURRENT as u32,
@@ -497,9 +520,44 @@ pub struct Superblock {
     pub next_epoch: u64,
     /// Row-log blocks committed by the last checkpoint (0: an empty log).
     pub rowlog_blocks: u64,
+    /// The generation whose commit wrote the call counters (0: none; every
+    /// counter is 0). See [`CounterSlot`].
+    pub counters_generation: u64,
+    /// Dead epochs: inclusive ranges, ascending and disjoint, of epochs
+    /// that were handed out and never committed. A sealed block carrying
+    /// one was not undone by recovery and is never read as row values, at
+    /// this open or any later one.
+    pub dead_epochs: Vec<(u64, u64)>,
 }
 
 impl Superblock {
+    /// Whether epoch `e` is dead: handed out, never committed.
+    pub fn is_dead(&self, e: u64) -> bool {
+        let i = self.dead_epochs.partition_point(|&(_, last)| last < e);
+        self.dead_epochs
+            .get(i)
+            .is_some_and(|&(first, _)| first <= e)
+    }
+
+    /// Add the inclusive range `first..=last` to the dead epochs, merging
+    /// it with ranges it overlaps or touches. Returns whether the list
+    /// still fits a superblock ([`MAX_DEAD_RANGES`]).
+    pub fn add_dead(&mut self, first: u64, last: u64) -> bool {
+        if first <= last {
+            self.dead_epochs.push((first, last));
+            self.dead_epochs.sort_unstable();
+            let mut merged: Vec<(u64, u64)> = Vec::with_capacity(self.dead_epochs.len());
+            for &(f, l) in &self.dead_epochs {
+                match merged.last_mut() {
+                    Some(m) if f <= m.1.saturating_add(1) => m.1 = m.1.max(l),
+                    _ => merged.push((f, l)),
+                }
+            }
+            self.dead_epochs = merged;
+        }
+        self.dead_epochs.len() <= MAX_DEAD_RANGES
+    }
+
     /// Encode into one block.
     pub fn encode(&self) -> [u8; BLOCK_SIZE] {
         let mut b = [0u8; BLOCK_SIZE];
@@ -519,6 +577,16 @@ impl Superblock {
         put_u64(&mut b, sb::COMMITTED_EPOCH, self.committed_epoch);
         put_u64(&mut b, sb::NEXT_EPOCH, self.next_epoch);
         put_u64(&mut b, sb::ROWLOG_BLOCKS, self.rowlog_blocks);
+        put_u64(&mut b, sb::COUNTERS_GENERATION, self.counters_generation);
+        assert!(
+            self.dead_epochs.len() <= MAX_DEAD_RANGES,
+            "more dead epoch ranges than a superblock holds"
+        );
+        put_u32(&mut b, sb::DEAD_COUNT, self.dead_epochs.len() as u32);
+        for (i, &(first, last)) in self.dead_epochs.iter().enumerate() {
+            put_u64(&mut b, sb::DEAD_RANGES + 16 * i, first);
+            put_u64(&mut b, sb::DEAD_RANGES + 16 * i + 8, last);
+        }
         let crc = crc32c::crc32c(&b[..sb::CRC]);
         put_u32(&mut b, sb::CRC, crc);
         b
@@ -575,6 +643,41 @@ impl Superblock {
                 value: format!("{next_epoch}, not above the committed epoch {committed_epoch}"),
             });
         }
+        let v4 = !matches!(version, FormatVersion::V2 | FormatVersion::V3);
+        let mut dead_epochs = Vec::new();
+        if v4 {
+            let n = get_u32(b, sb::DEAD_COUNT) as usize;
+            if n > MAX_DEAD_RANGES {
+                return Err(FormatError::InvalidField {
+                    field: "dead_count",
+                    offset: at + sb::DEAD_COUNT as u64,
+                    value: format!("{n}, more than {MAX_DEAD_RANGES}"),
+                });
+            }
+            for i in 0..n {
+                let (first, last) = (
+                    get_u64(b, sb::DEAD_RANGES + 16 * i),
+                    get_u64(b, sb::DEAD_RANGES + 16 * i + 8),
+                );
+                let after = dead_epochs.last().map_or(0, |&(_, l): &(u64, u64)| l + 1);
+                if first == 0
+                    || first > last
+                    || first < after
+                    || last >= next_epoch
+                    || (first..=last).contains(&committed_epoch)
+                {
+                    return Err(FormatError::InvalidField {
+                        field: "dead epoch range",
+                        offset: at + (sb::DEAD_RANGES + 16 * i) as u64,
+                        value: format!(
+                            "{first}..={last}: not ascending, disjoint, above 0 and below the \
+                             next epoch {next_epoch}, or holding the committed epoch"
+                        ),
+                    });
+                }
+                dead_epochs.push((first, last));
+            }
+        }
         Ok(Superblock {
             version,
             store_id: get_u64(b, sb::STORE_ID),
@@ -593,6 +696,125 @@ impl Superblock {
                 FormatVersion::V2 => 0,
                 _ => get_u64(b, sb::ROWLOG_BLOCKS),
             },
+            counters_generation: if v4 {
+                get_u64(b, sb::COUNTERS_GENERATION)
+            } else {
+                0
+            },
+            dead_epochs,
+        })
+    }
+}
+
+/// Call-counter slot field offsets (see FORMAT.md, "Call counters").
+pub mod cs {
+    /// `u32` [`super::COUNTERS_MAGIC`].
+    pub const MAGIC: usize = 0;
+    /// `u32` counters in the slot: the catalog's table count.
+    pub const COUNT: usize = 4;
+    /// `u64` the generation whose commit wrote the slot.
+    pub const GENERATION: usize = 8;
+    /// `count` `u64` counters, one per table in catalog order.
+    pub const COUNTERS: usize = 16;
+}
+
+/// The persisted per-table call counters (the stochastic rounding's
+/// stream position), committed with each checkpoint. Two slots follow the
+/// catalog in the metadata file; the commit of generation `g` writes slot
+/// `g % 2`, so the previous checkpoint's slot is intact until the new
+/// superblock is durable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CounterSlot {
+    /// The generation whose commit wrote it.
+    pub generation: u64,
+    /// One counter per table, in catalog order.
+    pub counters: Vec<u64>,
+}
+
+impl CounterSlot {
+    /// Bytes of one slot for `tables` tables: whole blocks.
+    pub fn slot_len(tables: usize) -> u64 {
+        ((cs::COUNTERS + 8 * tables + 4).div_ceil(BLOCK_SIZE) * BLOCK_SIZE) as u64
+    }
+
+    /// Byte offset in the metadata file of slot `k` (0 or 1) of a store
+    /// whose superblock is `sb`: the slots start at the first block
+    /// boundary after the catalog.
+    pub fn offset(sb: &Superblock, k: u64) -> u64 {
+        let start =
+            (sb.catalog_offset + sb.catalog_len).div_ceil(BLOCK_SIZE as u64) * BLOCK_SIZE as u64;
+        start + k * CounterSlot::slot_len(sb.table_count as usize)
+    }
+
+    /// Encode into `slot_len(counters.len())` bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let n = self.counters.len();
+        let mut b = vec![0u8; CounterSlot::slot_len(n) as usize];
+        put_u32(&mut b, cs::MAGIC, COUNTERS_MAGIC);
+        put_u32(&mut b, cs::COUNT, n as u32);
+        put_u64(&mut b, cs::GENERATION, self.generation);
+        for (i, &c) in self.counters.iter().enumerate() {
+            put_u64(&mut b, cs::COUNTERS + 8 * i, c);
+        }
+        let end = cs::COUNTERS + 8 * n;
+        let crc = crc32c::crc32c(&b[..end]);
+        put_u32(&mut b, end, crc);
+        b
+    }
+
+    /// Decode the slot read from byte `at` of the metadata file, which
+    /// must hold `tables` counters written by the commit of `generation`.
+    pub fn decode_at(
+        b: &[u8],
+        at: u64,
+        tables: usize,
+        generation: u64,
+    ) -> Result<CounterSlot, FormatError> {
+        let end = cs::COUNTERS + 8 * tables;
+        if b.len() < end + 4 {
+            return Err(FormatError::Truncated {
+                offset: at,
+                needed: (end + 4) as u64,
+                have: b.len() as u64,
+            });
+        }
+        let magic = get_u32(b, cs::MAGIC);
+        if magic != COUNTERS_MAGIC {
+            return Err(FormatError::BadMagic {
+                offset: at,
+                found: b[..4].to_vec(),
+                expected: COUNTERS_MAGIC.to_le_bytes().to_vec(),
+            });
+        }
+        let (stored, computed) = (get_u32(b, end), crc32c::crc32c(&b[..end]));
+        if stored != computed {
+            return Err(FormatError::ChecksumMismatch {
+                offset: at,
+                stored,
+                computed,
+            });
+        }
+        let count = get_u32(b, cs::COUNT) as usize;
+        if count != tables {
+            return Err(FormatError::InvalidField {
+                field: "counter count",
+                offset: at + cs::COUNT as u64,
+                value: format!("{count}, the catalog has {tables} tables"),
+            });
+        }
+        let g = get_u64(b, cs::GENERATION);
+        if g != generation {
+            return Err(FormatError::InvalidField {
+                field: "counter generation",
+                offset: at + cs::GENERATION as u64,
+                value: format!("{g}, the superblock names generation {generation}"),
+            });
+        }
+        Ok(CounterSlot {
+            generation,
+            counters: (0..tables)
+                .map(|i| get_u64(b, cs::COUNTERS + 8 * i))
+                .collect(),
         })
     }
 }

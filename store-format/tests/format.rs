@@ -78,10 +78,81 @@ fn superblock_offsets_match_the_spec() {
             ("committed_epoch", sb::COMMITTED_EPOCH, 8),
             ("next_epoch", sb::NEXT_EPOCH, 8),
             ("rowlog_blocks", sb::ROWLOG_BLOCKS, 8),
+            ("counters_generation", sb::COUNTERS_GENERATION, 8),
+            ("dead_count", sb::DEAD_COUNT, 4),
+            ("reserved", sb::RESERVED, 4),
             ("crc", sb::CRC, 4),
         ],
     );
     assert_eq!(sb::CRC + 4, BLOCK_SIZE);
+}
+
+#[test]
+fn counter_slot_offsets_match_the_spec() {
+    check(
+        "## Call counters",
+        &[
+            ("magic", cs::MAGIC, 4),
+            ("count", cs::COUNT, 4),
+            ("generation", cs::GENERATION, 8),
+        ],
+    );
+    assert_eq!(cs::COUNTERS, 16);
+    assert_eq!(COUNTERS_MAGIC.to_le_bytes(), *b"ECNT");
+}
+
+#[test]
+fn counter_slots_round_trip_and_reject_damage() {
+    let slot = CounterSlot {
+        generation: 7,
+        counters: vec![3, u64::MAX, 0],
+    };
+    let b = slot.encode();
+    assert_eq!(b.len() as u64, CounterSlot::slot_len(3));
+    assert_eq!(CounterSlot::slot_len(3), 4096);
+    assert_eq!(CounterSlot::slot_len(510), 8192);
+    assert_eq!(CounterSlot::decode_at(&b, 8192, 3, 7).unwrap(), slot);
+    // Another generation's slot, another table count, a flipped byte.
+    assert!(matches!(
+        CounterSlot::decode_at(&b, 8192, 3, 5),
+        Err(FormatError::InvalidField {
+            field: "counter generation",
+            offset: 8200,
+            ..
+        })
+    ));
+    assert!(matches!(
+        CounterSlot::decode_at(&b, 8192, 2, 7),
+        Err(FormatError::ChecksumMismatch { offset: 8192, .. })
+    ));
+    for at in [0usize, 5, 9, 17, 40, 43] {
+        let mut bad = b.clone();
+        bad[at] ^= 1;
+        assert!(
+            CounterSlot::decode_at(&bad, 8192, 3, 7).is_err(),
+            "byte {at}"
+        );
+    }
+    // Slots start at the block after the catalog, one after the other.
+    let s = Superblock {
+        version: FormatVersion::V4,
+        store_id: 1,
+        created_unix: 1,
+        table_count: 3,
+        catalog_offset: 8192,
+        catalog_len: 384,
+        catalog_crc: 0,
+        data_blocks: 1,
+        generation: 0,
+        seq: 1,
+        committed_epoch: 0,
+        next_epoch: 1,
+        rowlog_blocks: 0,
+        counters_generation: 0,
+        dead_epochs: vec![],
+    };
+    assert_eq!(CounterSlot::offset(&s, 0), 12288);
+    assert_eq!(CounterSlot::offset(&s, 1), 16384);
 }
 
 #[test]
@@ -191,7 +262,7 @@ fn superblock_and_catalog_round_trip_and_reject() {
     }
 
     let s = Superblock {
-        version: FormatVersion::V3,
+        version: FormatVersion::V4,
         store_id: 7,
         created_unix: 1,
         table_count: 2,
@@ -204,9 +275,68 @@ fn superblock_and_catalog_round_trip_and_reject() {
         committed_epoch: 4,
         next_epoch: 6,
         rowlog_blocks: 11,
+        counters_generation: 3,
+        dead_epochs: vec![(1, 2), (5, 5)],
     };
     let enc = s.encode();
     assert_eq!(Superblock::decode(&enc).unwrap(), s);
+    assert_eq!(u32::from_le_bytes(enc[120..124].try_into().unwrap()), 2);
+    assert_eq!(u64::from_le_bytes(enc[144..152].try_into().unwrap()), 5);
+    assert!(s.is_dead(1) && s.is_dead(2) && !s.is_dead(3) && !s.is_dead(4) && s.is_dead(5));
+    // Dead ranges that cannot arise are refused, naming the range.
+    for (ranges, i) in [
+        (vec![(2u64, 1u64)], 0usize), // reversed
+        (vec![(1, 2), (2, 2)], 1),    // overlapping
+        (vec![(0, 1)], 0),            // epoch 0
+        (vec![(5, 6)], 0),            // at or past next_epoch
+        (vec![(3, 4)], 0),            // holds the committed epoch
+    ] {
+        let bad = Superblock {
+            dead_epochs: ranges.clone(),
+            ..s.clone()
+        }
+        .encode();
+        match Superblock::decode(&bad) {
+            Err(FormatError::InvalidField {
+                field: "dead epoch range",
+                offset,
+                ..
+            }) => assert_eq!(offset, (sb::DEAD_RANGES + 16 * i) as u64, "{ranges:?}"),
+            other => panic!("{ranges:?}: {other:?}"),
+        }
+    }
+    let mut many = enc;
+    many[sb::DEAD_COUNT..sb::DEAD_COUNT + 4]
+        .copy_from_slice(&(MAX_DEAD_RANGES as u32 + 1).to_le_bytes());
+    let crc = crc32c::crc32c(&many[..4092]);
+    many[4092..].copy_from_slice(&crc.to_le_bytes());
+    assert!(matches!(
+        Superblock::decode(&many),
+        Err(FormatError::InvalidField {
+            field: "dead_count",
+            ..
+        })
+    ));
+    // Merging: touching and overlapping ranges become one.
+    let mut m = Superblock {
+        dead_epochs: vec![],
+        ..s.clone()
+    };
+    assert!(m.add_dead(3, 2)); // empty: nothing added
+    assert!(m.add_dead(7, 9) && m.add_dead(1, 2) && m.add_dead(3, 5));
+    assert_eq!(m.dead_epochs, vec![(1, 5), (7, 9)]);
+    assert!(m.add_dead(6, 6));
+    assert_eq!(m.dead_epochs, vec![(1, 9)]);
+    // Version 3 had neither: its block reads with none.
+    let mut v3 = Superblock {
+        version: FormatVersion::V3,
+        ..s.clone()
+    }
+    .encode();
+    let crc = crc32c::crc32c(&v3[..4092]);
+    v3[4092..].copy_from_slice(&crc.to_le_bytes());
+    let old = Superblock::decode(&v3).unwrap();
+    assert!(old.dead_epochs.is_empty() && old.counters_generation == 0);
     assert_eq!(u64::from_le_bytes(enc[104..112].try_into().unwrap()), 11);
     // Version 2 had no row log: its block reads with an empty one.
     let mut v2 = enc;
@@ -239,10 +369,10 @@ fn superblock_and_catalog_round_trip_and_reject() {
             ..
         })
     ));
-    for v in [1, 4] {
+    for v in [1, 5] {
         assert!(matches!(
             FormatVersion::try_from(v),
-            Err(FormatError::UnsupportedVersion { found, supported: 3 }) if found == v
+            Err(FormatError::UnsupportedVersion { found, supported: 4 }) if found == v
         ));
     }
 }

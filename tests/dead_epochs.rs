@@ -1,0 +1,150 @@
+//! Dead epochs (FORMAT.md, "Dead epochs"): an epoch handed out and never
+//! committed stays dead for good, so blocks it wrote that recovery could
+//! not undo are never served, however many checkpoints follow; a clean
+//! close adds none; and a list too long for the superblock is scrubbed
+//! down to the epochs some block still carries.
+
+use std::fs;
+
+use embtier::{Init, Store, StoreConfig, TableConfig};
+
+/// 4400-byte rows: two blocks a group, so write-backs go home in place
+/// (journaled), never to the row log.
+const DIM: usize = 1100;
+const ROWS: u64 = 40;
+
+fn config() -> StoreConfig {
+    StoreConfig::builder()
+        .table(TableConfig::new("w", ROWS, DIM as u32).init(Init::Zeros))
+        // Room for a few rows: updates evict and write back in place.
+        .dram_capacity(8 * 4400)
+        .build()
+}
+
+fn row(id: u64, gen: u64) -> Vec<f32> {
+    (0..DIM)
+        .map(|j| (gen * 1000 + id) as f32 + j as f32 / 2048.0)
+        .collect()
+}
+
+/// Set every row to its value for `gen`, one row per call so that rows are
+/// evicted and written back in place as it goes.
+fn write_all(s: &Store, gen: u64) {
+    for id in 0..ROWS {
+        s.update("w", &[id], &row(id, gen)).unwrap();
+    }
+}
+
+/// Every row reads as its value for `gen`, or fails; returns the failures.
+fn exact_or_error(s: &Store, gen: u64) -> u64 {
+    let mut failed = 0;
+    for id in 0..ROWS {
+        let mut out = vec![0f32; DIM];
+        match s.lookup("w", &[id], &mut out) {
+            Ok(()) => assert_eq!(out, row(id, gen), "row {id} is not generation {gen}'s"),
+            Err(e) => {
+                assert!(e.to_string().contains("never committed"), "{e}");
+                failed += 1;
+            }
+        }
+    }
+    failed
+}
+
+#[test]
+fn a_clean_close_adds_no_dead_epoch() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("s");
+    let s = Store::create(&dir, config()).unwrap();
+    write_all(&s, 1);
+    s.checkpoint().unwrap();
+    drop(s);
+    for _ in 0..3 {
+        let s = Store::open(&dir).unwrap();
+        assert!(s.recovery().dead_epochs.is_empty(), "{:?}", s.recovery());
+        assert_eq!(exact_or_error(&s, 1), 0);
+    }
+}
+
+#[test]
+fn a_crash_after_writes_leaves_a_dead_epoch_that_outlives_checkpoints() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("s");
+    let s = Store::create(&dir, config()).unwrap();
+    write_all(&s, 1);
+    let crashed = s.checkpoint().unwrap().epoch + 1;
+    write_all(&s, 2); // written back in place, journaled, never committed
+    drop(s);
+    // The journal is lost: recovery cannot undo the in-place writes.
+    fs::remove_file(dir.join(embtier::JOURNAL_FILE)).unwrap();
+    let s = Store::open(&dir).unwrap();
+    assert!(
+        s.recovery()
+            .dead_epochs
+            .iter()
+            .any(|&(a, b)| a <= crashed && crashed <= b),
+        "epoch {crashed} not dead: {:?}",
+        s.recovery()
+    );
+    let failed = exact_or_error(&s, 1);
+    assert!(failed > 0, "no row was written back in place");
+    drop(s);
+    // Checkpoints commit higher epochs; the dead blocks stay refused.
+    for _ in 0..3 {
+        let s = Store::open(&dir).unwrap();
+        s.checkpoint().unwrap();
+        drop(s);
+        let s = Store::open(&dir).unwrap();
+        assert_eq!(exact_or_error(&s, 1), failed);
+    }
+    // Rewriting a dead row whole makes it good again.
+    let s = Store::open(&dir).unwrap();
+    write_all(&s, 3);
+    s.checkpoint().unwrap();
+    drop(s);
+    let s = Store::open(&dir).unwrap();
+    assert_eq!(exact_or_error(&s, 3), 0);
+}
+
+/// More crashes (each after a checkpoint, so each leaves its own range)
+/// than a superblock lists: the open that overflows scrubs the data file
+/// and keeps only the dead epoch whose blocks are still there.
+#[test]
+fn an_overflowing_dead_list_is_scrubbed_to_the_epochs_still_on_disk() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("s");
+    let s = Store::create(&dir, config()).unwrap();
+    write_all(&s, 1);
+    let lost = s.checkpoint().unwrap().epoch + 1;
+    // One crash whose journal is lost: its blocks stay dead.
+    write_all(&s, 2);
+    drop(s);
+    fs::remove_file(dir.join(embtier::JOURNAL_FILE)).unwrap();
+    let mut scrubbed = None;
+    let mut failed = None;
+    for round in 0..embtier::format::MAX_DEAD_RANGES + 2 {
+        let s = Store::open(&dir).unwrap();
+        if let Some(sc) = s.recovery().scrubbed {
+            scrubbed = Some((round, sc, s.recovery().dead_epochs.clone()));
+        }
+        assert!(s.recovery().dead_epochs.len() <= embtier::format::MAX_DEAD_RANGES);
+        let f = exact_or_error(&s, 1);
+        assert!(f > 0);
+        assert_eq!(*failed.get_or_insert(f), f, "round {round}");
+        s.checkpoint().unwrap();
+        // A crash after writes the journal undoes: a dead epoch, no dead
+        // block.
+        write_all(&s, 9);
+        drop(s);
+    }
+    let (round, (read, found), dead) = scrubbed.expect("the dead list never overflowed");
+    eprintln!("scrub at round {round}: {read} blocks read, {found} dead, ranges {dead:?}");
+    assert!(found > 0 && read >= found);
+    assert_eq!(
+        dead,
+        vec![(lost, lost)],
+        "only the lost epoch's blocks are dead"
+    );
+    let s = Store::open(&dir).unwrap();
+    assert_eq!(exact_or_error(&s, 1), failed.unwrap());
+}
