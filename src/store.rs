@@ -594,15 +594,9 @@ impl Store {
             Some(p) => {
                 let path = p.path.clone().unwrap_or_else(|| dir.join(PMEM_FILE));
                 // PMem is a cache: its contents do not outlive the process.
-                let f = OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .open(&path)
-                    .map_err(|e| Error::io(&path, "open", e))?;
-                f.set_len(p.capacity.0)
-                    .map_err(|e| Error::io(&path, "set_len", e))?;
+                // Its blocks are reserved now: a store into an unallocated
+                // page of the mapping on a full file system is a SIGBUS.
+                let f = crate::io::reserve::create_reserved(&path, p.capacity.0)?;
                 Some(
                     PmemFile::map(&f, p.capacity.0 as usize)
                         .map_err(|e| Error::io(&path, "mmap", e))?,
