@@ -167,24 +167,26 @@ fn child_pmem_too_large() {
         config(20_000, Some(pmem.clone()), big),
     );
     assert_reserve_enospc(r, &pmem, big, "create");
-    // A PMem file that fits: create works; a larger one at open fails.
+    // The failed create left nothing on the small file system.
+    assert!(!pmem.exists(), "create left {pmem:?} behind");
+    // A PMem file that fits: a retry works; a larger one at open fails.
     let small = 256 << 10;
     let store = Store::create(
-        tmp.path().join("s2"),
+        tmp.path().join("s"),
         config(20_000, Some(pmem.clone()), small),
     )
     .unwrap();
     sweep(&store, 20_000);
     drop(store);
     let r = Store::open_with(
-        tmp.path().join("s2"),
+        tmp.path().join("s"),
         config(20_000, Some(pmem.clone()), big),
         Default::default(),
     );
     assert_reserve_enospc(r, &pmem, big, "open");
     // The failed open gave the space back: the small one opens again.
     let store = Store::open_with(
-        tmp.path().join("s2"),
+        tmp.path().join("s"),
         config(20_000, Some(pmem.clone()), small),
         Default::default(),
     )
