@@ -151,7 +151,10 @@ impl Durable {
         let (mf, _) = crate::io::open_file(&meta_path, false)?;
         let meta = wrap(&meta_path, crate::io::psync_engine(mf));
         // Mapped, not read: the journal can be as large as the groups one
-        // checkpoint interval overwrote.
+        // checkpoint interval overwrote. Read only, so a full file system
+        // cannot fault it (only a store into an unallocated page of a
+        // mapping needs a block; the PMem tier's writable mapping has its
+        // blocks reserved, see `crate::io::reserve`); its holes read zeros.
         let map = if journal_file.metadata().map(|m| m.len()).unwrap_or(0) == 0 {
             None
         } else {

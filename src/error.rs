@@ -165,6 +165,21 @@ pub enum Error {
         /// Byte offset of the write that failed.
         offset: u64,
     },
+    /// The blocks of a file written through a memory mapping (the PMem
+    /// tier's `pmem.emb`) could not be reserved when it was created: the
+    /// file system is full (ENOSPC), or refuses both `fallocate` and
+    /// `posix_fallocate`. Reserving them at open is what keeps a full file
+    /// system from raising SIGBUS later, at a store into the mapping.
+    #[error("{path}: cannot reserve {len} bytes for a writable memory mapping: {}", reserve_reason(.source))]
+    MapReserve {
+        /// The file.
+        path: PathBuf,
+        /// Bytes that were to be reserved (the mapping's length).
+        len: u64,
+        /// The OS error; its errno is ENOSPC when the file system is full.
+        #[source]
+        source: std::io::Error,
+    },
     /// A flush, journal or commit fsync failed earlier: what reached the
     /// disk is unknown, so the store takes no more writes. Reopening it
     /// recovers the last checkpoint.
@@ -186,6 +201,16 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+}
+
+fn reserve_reason(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::ENOSPC) => format!("the file system is full ({e})"),
+        Some(libc::EOPNOTSUPP) => {
+            format!("the file system supports neither fallocate nor posix_fallocate ({e})")
+        }
+        _ => e.to_string(),
+    }
 }
 
 impl Error {

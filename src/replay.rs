@@ -617,17 +617,16 @@ pub fn calibrate(dir: &std::path::Path, mib: usize) -> crate::Result<Profiles> {
     // PMem: a mapped file, as the store maps its PMem tier.
     let pmem_path = dir.join("calibrate.pmem");
     {
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&pmem_path)
-            .map_err(|e| crate::Error::io(&pmem_path, "open", e))?;
-        f.set_len(bytes as u64)
-            .map_err(|e| crate::Error::io(&pmem_path, "set_len", e))?;
+        // Blocks reserved, so that `fill` below cannot raise SIGBUS on a
+        // full file system: the calibration fails with an error instead.
+        let f =
+            crate::io::reserve::create_reserved(&pmem_path, bytes as u64).inspect_err(|_| {
+                let _ = std::fs::remove_file(&pmem_path);
+            })?;
         // SAFETY: the file was just created by us in the calibration
         // directory and is not shared; the mapping lives only in this block.
+        // Its blocks are allocated, so no store into it can fault for want
+        // of space.
         let mut map = unsafe { memmap2::MmapMut::map_mut(&f) }
             .map_err(|e| crate::Error::io(&pmem_path, "mmap", e))?;
         map.fill(1);

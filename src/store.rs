@@ -337,10 +337,100 @@ fn entry_for(t: &TableConfig, base_block: u64) -> TableEntry {
     }
 }
 
+/// What a `Store::create` has made so far, removed again if it fails: the
+/// guard is dropped armed on every error path, and disarmed once the store
+/// is assembled. It removes only what this create made: the files a store
+/// keeps in its directory (and only once the directory is this create's,
+/// see `owns_contents`), data and PMem files at configured paths that did not
+/// exist before, and the directories it made, each only if empty.
+struct CreateUndo {
+    dir: PathBuf,
+    /// Directories made by this create (the store directory and any missing
+    /// parents), outermost first.
+    made_dirs: Vec<PathBuf>,
+    /// Whether the store files in `dir` are this create's to remove: true
+    /// from the moment it tries the store's lock, false again if another
+    /// process holds it (another create raced this one into the same empty
+    /// directory, and the files are that one's).
+    owns_contents: bool,
+    /// Files made outside the store's own names: a configured data or PMem
+    /// path that did not exist before this create.
+    outside: Vec<PathBuf>,
+    armed: bool,
+}
+
+/// The files a store keeps in its directory.
+const STORE_FILES: [&str; 7] = [
+    LOCK_FILE,
+    CONFIG_FILE,
+    META_FILE,
+    "embtier.meta.tmp",
+    DATA_FILE,
+    crate::durable::JOURNAL_FILE,
+    PMEM_FILE,
+];
+
+impl CreateUndo {
+    fn new(dir: &Path) -> CreateUndo {
+        CreateUndo {
+            dir: dir.into(),
+            made_dirs: Vec::new(),
+            owns_contents: false,
+            outside: Vec::new(),
+            armed: true,
+        }
+    }
+
+    /// `fs::create_dir_all(dir)`, remembering which directories it made.
+    fn make_dirs(&mut self, dir: &Path) -> Result<()> {
+        let missing: Vec<PathBuf> = dir
+            .ancestors()
+            .filter(|a| !a.as_os_str().is_empty())
+            .take_while(|a| fs::symlink_metadata(a).is_err())
+            .map(Path::to_path_buf)
+            .collect();
+        self.made_dirs = missing.into_iter().rev().collect();
+        fs::create_dir_all(dir).map_err(|e| Error::io(dir, "mkdir", e))
+    }
+
+    /// Remember `path` (a configured file outside the store's names) for
+    /// removal, unless something is there already.
+    fn outside_file(&mut self, path: &Path) {
+        if fs::symlink_metadata(path).is_err() {
+            self.outside.push(path.into());
+        }
+    }
+}
+
+impl Drop for CreateUndo {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        // Errors are ignored: this runs on an error path, and the error
+        // being returned is the one that matters.
+        if self.owns_contents {
+            for name in STORE_FILES {
+                let _ = fs::remove_file(self.dir.join(name));
+            }
+        }
+        for p in &self.outside {
+            let _ = fs::remove_file(p);
+        }
+        for d in self.made_dirs.iter().rev() {
+            let _ = fs::remove_dir(d); // only if empty
+        }
+    }
+}
+
 impl Store {
     /// Create a new store in `dir` (which must not exist or be empty).
     /// Writes `store.toml`, the metadata file, and a sparse data file: no row
     /// data is written, so a table of 10^9 rows is created in constant time.
+    ///
+    /// A create that fails leaves nothing behind: the directories, files and
+    /// the PMem file it made are removed again (a directory that existed
+    /// empty before stays), so it can be retried with a corrected config.
     pub fn create(dir: impl AsRef<Path>, config: StoreConfig) -> Result<Store> {
         Store::create_with(dir, config, OpenOptionsExt::default())
     }
@@ -353,15 +443,21 @@ impl Store {
     ) -> Result<Store> {
         let dir = dir.as_ref();
         config.plan()?;
+        let mut undo = CreateUndo::new(dir);
         if dir.exists() {
             let mut it = fs::read_dir(dir).map_err(|e| Error::io(dir, "read_dir", e))?;
             if it.next().is_some() {
                 return Err(Error::AlreadyExists { path: dir.into() });
             }
         } else {
-            fs::create_dir_all(dir).map_err(|e| Error::io(dir, "mkdir", e))?;
+            undo.make_dirs(dir)?;
         }
-        let lock = LockFile::acquire(dir)?;
+        undo.owns_contents = true;
+        let lock = LockFile::acquire(dir).inspect_err(|e| {
+            if matches!(e, Error::Locked { .. }) {
+                undo.owns_contents = false;
+            }
+        })?;
         let mut catalog = Catalog::default();
         let mut next = 0u64;
         for t in &config.tables {
@@ -401,6 +497,9 @@ impl Store {
             .path
             .clone()
             .unwrap_or_else(|| dir.join(DATA_FILE));
+        if config.ssd.path.is_some() {
+            undo.outside_file(&data_path);
+        }
         {
             let f = OpenOptions::new()
                 .write(true)
@@ -433,7 +532,12 @@ impl Store {
         }
         fs::rename(&tmp, &meta_path).map_err(|e| Error::io(&meta_path, "rename", e))?;
         fsync_dir(dir)?;
-        Store::assemble(dir, config, sb, catalog, lock, true, opts)
+        if let Some(p) = config.pmem.as_ref().and_then(|p| p.path.as_ref()) {
+            undo.outside_file(p);
+        }
+        let store = Store::assemble(dir, config, sb, catalog, lock, true, opts)?;
+        undo.armed = false;
+        Ok(store)
     }
 
     /// Open the store in `dir` with the tier settings of its `store.toml`.
@@ -596,15 +700,9 @@ impl Store {
             Some(p) => {
                 let path = p.path.clone().unwrap_or_else(|| dir.join(PMEM_FILE));
                 // PMem is a cache: its contents do not outlive the process.
-                let f = OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .open(&path)
-                    .map_err(|e| Error::io(&path, "open", e))?;
-                f.set_len(p.capacity.0)
-                    .map_err(|e| Error::io(&path, "set_len", e))?;
+                // Its blocks are reserved now: a store into an unallocated
+                // page of the mapping on a full file system is a SIGBUS.
+                let f = crate::io::reserve::create_reserved(&path, p.capacity.0)?;
                 Some(
                     PmemFile::map(&f, p.capacity.0 as usize)
                         .map_err(|e| Error::io(&path, "mmap", e))?,

@@ -16,6 +16,7 @@ mod aligned;
 pub mod fault;
 mod latency;
 mod psync;
+pub(crate) mod reserve;
 #[cfg(target_os = "linux")]
 mod uring;
 

@@ -81,7 +81,9 @@ pub(crate) struct PmemFile {
 }
 
 impl PmemFile {
-    /// Map `file` of `len` bytes (already sized).
+    /// Map `file` of `len` bytes, already sized with its blocks allocated
+    /// (`crate::io::reserve::create_reserved`): a store into a page of a
+    /// sparse file on a full file system would raise SIGBUS.
     pub fn map(file: &std::fs::File, len: usize) -> std::io::Result<PmemFile> {
         let map = memmap2::MmapOptions::new().len(len.max(1)).map_raw(file)?;
         Ok(PmemFile {

@@ -1,0 +1,73 @@
+//! Files written through a memory mapping, with their blocks reserved.
+//!
+//! A store into a page of a shared file mapping whose block was never
+//! allocated makes the kernel allocate it then; when the file system is full
+//! it cannot, and the storing thread gets SIGBUS, which no error path can
+//! catch. So every file this crate writes through a mapping is created with
+//! all of its blocks allocated (`fallocate` mode 0), and a file system that
+//! cannot give them is an error at open, naming the file and the size.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// Allocate the blocks of bytes `0..len` of `file` (growing it to `len` if
+/// shorter): `fallocate` mode 0, or, where the file system does not support
+/// it (EOPNOTSUPP), `posix_fallocate`, which writes the blocks instead. The
+/// error is the OS's: ENOSPC when the file system is full.
+pub(crate) fn reserve_blocks(file: &File, len: u64) -> io::Result<()> {
+    if len == 0 {
+        return Ok(()); // fallocate refuses an empty range; nothing to reserve
+    }
+    let len = libc::off_t::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+    let fd = file.as_raw_fd();
+    loop {
+        // SAFETY: fallocate on a descriptor that `file` keeps open for the
+        // call; it touches no memory of this process.
+        let rc = unsafe { libc::fallocate(fd, 0, 0, len) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EOPNOTSUPP) => break,
+            _ => return Err(e),
+        }
+    }
+    loop {
+        // SAFETY: as above; posix_fallocate returns the error number
+        // instead of setting errno.
+        match unsafe { libc::posix_fallocate(fd, 0, len) } {
+            0 => return Ok(()),
+            libc::EINTR => continue,
+            errno => return Err(io::Error::from_raw_os_error(errno)),
+        }
+    }
+}
+
+/// Create (or truncate) `path` as a file of `len` bytes, every block
+/// allocated, ready to be mapped for writing. On failure the file is
+/// truncated to nothing again, so that blocks reserved before the file
+/// system ran out are given back; the error is [`Error::MapReserve`].
+pub(crate) fn create_reserved(path: &Path, len: u64) -> Result<File> {
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .map_err(|e| Error::io(path, "open", e))?;
+    if let Err(source) = reserve_blocks(&f, len) {
+        let _ = f.set_len(0);
+        return Err(Error::MapReserve {
+            path: path.into(),
+            len,
+            source,
+        });
+    }
+    Ok(f)
+}
