@@ -460,6 +460,24 @@ impl StoreConfigBuilder {
         self.cfg.ssd.path = Some(p);
         self
     }
+    /// Capacity of the row log in bytes (`ssd.row_log` in `store.toml`):
+    /// `Some(0)` turns it off, `None` takes the default (half the bytes of
+    /// the cached tables, at least 16 MiB). See [`SsdConfig::row_log`].
+    ///
+    /// ```
+    /// use embtier::{Store, StoreConfig, TableConfig};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let cfg = |log| StoreConfig::builder().table(TableConfig::new("t", 1000, 64)).row_log(log).build();
+    /// let off = Store::create(dir.path().join("off"), cfg(Some(0)))?;
+    /// assert_eq!(off.stats().row_log_capacity_blocks, 0);
+    /// let small = Store::create(dir.path().join("small"), cfg(Some(64 << 10)))?;
+    /// assert_eq!(small.stats().row_log_capacity_blocks, 16);
+    /// # Ok::<(), embtier::Error>(())
+    /// ```
+    pub fn row_log(mut self, bytes: Option<u64>) -> Self {
+        self.cfg.ssd.row_log = bytes.map(ByteSize);
+        self
+    }
     /// I/O engine.
     pub fn io_engine(mut self, e: IoEngineKind) -> Self {
         self.cfg.ssd.io_engine = e;

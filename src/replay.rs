@@ -689,6 +689,11 @@ pub fn calibrate(dir: &std::path::Path, mib: usize) -> crate::Result<Profiles> {
 /// What a replay against the real store measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
+    /// Write-backs that failed during the replay (the store kept the rows
+    /// in memory and retried; see [`crate::SsdStats::writeback_errors`]).
+    pub writeback_errors: u64,
+    /// Rows left waiting in memory for a write-back at the end.
+    pub pending_rows: u64,
     /// Accesses replayed (lookups and updates).
     pub accesses: u64,
     /// Batches replayed.
@@ -821,6 +826,8 @@ pub fn run_store(
         ssd_write_ops: d(&|t| t.ssd.write_ops),
         ssd_bytes_read: d(&|t| t.ssd.bytes_read),
         ssd_bytes_written: d(&|t| t.ssd.bytes_written),
+        writeback_errors: after.writeback_errors() - before.writeback_errors(),
+        pending_rows: after.pending_rows(),
         io_engine: after.io_engine,
     })
 }

@@ -87,8 +87,21 @@ pub struct SsdStats {
     pub bytes_read: u64,
     /// Bytes written.
     pub bytes_written: u64,
-    /// Write-backs that failed and were kept in memory for a retry.
+    /// Write-backs that failed and were kept in memory for a retry. A
+    /// write-back runs inside `lookup`, `update` and `step` when enough
+    /// displaced dirty rows have gathered; its failure is not that call's
+    /// (the call returns `Ok`), so this counter and `pending_rows` are where
+    /// a full or failing disk first shows. See the store's "Errors" docs.
     pub writeback_errors: u64,
+    /// Dirty rows displaced from the caches and waiting for their
+    /// write-back now: held in memory only, durable only once a write-back
+    /// or a checkpoint succeeds. Normally below a batch; growing together
+    /// with `writeback_errors` means the disk refuses writes, and once it
+    /// passes `pending_limit_rows` updates of the table fail.
+    pub pending_rows: u64,
+    /// Pending rows past which `update`, `step` and their kin write back
+    /// before changing anything, and fail if that write-back fails.
+    pub pending_limit_rows: u64,
     /// Of `rows_read`, rows read from the row log.
     pub log_rows_read: u64,
     /// Of `rows_written`, rows appended to the row log.
@@ -185,5 +198,17 @@ impl Stats {
     /// The figures of table `name`.
     pub fn table(&self, name: &str) -> Option<&TableStats> {
         self.tables.iter().find(|t| t.name == name)
+    }
+
+    /// Failed write-backs over all tables ([`SsdStats::writeback_errors`]):
+    /// non-zero means the disk refused writes that no call reported.
+    pub fn writeback_errors(&self) -> u64 {
+        self.tables.iter().map(|t| t.ssd.writeback_errors).sum()
+    }
+
+    /// Rows held only in memory waiting for a write-back, over all tables
+    /// ([`SsdStats::pending_rows`]).
+    pub fn pending_rows(&self) -> u64 {
+        self.tables.iter().map(|t| t.ssd.pending_rows).sum()
     }
 }

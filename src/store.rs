@@ -79,6 +79,34 @@ impl<'a> TableBatch<'a> {
 /// store.lookup("items", &[3], &mut out).unwrap();
 /// store.flush().unwrap();
 /// ```
+///
+/// # Errors, deferred write-backs, and what a failed call did
+///
+/// - **Write-backs are deferred, and their failures are not the caller's.**
+///   Dirty rows displaced from DRAM and PMem are written to SSD in batches,
+///   inside whichever `lookup`, `update`, `step` or `apply_sgd` call fills a
+///   batch. If that write fails (a full disk), the call still returns `Ok`:
+///   the rows stay *pending*, in memory and authoritative (reads see them),
+///   and the next write-back or checkpoint retries them. Failures are
+///   counted in [`crate::SsdStats::writeback_errors`], and the rows waiting
+///   in [`crate::SsdStats::pending_rows`] (totals:
+///   [`crate::Stats::writeback_errors`], [`crate::Stats::pending_rows`];
+///   `emb-replay run` prints a warning when either is non-zero). Pending
+///   rows are not durable. Once a table's pending rows pass
+///   [`crate::SsdStats::pending_limit_rows`], every update of it writes back
+///   first and fails with that write's error, and [`Store::checkpoint`]
+///   always fails while a row cannot be written: nothing acknowledged by a
+///   checkpoint is ever lost.
+/// - **A call that fails on a read changed nothing.** `update`, `step` and
+///   `apply_sgd` read every row they need from SSD before changing any, so
+///   an I/O error or a corrupt block on one of them returns the error and
+///   leaves every row as it was (the rows read stay cached, clean). The one
+///   exception is a call with more distinct rows than the DRAM cache holds:
+///   rows evicted again before they change are read once more, and if that
+///   second read fails, the rows already changed stay changed; each row is
+///   then wholly old or wholly new, never mixed.
+/// - Invalid input (an unknown table, an id out of range, a wrong length, a
+///   non-finite value) is refused before anything changes.
 pub struct Store {
     dir: PathBuf,
     config: StoreConfig,
@@ -1276,6 +1304,8 @@ impl Store {
                         bytes_read: c.ssd_bytes_read,
                         bytes_written: c.ssd_bytes_written,
                         writeback_errors: c.writeback_errors,
+                        pending_rows: t.pending().0,
+                        pending_limit_rows: t.pending().1,
                         log_rows_read: c.log_rows_read,
                         log_rows_written: c.log_rows_written,
                         log_blocks_written: c.log_blocks_written,

@@ -338,3 +338,68 @@ fn power_cuts_reorder_and_tear_unsynced_writes() {
         "no write was ever torn: the simulation is not simulating"
     );
 }
+
+/// Issue 13, defect 4: a step or update whose miss reads fail changes
+/// nothing, not even the rows it found in memory: every miss is read before
+/// any row changes. Reads fail after `k` successful ones, for several `k`.
+#[test]
+fn a_call_whose_reads_fail_leaves_no_trace() {
+    use embtier::{Init, StoreConfig, TableConfig};
+    const ROWS: u64 = 3000; // 16-byte rows: 254 a block, 12 blocks
+    let cfg = || {
+        StoreConfig::builder()
+            .table(TableConfig::new("t", ROWS, 4).init(Init::Zeros))
+            .dram_capacity(1 << 20)
+            .build()
+    };
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("s");
+    let s = Store::create(&dir, cfg()).unwrap();
+    let all: Vec<u64> = (0..ROWS).collect();
+    let v0: Vec<f32> = (0..ROWS * 4).map(|i| i as f32).collect();
+    s.update("t", &all, &v0).unwrap();
+    s.checkpoint().unwrap();
+    drop(s);
+    for k in [0u64, 1, 3, 6] {
+        for call in ["apply_sgd", "step", "update_partial"] {
+            let plan = Arc::new(FaultPlan::default());
+            let s = Store::open_with(&dir, cfg(), faulty(&plan)).unwrap();
+            // Half the rows in memory (hits), half on SSD (misses).
+            let mut out = vec![0f32; all.len() * 4];
+            s.lookup(
+                "t",
+                &all[..ROWS as usize / 2],
+                &mut out[..ROWS as usize * 2],
+            )
+            .unwrap();
+            plan.fail_reads_from
+                .store(plan.reads.load(Ordering::SeqCst) + k, Ordering::SeqCst);
+            let g = vec![1.0f32; all.len() * 4];
+            let r = match call {
+                "apply_sgd" => s.apply_sgd("t", &all, &g, 0.5),
+                "step" => s.step("t", &all, &g),
+                // Every other row: hits and misses interleaved.
+                _ => {
+                    let ids: Vec<u64> = all.iter().copied().step_by(2).collect();
+                    s.apply_sgd("t", &ids, &g[..ids.len() * 4], 0.5)
+                }
+            };
+            assert!(
+                r.is_err(),
+                "k {k} {call}: reads failed but the call succeeded"
+            );
+            plan.heal();
+            s.lookup("t", &all, &mut out).unwrap();
+            assert!(
+                out == v0,
+                "k {k} {call}: a failed call changed {} rows",
+                (0..ROWS as usize)
+                    .filter(|&i| out[i * 4..i * 4 + 4] != v0[i * 4..i * 4 + 4])
+                    .count()
+            );
+            // And the same call then succeeds, once.
+            s.apply_sgd("t", &all[..1], &g[..4], 0.5).unwrap();
+            drop(s);
+        }
+    }
+}

@@ -437,7 +437,14 @@ fn run(cli: Cli) -> Result<(), Fail> {
                     r.ssd_rows_written,
                     r.ssd_write_ops,
                     r.ssd_bytes_written as f64 / (1 << 20) as f64
-                )
+                ) + &if r.writeback_errors > 0 || r.pending_rows > 0 {
+                    format!(
+                        "WARNING: {} write-backs failed during the replay; {} rows are held only in memory, waiting for a write-back (not durable)\n",
+                        r.writeback_errors, r.pending_rows
+                    )
+                } else {
+                    String::new()
+                }
             };
             emit(&o)
         }
