@@ -112,7 +112,19 @@ pub fn decode(block: &[u8], offset: u64) -> Result<LogBlock<'_>, FormatError> {
             format!("{n}, not 1 to {cap} rows of {row_bytes} bytes"),
         ));
     }
-    let ids = (0..n).map(|i| get_u64(block, IDS + 8 * i)).collect();
+    let ids: Vec<u64> = (0..n).map(|i| get_u64(block, IDS + 8 * i)).collect();
+    // Each id at most once: with two copies, which one is newest would
+    // depend on the reader.
+    let mut sorted = ids.clone();
+    sorted.sort_unstable();
+    if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+        let i = ids.iter().rposition(|&x| x == w[0]).unwrap_or(0);
+        return Err(field(
+            "row id",
+            IDS + 8 * i,
+            format!("{} appears more than once in the block", w[0]),
+        ));
+    }
     let at = IDS + 8 * n;
     Ok(LogBlock {
         table: get_u32(block, TABLE),
@@ -138,6 +150,24 @@ mod tests {
         let d = decode(&b, 0).unwrap();
         assert_eq!((d.table, d.row_bytes, d.ids.as_slice()), (2, 256, &ids[..]));
         assert_eq!(d.row(2), &rows[512..]);
+    }
+
+    /// Found by the `rowlog` fuzz target: a sealed block holding one id
+    /// twice was accepted (a miss read the first copy, a pinned table's
+    /// load the last).
+    #[test]
+    fn a_duplicate_id_is_refused_naming_it() {
+        let mut b = vec![0u8; BLOCK_SIZE];
+        encode(&mut b, 0, 256, &[4, 9, 4], &[0; 3 * 256]);
+        let e = decode(&b, 8192).unwrap_err();
+        match e {
+            FormatError::InvalidField {
+                field: "row id",
+                offset,
+                ..
+            } => assert_eq!(offset, 8192 + (IDS + 16) as u64),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
