@@ -452,8 +452,14 @@ impl Durable {
     /// record's state on disk is unknown until a reopen recovers it.
     /// `rowlog_blocks` is the row log's length, every block of which the
     /// caller has written and fsynced.
+    /// `merged`: the log was merged (its blocks are no longer committed).
     /// `counters` are the tables' call counters, in catalog order.
-    pub(crate) fn commit(&self, rowlog_blocks: u64, counters: &[u64]) -> Result<Checkpoint> {
+    pub(crate) fn commit(
+        &self,
+        rowlog_blocks: u64,
+        merged: bool,
+        counters: &[u64],
+    ) -> Result<Checkpoint> {
         self.check_writable()?;
         let mut st = self.state.lock();
         let next = Superblock {
@@ -462,6 +468,13 @@ impl Durable {
             committed_epoch: st.epoch,
             next_epoch: st.sb.next_epoch + 1,
             rowlog_blocks,
+            // Appends since the last commit start where it ended; a merge
+            // (or a log that shrank) starts again at 0.
+            rowlog_from: if rowlog_blocks >= st.sb.rowlog_blocks && !merged {
+                st.sb.rowlog_blocks as u32
+            } else {
+                0
+            },
             counters_generation: st.sb.generation + 1,
             ..st.sb.clone()
         };

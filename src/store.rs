@@ -281,8 +281,10 @@ fn row_log_blocks(config: &StoreConfig, catalog: &Catalog, data_path: &Path) -> 
 /// committed length were written after the last checkpoint and are
 /// ignored. Any block that is not a sealed, committed row-log block of a
 /// table of this store, holding ids in range, is an error naming it.
-fn restore_row_log(ssd: &Ssd, tables: &[Arc<Table>], committed: u64) -> Result<()> {
+fn restore_row_log(ssd: &Ssd, tables: &[Arc<Table>], sb: &Superblock) -> Result<()> {
     const CHUNK: u64 = 1024;
+    let committed = sb.rowlog_blocks;
+    let mut last_epoch = 0u64;
     let mut buf = AlignedBuf::new(BLOCK_SIZE);
     let mut pinned = false;
     let mut at = 0u64;
@@ -306,6 +308,27 @@ fn restore_row_log(ssd: &Ssd, tables: &[Arc<Table>], committed: u64) -> Result<(
                 })
             };
             let lb = ssd.check_log_block(b, raw).map_err(fmt)?;
+            // Appends carry their checkpoint's epoch, in log order: an
+            // older block where a newer append belongs is a lost write.
+            let e = embtier_format::block_epoch(raw);
+            let want_last = sb.version != embtier_format::FormatVersion::V2
+                && sb.version != embtier_format::FormatVersion::V3;
+            let bad = e < last_epoch
+                || (want_last && (b >= sb.rowlog_from) != (e == sb.committed_epoch))
+                || (want_last && b < sb.rowlog_from && e > sb.committed_epoch);
+            if bad {
+                return Err(invalid(
+                    "row log block epoch",
+                    embtier_format::BLOCK_SIZE - 24,
+                    format!(
+                        "{e}: out of order for block {b} of a log whose last checkpoint \
+                         (epoch {}) appended blocks {}..{} (an append that never \
+                         reached the disk)",
+                        sb.committed_epoch, sb.rowlog_from, committed
+                    ),
+                ));
+            }
+            last_epoch = e;
             let Some(t) = tables.get(lb.table as usize) else {
                 return Err(invalid(
                     "table",
@@ -517,6 +540,7 @@ impl Store {
             committed_epoch: 0,
             next_epoch: 1,
             rowlog_blocks: 0,
+            rowlog_from: 0,
             counters_generation: 0,
             dead_epochs: Vec::new(),
         };
@@ -767,7 +791,7 @@ impl Store {
             .enumerate()
             .map(|(i, t)| (t.name.clone(), i))
             .collect();
-        restore_row_log(&ssd, &tables, superblock.rowlog_blocks)?;
+        restore_row_log(&ssd, &tables, &superblock)?;
         Ok(Store {
             dir: dir.into(),
             config,
@@ -1207,7 +1231,7 @@ impl Store {
         let mut done = self
             .ssd
             .dur
-            .commit(if merge { 0 } else { log.head() }, &counters)?;
+            .commit(if merge { 0 } else { log.head() }, merge, &counters)?;
         if merge {
             log.reset();
             self.log_merges

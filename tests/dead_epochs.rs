@@ -148,3 +148,76 @@ fn an_overflowing_dead_list_is_scrubbed_to_the_epochs_still_on_disk() {
     let s = Store::open(&dir).unwrap();
     assert_eq!(exact_or_error(&s, 1), failed.unwrap());
 }
+
+/// A row-log append the last checkpoint counted on that never reached the
+/// disk (a dropped fsync) leaves whatever the block held before: after a
+/// merge, an older committed log block. Its rows were once committed, so
+/// the epoch rule alone passed them, and open served stale values. Now
+/// the log's epochs are checked against the commit (`rowlog_from`).
+#[test]
+fn a_lost_row_log_append_fails_open_instead_of_serving_stale_rows() {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    const R: u64 = 4000;
+    const D: usize = 60; // 240-byte rows: 16 a log block
+    let cfg = || {
+        let mut c = StoreConfig::builder()
+            .table(TableConfig::new("t", R, D as u32).init(Init::Zeros))
+            .dram_capacity(64 << 10)
+            .build();
+        c.ssd.row_log = Some(embtier::ByteSize(256 << 10));
+        c
+    };
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("s");
+    let s = Store::create(&dir, cfg()).unwrap();
+    let ids: Vec<u64> = (0..R).step_by(7).collect();
+    let vals = |g: f32| vec![g; ids.len() * D];
+    s.update("t", &ids, &vals(1.0)).unwrap();
+    let c1 = s.checkpoint().unwrap();
+    assert!(c1.row_log_blocks > 0, "{c1:?}");
+    let base = s.superblock().data_blocks * 4096;
+    let data = dir.join(embtier::DATA_FILE);
+    let block0 = |f: &mut fs::File| {
+        let mut b = vec![0u8; 4096];
+        f.seek(SeekFrom::Start(base)).unwrap();
+        f.read_exact(&mut b).unwrap();
+        b
+    };
+    let old = block0(&mut fs::File::open(&data).unwrap());
+    s.merge_row_log().unwrap();
+    s.update("t", &ids, &vals(3.0)).unwrap();
+    let c3 = s.checkpoint().unwrap();
+    assert!(
+        c3.row_log_blocks > 0 && c3.row_log_merged_rows == 0,
+        "{c3:?}"
+    );
+    drop(s);
+    // Commit 3's first append is lost: block 0 holds commit 1's again.
+    let mut f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&data)
+        .unwrap();
+    assert_ne!(block0(&mut f), old);
+    f.seek(SeekFrom::Start(base)).unwrap();
+    f.write_all(&old).unwrap();
+    drop(f);
+    match Store::open(&dir) {
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(
+                msg.contains("data.emb") && msg.contains(&format!("offset {}", base + 4072)),
+                "{msg}"
+            );
+        }
+        Ok(s) => {
+            // Had it opened, some row would read commit 1's value.
+            let mut out = vec![0f32; ids.len() * D];
+            s.lookup("t", &ids, &mut out).unwrap();
+            panic!(
+                "opened; {} rows read a stale value",
+                out.chunks(D).filter(|r| r[0] != 3.0).count()
+            );
+        }
+    }
+}

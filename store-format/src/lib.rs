@@ -94,8 +94,10 @@ pub mod sb {
     /// `u32` dead epoch ranges that follow (version 4), at most
     /// [`super::MAX_DEAD_RANGES`].
     pub const DEAD_COUNT: usize = 120;
-    /// `u32` zero.
-    pub const RESERVED: usize = 124;
+    /// `u32` (version 4) the first row-log block the last checkpoint
+    /// appended: blocks `rowlog_from..rowlog_blocks` carry its epoch, the
+    /// blocks before it older ones.
+    pub const ROWLOG_FROM: usize = 124;
     /// Dead epoch ranges (version 4): `dead_count` pairs of `u64` (first,
     /// last), inclusive, ascending and disjoint. A sealed block of a dead
     /// epoch was written by an epoch that never committed and was not
@@ -520,6 +522,9 @@ pub struct Superblock {
     pub next_epoch: u64,
     /// Row-log blocks committed by the last checkpoint (0: an empty log).
     pub rowlog_blocks: u64,
+    /// The first row-log block the last checkpoint appended (version 4;
+    /// 0 in older versions, where it is not checked).
+    pub rowlog_from: u32,
     /// The generation whose commit wrote the call counters (0: none; every
     /// counter is 0). See [`CounterSlot`].
     pub counters_generation: u64,
@@ -583,6 +588,7 @@ impl Superblock {
             "more dead epoch ranges than a superblock holds"
         );
         put_u32(&mut b, sb::DEAD_COUNT, self.dead_epochs.len() as u32);
+        put_u32(&mut b, sb::ROWLOG_FROM, self.rowlog_from);
         for (i, &(first, last)) in self.dead_epochs.iter().enumerate() {
             put_u64(&mut b, sb::DEAD_RANGES + 16 * i, first);
             put_u64(&mut b, sb::DEAD_RANGES + 16 * i + 8, last);
@@ -644,6 +650,17 @@ impl Superblock {
             });
         }
         let v4 = !matches!(version, FormatVersion::V2 | FormatVersion::V3);
+        let rowlog_from = get_u32(b, sb::ROWLOG_FROM);
+        if v4 && rowlog_from as u64 > get_u64(b, sb::ROWLOG_BLOCKS) {
+            return Err(FormatError::InvalidField {
+                field: "rowlog_from",
+                offset: at + sb::ROWLOG_FROM as u64,
+                value: format!(
+                    "{rowlog_from}, past the row log's {} blocks",
+                    get_u64(b, sb::ROWLOG_BLOCKS)
+                ),
+            });
+        }
         let mut dead_epochs = Vec::new();
         if v4 {
             let n = get_u32(b, sb::DEAD_COUNT) as usize;
@@ -701,6 +718,7 @@ impl Superblock {
             } else {
                 0
             },
+            rowlog_from: if v4 { rowlog_from } else { 0 },
             dead_epochs,
         })
     }

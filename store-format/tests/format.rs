@@ -80,7 +80,7 @@ fn superblock_offsets_match_the_spec() {
             ("rowlog_blocks", sb::ROWLOG_BLOCKS, 8),
             ("counters_generation", sb::COUNTERS_GENERATION, 8),
             ("dead_count", sb::DEAD_COUNT, 4),
-            ("reserved", sb::RESERVED, 4),
+            ("rowlog_from", sb::ROWLOG_FROM, 4),
             ("crc", sb::CRC, 4),
         ],
     );
@@ -148,6 +148,7 @@ fn counter_slots_round_trip_and_reject_damage() {
         committed_epoch: 0,
         next_epoch: 1,
         rowlog_blocks: 0,
+        rowlog_from: 0,
         counters_generation: 0,
         dead_epochs: vec![],
     };
@@ -275,6 +276,7 @@ fn superblock_and_catalog_round_trip_and_reject() {
         committed_epoch: 4,
         next_epoch: 6,
         rowlog_blocks: 11,
+        rowlog_from: 7,
         counters_generation: 3,
         dead_epochs: vec![(1, 2), (5, 5)],
     };
