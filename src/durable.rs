@@ -10,14 +10,14 @@
 //! writes back the old images of every epoch after the committed one.
 //! `store-format/FORMAT.md` ("Checkpoint protocol") is the specification.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use embtier_format::journal::{self, BatchHeader, JournalEntry, MAX_ENTRIES};
 use embtier_format::{
-    block_epoch, check_block, BlockState, CounterSlot, FormatError, Superblock, BLOCK_SIZE,
-    MAX_DEAD_RANGES, SUPERBLOCK_SLOTS, TRAILER_EPOCH,
+    block_epoch, check_block, BlockState, CounterSlot, FormatError, Superblock, WrittenList,
+    BLOCK_SIZE, MAX_DEAD_RANGES, SUPERBLOCK_SLOTS, TRAILER_EPOCH,
 };
 use parking_lot::Mutex;
 
@@ -49,6 +49,9 @@ pub struct Recovery {
     /// Whether this open scrubbed the data file because the dead epoch
     /// list was full (blocks read, and dead blocks found).
     pub scrubbed: Option<(u64, u64)>,
+    /// Groups the last checkpoint wrote in place whose arrival on disk this
+    /// open checked (FORMAT.md, "Written-group list").
+    pub written_checked: u64,
 }
 
 /// What one [`crate::Store::checkpoint`] did.
@@ -73,8 +76,9 @@ pub struct Checkpoint {
 struct State {
     /// Epoch of the writes now being made.
     epoch: u64,
-    /// First block of every group journaled in `epoch`.
-    journaled: HashSet<u64>,
+    /// First block (and blocks) of every group journaled in `epoch`: every
+    /// group written in place in it.
+    journaled: HashMap<u64, u32>,
     /// Journal bytes written (the append point).
     len: u64,
     /// Next batch number in `epoch`.
@@ -246,6 +250,7 @@ impl Durable {
             data.sync().map_err(|f| Error::from_failure(data_path, f))?;
         }
         drop(map);
+        rec.written_checked = check_written(dir, data, data_path, &sb)?;
         // Every epoch between the committed one and the next is dead: it
         // was handed out and never committed. Recovery has undone what the
         // journal holds of them; whatever it missed (a lost or damaged
@@ -273,7 +278,7 @@ impl Durable {
             current: sb.next_epoch.into(),
             state: Mutex::new(State {
                 epoch: sb.next_epoch,
-                journaled: HashSet::new(),
+                journaled: HashMap::new(),
                 len: 0,
                 batch: 0,
                 sb: sb.clone(),
@@ -360,7 +365,7 @@ impl Durable {
         let mut st = self.state.lock();
         let gb = nblocks as usize * BLOCK_SIZE;
         let fresh: Vec<usize> = (0..firsts.len())
-            .filter(|&i| !st.journaled.contains(&firsts[i]))
+            .filter(|&i| !st.journaled.contains_key(&firsts[i]))
             .collect();
         if fresh.is_empty() {
             return Ok(());
@@ -442,7 +447,7 @@ impl Durable {
             .map_err(|f| self.poison(Error::from_failure(&self.journal_path, f)))?;
         st.len += total as u64;
         st.batch = seq;
-        st.journaled.extend(fresh);
+        st.journaled.extend(fresh.into_iter().map(|f| (f, nblocks)));
         Ok(())
     }
 
@@ -478,7 +483,34 @@ impl Durable {
             counters_generation: st.sb.generation + 1,
             ..st.sb.clone()
         };
-        // The counters first, in the slot the previous commit did not use,
+        // The groups this epoch wrote in place, listed and durable before
+        // the commit record, so that open can check they reached the disk.
+        let mut groups: Vec<(u64, u32)> = st.journaled.iter().map(|(&f, &n)| (f, n)).collect();
+        groups.sort_unstable();
+        let next = if groups.is_empty() {
+            Superblock {
+                written_groups: 0,
+                written_crc: 0,
+                ..next
+            }
+        } else {
+            let list = WrittenList {
+                epoch: next.committed_epoch,
+                generation: next.generation,
+                groups,
+            }
+            .encode();
+            let path = self
+                .journal_path
+                .with_file_name(WrittenList::file_name(next.generation));
+            write_durably(&path, &list).map_err(|e| self.poison(e))?;
+            Superblock {
+                written_groups: (list.len() as u64 - 36) / 12,
+                written_crc: WrittenList::crc_of(&list),
+                ..next
+            }
+        };
+        // The counters, in the slot the previous commit did not use,
         // durable before the superblock that names them.
         let slot = CounterSlot {
             generation: next.generation,
@@ -690,4 +722,100 @@ fn data_segments(path: &Path, end: u64) -> Result<Vec<(u64, u64)>> {
         at = hi * bs;
     }
     Ok(out)
+}
+
+/// Write `bytes` as the whole of the file at `path` and make it durable
+/// (fdatasync; the directory too when the file is new).
+fn write_durably(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let new = !path.exists();
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .map_err(|e| Error::io(path, "create", e))?;
+    f.write_all(bytes)
+        .and_then(|()| f.sync_data())
+        .map_err(|e| Error::io(path, "write", e))?;
+    if new {
+        if let Some(dir) = path.parent() {
+            File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| Error::io(dir, "fsync", e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Check that every group the last checkpoint wrote in place holds its
+/// epoch (FORMAT.md, "Written-group list"): a group holding an older,
+/// committed epoch or a hole is a write that never reached the disk. A
+/// group of a dead epoch is left to the read-time check. Returns the
+/// groups checked.
+fn check_written(
+    dir: &Path,
+    data: &dyn IoEngine,
+    data_path: &Path,
+    sb: &Superblock,
+) -> Result<u64> {
+    if sb.written_groups == 0 {
+        return Ok(0);
+    }
+    let path = dir.join(WrittenList::file_name(sb.generation));
+    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, "read", e))?;
+    let list = WrittenList::decode(&bytes, sb).map_err(|source| Error::Format {
+        path: path.clone(),
+        source,
+    })?;
+    const CHUNK: usize = 256;
+    let mut buf = AlignedBuf::new(CHUNK * BLOCK_SIZE);
+    for chunk in list.groups.chunks(CHUNK) {
+        let offsets: Vec<u64> = chunk.iter().map(|&(f, _)| f * BLOCK_SIZE as u64).collect();
+        if offsets
+            .iter()
+            .any(|&o| o >= sb.data_blocks * BLOCK_SIZE as u64)
+        {
+            return Err(Error::Format {
+                path,
+                source: FormatError::InvalidField {
+                    field: "written group",
+                    offset: 0,
+                    value: "a group past the tables".into(),
+                },
+            });
+        }
+        crate::tier::ssd::poison(&mut buf, offsets.len() * BLOCK_SIZE);
+        data.read_extents(&offsets, BLOCK_SIZE, &mut buf)
+            .map_err(|f| Error::from_failure(data_path, f))?;
+        for (i, &(first, _)) in chunk.iter().enumerate() {
+            let blk = &buf.as_slice()[i * BLOCK_SIZE..(i + 1) * BLOCK_SIZE];
+            let sealed = check_block(blk, first) == Ok(BlockState::Sealed);
+            let e = if sealed { block_epoch(blk) } else { 0 };
+            if sealed && (e == sb.committed_epoch || sb.is_dead(e) || e > sb.committed_epoch) {
+                continue;
+            }
+            return Err(Error::Format {
+                path: data_path.into(),
+                source: FormatError::InvalidField {
+                    field: "epoch",
+                    offset: first * BLOCK_SIZE as u64 + TRAILER_EPOCH as u64,
+                    value: if sealed {
+                        format!(
+                            "{e}, but the last checkpoint (epoch {}) wrote this group: \
+                             a write that never reached the disk",
+                            sb.committed_epoch
+                        )
+                    } else {
+                        format!(
+                            "not a sealed block, but the last checkpoint (epoch {}) wrote \
+                             this group: a write that never reached the disk, or decay",
+                            sb.committed_epoch
+                        )
+                    },
+                },
+            });
+        }
+    }
+    Ok(list.groups.len() as u64)
 }

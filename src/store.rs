@@ -541,6 +541,8 @@ impl Store {
             next_epoch: 1,
             rowlog_blocks: 0,
             rowlog_from: 0,
+            written_groups: 0,
+            written_crc: 0,
             counters_generation: 0,
             dead_epochs: Vec::new(),
         };

@@ -221,3 +221,66 @@ fn a_lost_row_log_append_fails_open_instead_of_serving_stale_rows() {
         }
     }
 }
+
+/// A group the last checkpoint wrote in place whose write never reached
+/// the disk (its data fsync dropped) still holds the previous checkpoint's
+/// bytes, sealed with a committed epoch. Open checks every group of the
+/// checkpoint's written-group list and fails naming it.
+#[test]
+fn a_lost_in_place_write_fails_open_instead_of_serving_stale_rows() {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("s");
+    let s = Store::create(&dir, config()).unwrap();
+    write_all(&s, 1);
+    s.checkpoint().unwrap();
+    let data = dir.join(embtier::DATA_FILE);
+    let group = |f: &mut fs::File, id: u64| {
+        let mut b = vec![0u8; 2 * 4096];
+        f.seek(SeekFrom::Start(id * 2 * 4096)).unwrap();
+        f.read_exact(&mut b).unwrap();
+        b
+    };
+    let old = group(&mut fs::File::open(&data).unwrap(), 5);
+    write_all(&s, 2);
+    let c = s.checkpoint().unwrap();
+    assert!(c.groups_journaled > 0, "{c:?}");
+    drop(s);
+    let s = Store::open(&dir).unwrap();
+    assert_eq!(s.recovery().written_checked, ROWS, "{:?}", s.recovery());
+    assert_eq!(exact_or_error(&s, 2), 0);
+    drop(s);
+    // Row 5's write is lost: its group holds generation 1's bytes again.
+    let mut f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&data)
+        .unwrap();
+    assert_ne!(group(&mut f, 5), old);
+    f.seek(SeekFrom::Start(5 * 2 * 4096)).unwrap();
+    f.write_all(&old).unwrap();
+    drop(f);
+    match Store::open(&dir) {
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(
+                msg.contains("data.emb") && msg.contains(&format!("offset {}", 5 * 8192 + 4072)),
+                "{msg}"
+            );
+        }
+        Ok(s) => panic!(
+            "opened; {} rows read generation 1's values",
+            ROWS - (0..ROWS)
+                .filter(|&id| {
+                    let mut out = vec![0f32; DIM];
+                    s.lookup("w", &[id], &mut out).is_ok() && out == row(id, 2)
+                })
+                .count() as u64
+        ),
+    }
+    // A damaged or missing list fails open too, naming the list.
+    let list = dir.join(embtier::format::WrittenList::file_name(2));
+    fs::write(&list, b"EWRT").unwrap();
+    let msg = Store::open(&dir).map(|_| ()).unwrap_err().to_string();
+    assert!(msg.contains("written-0.emb"), "{msg}");
+}

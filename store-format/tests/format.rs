@@ -81,10 +81,75 @@ fn superblock_offsets_match_the_spec() {
             ("counters_generation", sb::COUNTERS_GENERATION, 8),
             ("dead_count", sb::DEAD_COUNT, 4),
             ("rowlog_from", sb::ROWLOG_FROM, 4),
+            ("written_crc", sb::WRITTEN_CRC, 4),
+            ("reserved", sb::RESERVED, 4),
+            ("written_groups", sb::WRITTEN_GROUPS, 8),
             ("crc", sb::CRC, 4),
         ],
     );
     assert_eq!(sb::CRC + 4, BLOCK_SIZE);
+}
+
+#[test]
+fn written_list_offsets_match_the_spec_and_round_trip() {
+    check(
+        "## Written-group list",
+        &[
+            ("magic", wl::MAGIC, 4),
+            ("reserved", wl::RESERVED, 4),
+            ("epoch", wl::EPOCH, 8),
+            ("generation", wl::GENERATION, 8),
+            ("count", wl::COUNT, 8),
+        ],
+    );
+    assert_eq!((wl::ENTRIES, wl::ENTRY_SIZE), (32, 12));
+    assert_eq!(WRITTEN_MAGIC.to_le_bytes(), *b"EWRT");
+    let list = WrittenList {
+        epoch: 9,
+        generation: 4,
+        groups: vec![(3, 1), (10, 2)],
+    };
+    let b = list.encode();
+    let sb = Superblock {
+        version: FormatVersion::V4,
+        store_id: 1,
+        created_unix: 1,
+        table_count: 1,
+        catalog_offset: 8192,
+        catalog_len: 128,
+        catalog_crc: 0,
+        data_blocks: 20,
+        generation: 4,
+        seq: 9,
+        committed_epoch: 9,
+        next_epoch: 11,
+        rowlog_blocks: 0,
+        rowlog_from: 0,
+        written_groups: 2,
+        written_crc: WrittenList::crc_of(&b),
+        counters_generation: 0,
+        dead_epochs: vec![],
+    };
+    assert_eq!(WrittenList::decode(&b, &sb).unwrap(), list);
+    assert_eq!(WrittenList::file_name(4), "written-0.emb");
+    // Another commit's list, a cut one, a flipped byte: all refused.
+    let other = Superblock {
+        generation: 3,
+        ..sb.clone()
+    };
+    assert!(matches!(
+        WrittenList::decode(&b, &other),
+        Err(FormatError::InvalidField {
+            field: "written generation",
+            ..
+        })
+    ));
+    assert!(WrittenList::decode(&b[..b.len() - 1], &sb).is_err());
+    for at in [0usize, 9, 17, 25, 33, 41, b.len() - 1] {
+        let mut bad = b.clone();
+        bad[at] ^= 1;
+        assert!(WrittenList::decode(&bad, &sb).is_err(), "byte {at}");
+    }
 }
 
 #[test]
@@ -149,6 +214,8 @@ fn counter_slots_round_trip_and_reject_damage() {
         next_epoch: 1,
         rowlog_blocks: 0,
         rowlog_from: 0,
+        written_groups: 0,
+        written_crc: 0,
         counters_generation: 0,
         dead_epochs: vec![],
     };
@@ -277,13 +344,15 @@ fn superblock_and_catalog_round_trip_and_reject() {
         next_epoch: 6,
         rowlog_blocks: 11,
         rowlog_from: 7,
+        written_groups: 0,
+        written_crc: 0,
         counters_generation: 3,
         dead_epochs: vec![(1, 2), (5, 5)],
     };
     let enc = s.encode();
     assert_eq!(Superblock::decode(&enc).unwrap(), s);
     assert_eq!(u32::from_le_bytes(enc[120..124].try_into().unwrap()), 2);
-    assert_eq!(u64::from_le_bytes(enc[144..152].try_into().unwrap()), 5);
+    assert_eq!(u64::from_le_bytes(enc[160..168].try_into().unwrap()), 5);
     assert!(s.is_dead(1) && s.is_dead(2) && !s.is_dead(3) && !s.is_dead(4) && s.is_dead(5));
     // Dead ranges that cannot arise are refused, naming the range.
     for (ranges, i) in [
