@@ -60,6 +60,17 @@ pub enum Error {
         /// The value.
         value: f32,
     },
+    /// The offsets of a batch of bags are not `B + 1` entries from 0, never
+    /// decreasing, ending at the number of indices.
+    #[error("table {table:?}: bad offsets at entry {at}: {reason}")]
+    BadOffsets {
+        /// Table name.
+        table: String,
+        /// The offending entry of `offsets`.
+        at: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A non-finite learning rate.
     #[error("non-finite learning rate {lr}")]
     BadLearningRate {

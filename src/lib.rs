@@ -47,6 +47,7 @@ pub mod io;
 pub mod locality;
 pub mod optim;
 pub mod policy;
+pub mod pooled;
 pub mod precision;
 pub mod replay;
 pub mod stats;
@@ -63,6 +64,7 @@ pub use durable::{Checkpoint, Recovery, JOURNAL_FILE};
 pub use error::{Error, Result};
 pub use optim::Optimizer;
 pub use policy::PolicyKind;
+pub use pooled::{PooledBatch, PooledGrad, PoolingMode};
 pub use precision::Elem;
 pub use stats::{LatencySummary, SsdStats, Stats, TableStats, TierStats};
 pub use store::{

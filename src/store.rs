@@ -112,7 +112,7 @@ pub struct Store {
     config: StoreConfig,
     tables: Vec<Arc<Table>>,
     by_name: HashMap<String, usize>,
-    ssd: Arc<Ssd>,
+    pub(crate) ssd: Arc<Ssd>,
     superblock: Superblock,
     recovery: Recovery,
     /// Merges of the row log since open.
@@ -845,14 +845,14 @@ impl Store {
         Ok((t.entry.rows, t.entry.dim))
     }
 
-    fn table(&self, name: &str) -> Result<&Arc<Table>> {
+    pub(crate) fn table(&self, name: &str) -> Result<&Arc<Table>> {
         self.by_name
             .get(name)
             .map(|&i| &self.tables[i])
             .ok_or_else(|| Error::UnknownTable { name: name.into() })
     }
 
-    fn check_ids(t: &Table, ids: &[u64]) -> Result<()> {
+    pub(crate) fn check_ids(t: &Table, ids: &[u64]) -> Result<()> {
         let rows = t.entry.rows;
         match ids.iter().find(|&&id| id >= rows) {
             Some(&id) => Err(Error::IdOutOfRange {
@@ -864,7 +864,7 @@ impl Store {
         }
     }
 
-    fn check_len(t: &Table, what: &'static str, ids: usize, got: usize) -> Result<()> {
+    pub(crate) fn check_len(t: &Table, what: &'static str, ids: usize, got: usize) -> Result<()> {
         let expected = ids.saturating_mul(t.dim);
         if got != expected {
             return Err(Error::LengthMismatch {
@@ -879,7 +879,12 @@ impl Store {
         Ok(())
     }
 
-    fn check_finite(t: &Table, what: &'static str, ids: &[u64], v: &[f32]) -> Result<()> {
+    pub(crate) fn check_finite(
+        t: &Table,
+        what: &'static str,
+        ids: &[u64],
+        v: &[f32],
+    ) -> Result<()> {
         if t.cfg.allow_non_finite {
             return Ok(());
         }
@@ -1124,12 +1129,27 @@ impl Store {
         grads: &[f32],
         opt: crate::Optimizer,
     ) -> Result<()> {
+        let (items, sums) = sum_duplicates(ids, grads, t.dim);
+        self.apply_summed(t, &items, &sums, opt)
+    }
+
+    /// Apply `opt` to each row of `items` (`(id, slot)`, sorted by id, ids
+    /// unique) with the gradient `sums[slot * dim..]`: slots number the ids
+    /// in the order of their first occurrence in the call, which also seeds
+    /// their stochastic rounding. Inputs are validated.
+    pub(crate) fn apply_summed(
+        &self,
+        t: &Table,
+        items: &[(u64, usize)],
+        sums: &[f32],
+        opt: crate::Optimizer,
+    ) -> Result<()> {
         self.ssd.dur.check_writable()?;
         let _gate = self.ssd.gate.read();
-        let (items, sums) = sum_duplicates(ids, grads, t.dim);
+        let (items, sums) = (items, sums);
         let dim = t.dim;
         if t.elem == crate::Elem::F32 {
-            return t.modify(&self.ssd, &items, false, |row, s| {
+            return t.modify(&self.ssd, items, false, |row, s| {
                 opt.apply(row, &sums[s * dim..(s + 1) * dim])
             });
         }
@@ -1139,7 +1159,7 @@ impl Store {
         let base = t.rounding_base();
         let (wb, sb) = (t.weight_bytes, opt.state_bytes(t.dim as u32) as usize);
         let scratch = std::cell::RefCell::new((vec![0f32; dim], vec![0u8; dim * 4 + sb]));
-        t.modify(&self.ssd, &items, false, |row, s| {
+        t.modify(&self.ssd, items, false, |row, s| {
             let mut guard = scratch.borrow_mut();
             let (w, wide) = &mut *guard;
             t.decode(row, w);
