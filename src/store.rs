@@ -845,6 +845,51 @@ impl Store {
         Ok((t.entry.rows, t.entry.dim))
     }
 
+    /// The ids `start .. start + n` of table `t` for `len` elements (`n`
+    /// rows of `dim`), checked against the table.
+    fn id_range(t: &Table, what: &'static str, start: u64, len: usize) -> Result<Vec<u64>> {
+        let n = len / t.dim.max(1);
+        if n * t.dim != len {
+            return Err(Error::LengthMismatch {
+                table: t.name.clone(),
+                what,
+                got: len,
+                expected: n * t.dim,
+                ids: n,
+                dim: t.entry.dim,
+            });
+        }
+        let end = start.checked_add(n as u64).filter(|&e| e <= t.entry.rows);
+        if end.is_none() && n > 0 {
+            return Err(Error::IdOutOfRange {
+                table: t.name.clone(),
+                id: start.saturating_add(n as u64 - 1),
+                rows: t.entry.rows,
+            });
+        }
+        Ok((start..start + n as u64).collect())
+    }
+
+    /// Read rows `start .. start + n` of `table` into `out` (`n x dim`), in
+    /// id order: a [`Store::lookup`] of that range. Call it chunk by chunk
+    /// to stream a table larger than memory out (to save it, or to fill a
+    /// `state_dict`).
+    pub fn export_rows(&self, table: &str, start: u64, out: &mut [f32]) -> Result<()> {
+        let t = self.table(table)?;
+        let ids = Self::id_range(t, "out", start, out.len())?;
+        self.lookup(table, &ids, out)
+    }
+
+    /// Overwrite rows `start .. start + n` of `table` with `values` (`n x
+    /// dim`), in id order: an [`Store::update`] of that range. Call it
+    /// chunk by chunk to load a table larger than memory (pretrained
+    /// weights). Optimizer state is left as it is.
+    pub fn import_rows(&self, table: &str, start: u64, values: &[f32]) -> Result<()> {
+        let t = self.table(table)?;
+        let ids = Self::id_range(t, "values", start, values.len())?;
+        self.update(table, &ids, values)
+    }
+
     pub(crate) fn table(&self, name: &str) -> Result<&Arc<Table>> {
         self.by_name
             .get(name)
@@ -996,6 +1041,18 @@ impl Store {
     /// # Ok::<(), embtier::Error>(())
     /// ```
     pub fn prefetch(&self, table: &str, ids: &[u64]) -> Result<Prefetch<'_>> {
+        self.start_prefetch(table, ids)
+    }
+
+    /// [`Store::prefetch`] whose handle does not borrow the store, for
+    /// owners that cannot hold a borrow (the Python binding). The handle
+    /// keeps the table's memory alive until it is dropped; dropping the
+    /// store first is safe, and its pins then go with the table.
+    pub fn prefetch_detached(&self, table: &str, ids: &[u64]) -> Result<Prefetch<'static>> {
+        self.start_prefetch(table, ids)
+    }
+
+    fn start_prefetch<'a>(&self, table: &str, ids: &[u64]) -> Result<Prefetch<'a>> {
         let t = Arc::clone(self.table(table)?);
         Self::check_ids(&t, ids)?;
         let ssd = Arc::clone(&self.ssd);

@@ -62,6 +62,7 @@ fn ref_pool(
 }
 
 /// The reference backward: each index's expanded gradient, then `step`.
+#[allow(clippy::too_many_arguments)]
 fn ref_step(
     s: &Store,
     t: &str,

@@ -222,6 +222,20 @@ pub enum FormatError {
     },
 }
 
+impl FormatError {
+    /// The byte offset the error names, if it names one.
+    pub fn offset(&self) -> Option<u64> {
+        match self {
+            FormatError::BadMagic { offset, .. }
+            | FormatError::ChecksumMismatch { offset, .. }
+            | FormatError::MisplacedBlock { offset, .. }
+            | FormatError::Truncated { offset, .. }
+            | FormatError::InvalidField { offset, .. } => Some(*offset),
+            FormatError::UnsupportedVersion { .. } => None,
+        }
+    }
+}
+
 /// Store format versions this build reads. Version 1 (no checkpoint
 /// protocol) is no longer read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

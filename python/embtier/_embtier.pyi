@@ -1,0 +1,157 @@
+"""Type stubs of the compiled module ``embtier._embtier`` (the Rust store).
+
+Arrays: ids, indices and offsets are 1-D, C-contiguous ``int64`` or
+``uint64`` numpy arrays; values, gradients and ``out`` are C-contiguous
+``float32``. They are read in place, never copied on the way in. A wrong
+dtype or a non-array raises :class:`TypeError`; a wrong shape, length,
+offset or a NaN raises :class:`embtier.InvalidArgumentError` (a
+:class:`ValueError`) naming the argument. Every call that reads, writes or
+computes releases the GIL; a :class:`Store` may be shared between threads.
+"""
+
+from __future__ import annotations
+
+import os
+from types import TracebackType
+from typing import Any, Dict, List, Literal, Mapping, Optional, Tuple, Type, Union
+
+import numpy as np
+import numpy.typing as npt
+
+IdArray = Union[npt.NDArray[np.int64], npt.NDArray[np.uint64]]
+F32Array = npt.NDArray[np.float32]
+Mode = Literal["sum", "mean"]
+
+__version__: str
+
+class Prefetch:
+    """Rows being read into DRAM in the background, pinned there until
+    :meth:`release` (or the end of the ``with`` block): a ``lookup`` or
+    ``step`` of them then hits DRAM. Pinning is bounded (half of each DRAM
+    shard); rows past the bound are read but not pinned."""
+
+    def wait(self) -> int:
+        """Wait for the reads; returns the rows pinned. Raises what the
+        reads raised."""
+    def release(self) -> None:
+        """Drop the pins (after the batch's step). Idempotent."""
+    @property
+    def done(self) -> bool:
+        """Whether the reads have finished."""
+    def __enter__(self) -> Prefetch: ...
+    def __exit__(
+        self,
+        t: Optional[Type[BaseException]],
+        v: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool: ...
+
+class Store:
+    """An open embtier store: tables of ``rows x dim`` float32 rows (stored
+    as f32, f16, bf16 or int8), cached in DRAM and PMem over SSD.
+
+    Use it as a context manager, or call :meth:`close`. A call on a closed
+    store raises :class:`embtier.ClosedError`."""
+
+    @staticmethod
+    def create(path: Union[str, os.PathLike[str]], config: Union[Mapping[str, Any], str, os.PathLike[str]]) -> Store:
+        """Create a store in ``path`` (which must not exist, or be empty).
+
+        ``config`` is a dict with the schema of ``store.toml`` (``tables``:
+        a list of ``{"name", "rows", "dim", ...}``; ``dram``, ``pmem``,
+        ``ssd`` sections; see the Rust docs of ``StoreConfig``) or the path
+        of a ``store.toml``. A failed create leaves nothing behind."""
+    @staticmethod
+    def open(path: Union[str, os.PathLike[str]]) -> Store:
+        """Open the store in ``path``, recovering its last checkpoint."""
+    def close(self) -> None:
+        """Release the store (waits for calls in flight). Idempotent.
+        Updates since the last :meth:`checkpoint` are not durable."""
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+    @property
+    def tables(self) -> List[str]:
+        """Table names, in catalog order."""
+    @property
+    def path(self) -> str:
+        """The store's directory."""
+    def shape(self, table: str) -> Tuple[int, int]:
+        """``(rows, dim)`` of ``table``."""
+    def lookup(self, table: str, ids: IdArray, out: Optional[F32Array] = None) -> F32Array:
+        """Rows ``ids`` as a ``(len(ids), dim)`` float32 array. With ``out``
+        (C-contiguous float32 of that shape) the rows are written into it and
+        it is returned: no allocation. Duplicate ids are allowed."""
+    def update(self, table: str, ids: IdArray, values: F32Array) -> None:
+        """Overwrite rows: row ``ids[i]`` becomes ``values[i]`` (shape
+        ``(len(ids), dim)``); for a duplicate id the last wins."""
+    def step(self, table: str, ids: IdArray, grads: F32Array) -> None:
+        """The table's fused optimizer step with ``grads`` (``(len(ids),
+        dim)``); duplicate ids' gradients are summed in order, then applied
+        once."""
+    def lookup_pooled(
+        self,
+        table: str,
+        indices: IdArray,
+        offsets: IdArray,
+        mode: Mode = "sum",
+        per_sample_weights: Optional[F32Array] = None,
+        out: Optional[F32Array] = None,
+    ) -> F32Array:
+        """Pooled embedding bags in FBGEMM's TBE layout: ``offsets`` has
+        ``B + 1`` entries from 0 to ``len(indices)``, bag ``b`` is
+        ``indices[offsets[b]:offsets[b+1]]``. Returns ``(B, dim)``: each
+        bag's sum (times ``per_sample_weights``, sum mode only) or mean; an
+        empty bag pools to zeros."""
+    def step_pooled(
+        self,
+        table: str,
+        indices: IdArray,
+        offsets: IdArray,
+        grad: F32Array,
+        mode: Mode = "sum",
+        per_sample_weights: Optional[F32Array] = None,
+    ) -> None:
+        """The backward of :meth:`lookup_pooled` fused with the table's
+        optimizer: every index receives its bag's gradient (``grad`` is
+        ``(B, dim)``), times its weight or divided by the bag's length; the
+        same as :meth:`step` with the expanded gradients, bit for bit."""
+    def lookup_pooled_many(
+        self, batches: List[Tuple[str, IdArray, IdArray, Mode, Optional[F32Array]]]
+    ) -> List[F32Array]:
+        """:meth:`lookup_pooled` of several ``(table, indices, offsets,
+        mode, per_sample_weights)`` at once, every table's misses read in
+        one queue; one ``(B, dim)`` array per batch."""
+    def step_pooled_many(
+        self, batches: List[Tuple[str, IdArray, IdArray, F32Array, Mode, Optional[F32Array]]]
+    ) -> None:
+        """:meth:`step_pooled` of several ``(table, indices, offsets, grad,
+        mode, per_sample_weights)``, cold rows read in one queue first."""
+    def prefetch(self, table: str, ids: IdArray) -> Prefetch:
+        """Start reading ``ids``' rows into DRAM in the background and pin
+        them there until the handle is released."""
+    def export_rows(self, table: str, start: int, count: int, out: Optional[F32Array] = None) -> F32Array:
+        """Rows ``start .. start + count`` in id order, ``(count, dim)``:
+        call it chunk by chunk to stream out a table larger than memory."""
+    def import_rows(self, table: str, start: int, values: F32Array) -> None:
+        """Overwrite rows ``start .. start + len(values)`` (optimizer state
+        kept): call it chunk by chunk to load a table larger than memory."""
+    def checkpoint(self) -> Dict[str, int]:
+        """Make the current state durable and atomic; a crash later recovers
+        exactly it. Returns ``generation``, ``epoch``, ``groups_journaled``,
+        ``journal_bytes``, ``row_log_merged_rows``, ``row_log_blocks``."""
+    def flush(self) -> None:
+        """A :meth:`checkpoint` without the report."""
+    def stats(self) -> Dict[str, Any]:
+        """The store's figures: per table (``tables[name]``) lookups,
+        updates, and per tier (``dram``, ``pmem``, ``ssd``) hits, misses,
+        evictions, bytes, resident rows; ``writeback_errors`` and
+        ``pending_rows`` (write-backs that failed and the rows waiting in
+        memory for one); the I/O engine and the SSD read latency."""
+    def __enter__(self) -> Store: ...
+    def __exit__(
+        self,
+        t: Optional[Type[BaseException]],
+        v: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool: ...

@@ -1,0 +1,927 @@
+//! `embtier._embtier`: the Python binding of the store (PyO3).
+//!
+//! Arrays come in as numpy arrays and are read in place (no copy on the
+//! way in); results are written into a caller's `out` array or into a new
+//! one. Every call that reads, writes or computes releases the GIL. Errors
+//! become the exceptions of `embtier.errors`, with the Rust error's facts
+//! as attributes. The Python-facing docs live in `embtier/_embtier.pyi`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use embtier::{PooledBatch, PooledGrad, PoolingMode, Store, StoreConfig};
+use numpy::{
+    PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArray,
+    PyUntypedArrayMethods,
+};
+use parking_lot::{Mutex, RwLock};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use pyo3::BoundObject;
+
+/// Raise the `embtier.errors` class `class` with `message` and `facts`.
+fn raise(py: Python<'_>, class: &str, message: String, facts: &[(&str, Py<PyAny>)]) -> PyErr {
+    let made = (|| -> PyResult<PyErr> {
+        let cls = py.import("embtier.errors")?.getattr(class)?;
+        let kw = PyDict::new(py);
+        for (k, v) in facts {
+            kw.set_item(*k, v)?;
+        }
+        let e = cls.call((message.clone(),), Some(&kw))?;
+        Ok(PyErr::from_value(e))
+    })();
+    made.unwrap_or_else(|e| e)
+}
+
+fn obj<'py, T: IntoPyObject<'py>>(py: Python<'py>, v: T) -> Py<PyAny> {
+    match v.into_pyobject(py) {
+        Ok(o) => o.into_any().unbind(),
+        Err(_) => py.None(),
+    }
+}
+
+/// Map a store error to its Python exception, facts as attributes.
+fn to_py(py: Python<'_>, e: embtier::Error) -> PyErr {
+    use embtier::Error as E;
+    let msg = e.to_string();
+    let path = |p: &std::path::Path| obj(py, p.display().to_string());
+    match &e {
+        E::UnknownTable { name } => raise(
+            py,
+            "UnknownTableError",
+            msg,
+            &[("table", obj(py, name.as_str()))],
+        ),
+        E::IdOutOfRange { table, id, rows } => raise(
+            py,
+            "IdOutOfRangeError",
+            msg,
+            &[
+                ("table", obj(py, table.as_str())),
+                ("id", obj(py, *id)),
+                ("rows", obj(py, *rows)),
+            ],
+        ),
+        E::LengthMismatch {
+            table,
+            what,
+            got,
+            expected,
+            ..
+        } => raise(
+            py,
+            "InvalidArgumentError",
+            msg,
+            &[
+                ("table", obj(py, table.as_str())),
+                ("argument", obj(py, *what)),
+                ("got", obj(py, *got)),
+                ("expected", obj(py, *expected)),
+            ],
+        ),
+        E::NonFinite {
+            table, what, id, ..
+        } => raise(
+            py,
+            "InvalidArgumentError",
+            msg,
+            &[
+                ("table", obj(py, table.as_str())),
+                ("argument", obj(py, *what)),
+                ("id", obj(py, *id)),
+            ],
+        ),
+        E::BadOffsets { table, at, .. } => raise(
+            py,
+            "InvalidArgumentError",
+            msg,
+            &[
+                ("table", obj(py, table.as_str())),
+                ("argument", obj(py, "offsets")),
+                ("at", obj(py, *at)),
+            ],
+        ),
+        E::BadLearningRate { .. } => raise(py, "InvalidArgumentError", msg, &[]),
+        E::NotAStore { path: p, .. } => raise(py, "NotAStoreError", msg, &[("path", path(p))]),
+        E::AlreadyExists { path: p } => raise(py, "AlreadyExistsError", msg, &[("path", path(p))]),
+        E::Locked { path: p, pid } => raise(
+            py,
+            "LockedError",
+            msg,
+            &[("path", path(p)), ("pid", obj(py, *pid))],
+        ),
+        E::Format { path: p, source } => raise(
+            py,
+            "CorruptError",
+            msg,
+            &[("path", path(p)), ("offset", obj(py, source.offset()))],
+        ),
+        E::Corrupt {
+            path: p,
+            table,
+            id,
+            source,
+        } => raise(
+            py,
+            "CorruptError",
+            msg,
+            &[
+                ("path", path(p)),
+                ("offset", obj(py, source.offset())),
+                ("table", obj(py, table.as_str())),
+                ("id", obj(py, *id)),
+            ],
+        ),
+        E::DiskFull { path: p, offset } => raise(
+            py,
+            "DiskFullError",
+            msg,
+            &[("path", path(p)), ("offset", obj(py, *offset))],
+        ),
+        E::MapReserve {
+            path: p, source, ..
+        } => raise(
+            py,
+            "StorageError",
+            msg,
+            &[("path", path(p)), ("errno", obj(py, source.raw_os_error()))],
+        ),
+        E::Poisoned { .. } => raise(py, "PoisonedError", msg, &[]),
+        E::Io {
+            path: p,
+            offset,
+            source,
+            ..
+        } => raise(
+            py,
+            "StorageError",
+            msg,
+            &[
+                ("path", path(p)),
+                ("offset", obj(py, *offset)),
+                ("errno", obj(py, source.raw_os_error())),
+            ],
+        ),
+        E::Config { reason } => raise(
+            py,
+            "ConfigError",
+            msg,
+            &[("reason", obj(py, reason.as_str()))],
+        ),
+        E::TierTooSmall { table, .. }
+        | E::Unsupported { table, .. }
+        | E::ConfigMismatch { table, .. } => raise(
+            py,
+            "ConfigError",
+            msg.clone(),
+            &[("table", obj(py, table.as_str())), ("reason", obj(py, msg))],
+        ),
+        E::PrefetchPanicked { table } => {
+            raise(py, "Error", msg, &[("table", obj(py, table.as_str()))])
+        }
+        _ => raise(py, "Error", msg, &[]),
+    }
+}
+
+fn invalid(py: Python<'_>, argument: &str, message: String) -> PyErr {
+    raise(
+        py,
+        "InvalidArgumentError",
+        message,
+        &[("argument", obj(py, argument))],
+    )
+}
+
+/// A 1-D id array read in place: int64 or uint64, C-contiguous. int64 ids
+/// are reinterpreted: a negative one reads as an id far out of range.
+enum Ids<'py> {
+    U(PyReadonlyArray1<'py, u64>),
+    I(PyReadonlyArray1<'py, i64>),
+}
+
+impl Ids<'_> {
+    fn slice(&self) -> &[u64] {
+        match self {
+            Ids::U(a) => a.as_slice().expect("checked contiguous"),
+            Ids::I(a) => {
+                let s = a.as_slice().expect("checked contiguous");
+                // SAFETY: i64 and u64 have the same size and alignment, and
+                // every bit pattern is a valid u64; the slice borrows the
+                // same array for the same lifetime.
+                unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<u64>(), s.len()) }
+            }
+        }
+    }
+}
+
+/// The array behind `a`, or a TypeError naming `arg` (not a numpy array,
+/// wrong dimensions, not C-contiguous).
+fn array<'a, 'py>(
+    a: &'a Bound<'py, PyAny>,
+    arg: &str,
+    ndim: usize,
+) -> PyResult<&'a Bound<'py, PyUntypedArray>> {
+    let u = a.cast::<PyUntypedArray>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{arg}: expected a numpy array, got {}",
+            a.get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default()
+        ))
+    })?;
+    if u.ndim() != ndim {
+        return Err(invalid(
+            a.py(),
+            arg,
+            format!("{arg}: expected {ndim}-D, got shape {:?}", u.shape()),
+        ));
+    }
+    if !u.is_c_contiguous() {
+        return Err(invalid(
+            a.py(),
+            arg,
+            format!("{arg}: must be C-contiguous (use numpy.ascontiguousarray)"),
+        ));
+    }
+    Ok(u)
+}
+
+fn dtype_name(u: &Bound<'_, PyUntypedArray>) -> String {
+    u.dtype().to_string()
+}
+
+fn ids<'py>(a: &Bound<'py, PyAny>, arg: &str) -> PyResult<Ids<'py>> {
+    let u = array(a, arg, 1)?;
+    if let Ok(x) = a.cast::<PyArray1<u64>>() {
+        return Ok(Ids::U(
+            x.try_readonly()
+                .map_err(|e| PyTypeError::new_err(format!("{arg}: {e}")))?,
+        ));
+    }
+    if let Ok(x) = a.cast::<PyArray1<i64>>() {
+        return Ok(Ids::I(
+            x.try_readonly()
+                .map_err(|e| PyTypeError::new_err(format!("{arg}: {e}")))?,
+        ));
+    }
+    Err(PyTypeError::new_err(format!(
+        "{arg}: expected dtype int64 or uint64, got {}",
+        dtype_name(u)
+    )))
+}
+
+fn f32_1d<'py>(a: &Bound<'py, PyAny>, arg: &str) -> PyResult<PyReadonlyArray1<'py, f32>> {
+    let u = array(a, arg, 1)?;
+    a.cast::<PyArray1<f32>>()
+        .map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{arg}: expected dtype float32, got {}",
+                dtype_name(u)
+            ))
+        })?
+        .try_readonly()
+        .map_err(|e| PyTypeError::new_err(format!("{arg}: {e}")))
+}
+
+/// A `(rows, dim)` float32 array, read in place.
+fn f32_2d<'py>(
+    a: &Bound<'py, PyAny>,
+    arg: &str,
+    rows: usize,
+    dim: usize,
+) -> PyResult<PyReadonlyArray2<'py, f32>> {
+    let u = array(a, arg, 2)?;
+    if u.shape() != [rows, dim] {
+        return Err(raise(
+            a.py(),
+            "InvalidArgumentError",
+            format!("{arg}: expected shape ({rows}, {dim}), got {:?}", u.shape()),
+            &[
+                ("argument", obj(a.py(), arg)),
+                ("expected", obj(a.py(), rows * dim)),
+                ("got", obj(a.py(), u.len())),
+            ],
+        ));
+    }
+    a.cast::<PyArray2<f32>>()
+        .map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{arg}: expected dtype float32, got {}",
+                dtype_name(u)
+            ))
+        })?
+        .try_readonly()
+        .map_err(|e| PyTypeError::new_err(format!("{arg}: {e}")))
+}
+
+/// The caller's `out` (checked: float32, C-contiguous, `(rows, dim)`,
+/// writable) or a new zeroed array.
+fn out_2d<'py>(
+    py: Python<'py>,
+    out: Option<&Bound<'py, PyAny>>,
+    rows: usize,
+    dim: usize,
+) -> PyResult<Bound<'py, PyArray2<f32>>> {
+    match out {
+        None => Ok(PyArray2::<f32>::zeros(py, [rows, dim], false)),
+        Some(a) => {
+            let u = array(a, "out", 2)?;
+            if u.shape() != [rows, dim] {
+                return Err(raise(
+                    py,
+                    "InvalidArgumentError",
+                    format!("out: expected shape ({rows}, {dim}), got {:?}", u.shape()),
+                    &[
+                        ("argument", obj(py, "out")),
+                        ("expected", obj(py, rows * dim)),
+                        ("got", obj(py, u.len())),
+                    ],
+                ));
+            }
+            a.cast::<PyArray2<f32>>().cloned().map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "out: expected dtype float32, got {}",
+                    dtype_name(u)
+                ))
+            })
+        }
+    }
+}
+
+fn mode(py: Python<'_>, m: &str) -> PyResult<PoolingMode> {
+    m.parse::<PoolingMode>().map_err(|_| {
+        invalid(
+            py,
+            "mode",
+            format!("mode: expected \"sum\" or \"mean\", got {m:?}"),
+        )
+    })
+}
+
+/// An open store. Share it between threads; close it (or leave the `with`
+/// block) to release it.
+#[pyclass(module = "embtier._embtier", name = "Store", frozen)]
+struct PyStore {
+    inner: RwLock<Option<Arc<Store>>>,
+}
+
+impl PyStore {
+    fn get(&self, py: Python<'_>) -> PyResult<Arc<Store>> {
+        self.inner
+            .read()
+            .clone()
+            .ok_or_else(|| raise(py, "ClosedError", "the store is closed".into(), &[]))
+    }
+
+    fn dim(py: Python<'_>, s: &Store, table: &str) -> PyResult<usize> {
+        s.table_shape(table)
+            .map(|(_, d)| d as usize)
+            .map_err(|e| to_py(py, e))
+    }
+}
+
+fn config_from(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<StoreConfig> {
+    if let Ok(d) = config.cast::<PyDict>() {
+        // A dict with the schema of store.toml: through JSON to TOML, so
+        // that it is read by exactly the code that reads store.toml.
+        let json: String = py.import("json")?.call_method1("dumps", (d,))?.extract()?;
+        let v: toml::Value = serde_json::from_str(&json).map_err(|e| {
+            raise(
+                py,
+                "ConfigError",
+                format!("config: {e}"),
+                &[("reason", obj(py, e.to_string()))],
+            )
+        })?;
+        let text = toml::to_string(&v).map_err(|e| {
+            raise(
+                py,
+                "ConfigError",
+                format!("config: {e}"),
+                &[("reason", obj(py, e.to_string()))],
+            )
+        })?;
+        return StoreConfig::from_toml(&text).map_err(|e| to_py(py, e));
+    }
+    let p: PathBuf = config
+        .extract()
+        .map_err(|_| PyTypeError::new_err("config: expected a dict or the path of a store.toml"))?;
+    let text = std::fs::read_to_string(&p).map_err(|e| {
+        raise(
+            py,
+            "StorageError",
+            format!("{}: {e}", p.display()),
+            &[
+                ("path", obj(py, p.display().to_string())),
+                ("errno", obj(py, e.raw_os_error())),
+            ],
+        )
+    })?;
+    StoreConfig::from_toml(&text).map_err(|e| to_py(py, e))
+}
+
+#[pymethods]
+impl PyStore {
+    /// Create a store in `path` (see `_embtier.pyi`).
+    #[staticmethod]
+    fn create(py: Python<'_>, path: PathBuf, config: &Bound<'_, PyAny>) -> PyResult<PyStore> {
+        let cfg = config_from(py, config)?;
+        let s = py
+            .detach(|| Store::create(&path, cfg))
+            .map_err(|e| to_py(py, e))?;
+        Ok(PyStore {
+            inner: RwLock::new(Some(Arc::new(s))),
+        })
+    }
+
+    /// Open the store in `path`.
+    #[staticmethod]
+    fn open(py: Python<'_>, path: PathBuf) -> PyResult<PyStore> {
+        let s = py.detach(|| Store::open(&path)).map_err(|e| to_py(py, e))?;
+        Ok(PyStore {
+            inner: RwLock::new(Some(Arc::new(s))),
+        })
+    }
+
+    /// Release the store (waiting for calls in flight). Idempotent.
+    fn close(&self, py: Python<'_>) {
+        let s = self.inner.write().take();
+        py.detach(move || drop(s));
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.read().is_none()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        _t: &Bound<'_, PyAny>,
+        _v: &Bound<'_, PyAny>,
+        _tb: &Bound<'_, PyAny>,
+    ) -> bool {
+        self.close(py);
+        false
+    }
+
+    #[getter]
+    fn tables(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let s = self.get(py)?;
+        Ok(s.table_names().map(str::to_owned).collect())
+    }
+
+    #[getter]
+    fn path(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(self.get(py)?.dir().display().to_string())
+    }
+
+    fn shape(&self, py: Python<'_>, table: &str) -> PyResult<(u64, usize)> {
+        let s = self.get(py)?;
+        s.table_shape(table)
+            .map(|(r, d)| (r, d as usize))
+            .map_err(|e| to_py(py, e))
+    }
+
+    #[pyo3(signature = (table, ids, out=None))]
+    fn lookup<'py>(
+        &self,
+        py: Python<'py>,
+        table: &str,
+        ids: &Bound<'py, PyAny>,
+        out: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let s = self.get(py)?;
+        let dim = Self::dim(py, &s, table)?;
+        let ids = self::ids(ids, "ids")?;
+        let ids = ids.slice();
+        let out = out_2d(py, out, ids.len(), dim)?;
+        {
+            let mut w = out
+                .try_readwrite()
+                .map_err(|e| PyTypeError::new_err(format!("out: {e}")))?;
+            let o = w.as_slice_mut().expect("checked contiguous");
+            py.detach(|| s.lookup(table, ids, o))
+                .map_err(|e| to_py(py, e))?;
+        }
+        Ok(out)
+    }
+
+    fn update(
+        &self,
+        py: Python<'_>,
+        table: &str,
+        ids: &Bound<'_, PyAny>,
+        values: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let s = self.get(py)?;
+        let dim = Self::dim(py, &s, table)?;
+        let ids = self::ids(ids, "ids")?;
+        let ids = ids.slice();
+        let v = f32_2d(values, "values", ids.len(), dim)?;
+        let v = v.as_slice().expect("checked contiguous");
+        py.detach(|| s.update(table, ids, v))
+            .map_err(|e| to_py(py, e))
+    }
+
+    fn step(
+        &self,
+        py: Python<'_>,
+        table: &str,
+        ids: &Bound<'_, PyAny>,
+        grads: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let s = self.get(py)?;
+        let dim = Self::dim(py, &s, table)?;
+        let ids = self::ids(ids, "ids")?;
+        let ids = ids.slice();
+        let g = f32_2d(grads, "grads", ids.len(), dim)?;
+        let g = g.as_slice().expect("checked contiguous");
+        py.detach(|| s.step(table, ids, g))
+            .map_err(|e| to_py(py, e))
+    }
+
+    #[pyo3(signature = (table, indices, offsets, mode="sum", per_sample_weights=None, out=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn lookup_pooled<'py>(
+        &self,
+        py: Python<'py>,
+        table: &str,
+        indices: &Bound<'py, PyAny>,
+        offsets: &Bound<'py, PyAny>,
+        mode: &str,
+        per_sample_weights: Option<&Bound<'py, PyAny>>,
+        out: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let s = self.get(py)?;
+        let dim = Self::dim(py, &s, table)?;
+        let m = self::mode(py, mode)?;
+        let idx = ids(indices, "indices")?;
+        let off = ids(offsets, "offsets")?;
+        let w = per_sample_weights
+            .map(|w| f32_1d(w, "per_sample_weights"))
+            .transpose()?;
+        let (idx, off) = (idx.slice(), off.slice());
+        let w = w
+            .as_ref()
+            .map(|w| w.as_slice().expect("checked contiguous"));
+        let bags = off.len().saturating_sub(1);
+        let out = out_2d(py, out, bags, dim)?;
+        {
+            let mut o = out
+                .try_readwrite()
+                .map_err(|e| PyTypeError::new_err(format!("out: {e}")))?;
+            let o = o.as_slice_mut().expect("checked contiguous");
+            py.detach(|| s.lookup_pooled(table, idx, off, m, w, o))
+                .map_err(|e| to_py(py, e))?;
+        }
+        Ok(out)
+    }
+
+    #[pyo3(signature = (table, indices, offsets, grad, mode="sum", per_sample_weights=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn step_pooled(
+        &self,
+        py: Python<'_>,
+        table: &str,
+        indices: &Bound<'_, PyAny>,
+        offsets: &Bound<'_, PyAny>,
+        grad: &Bound<'_, PyAny>,
+        mode: &str,
+        per_sample_weights: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let s = self.get(py)?;
+        let dim = Self::dim(py, &s, table)?;
+        let m = self::mode(py, mode)?;
+        let idx = ids(indices, "indices")?;
+        let off = ids(offsets, "offsets")?;
+        let w = per_sample_weights
+            .map(|w| f32_1d(w, "per_sample_weights"))
+            .transpose()?;
+        let (idx, off) = (idx.slice(), off.slice());
+        let bags = off.len().saturating_sub(1);
+        let g = f32_2d(grad, "grad", bags, dim)?;
+        let g = g.as_slice().expect("checked contiguous");
+        let w = w
+            .as_ref()
+            .map(|w| w.as_slice().expect("checked contiguous"));
+        py.detach(|| s.step_pooled(table, idx, off, g, m, w))
+            .map_err(|e| to_py(py, e))
+    }
+
+    /// Pooled lookups of several tables, their misses read in one queue:
+    /// `batches` is a list of `(table, indices, offsets, mode,
+    /// per_sample_weights)`; returns one `(B, dim)` array per batch.
+    fn lookup_pooled_many<'py>(
+        &self,
+        py: Python<'py>,
+        batches: &Bound<'py, PyList>,
+    ) -> PyResult<Vec<Bound<'py, PyArray2<f32>>>> {
+        let s = self.get(py)?;
+        type Item<'py> = (
+            String,
+            Bound<'py, PyAny>,
+            Bound<'py, PyAny>,
+            String,
+            Option<Bound<'py, PyAny>>,
+        );
+        let items: Vec<Item<'py>> = batches.extract()?;
+        let mut held = Vec::with_capacity(items.len());
+        for (table, i, o, m, w) in &items {
+            let dim = Self::dim(py, &s, table)?;
+            let m = self::mode(py, m)?;
+            let idx = ids(i, "indices")?;
+            let off = ids(o, "offsets")?;
+            let w = w
+                .as_ref()
+                .map(|w| f32_1d(w, "per_sample_weights"))
+                .transpose()?;
+            let bags = off.slice().len().saturating_sub(1);
+            let out = PyArray2::<f32>::zeros(py, [bags, dim], false);
+            held.push((table.as_str(), idx, off, m, w, out));
+        }
+        let mut outs: Vec<_> = held
+            .iter()
+            .map(|h| h.5.try_readwrite())
+            .collect::<Result<_, _>>()
+            .map_err(|e| PyTypeError::new_err(format!("out: {e}")))?;
+        {
+            let mut parts: Vec<PooledBatch<'_>> = held
+                .iter()
+                .zip(outs.iter_mut())
+                .map(|(h, o)| PooledBatch {
+                    table: h.0,
+                    indices: h.1.slice(),
+                    offsets: h.2.slice(),
+                    mode: h.3,
+                    per_sample_weights: h
+                        .4
+                        .as_ref()
+                        .map(|w| w.as_slice().expect("checked contiguous")),
+                    out: o.as_slice_mut().expect("checked contiguous"),
+                })
+                .collect();
+            py.detach(|| s.lookup_pooled_many(&mut parts))
+                .map_err(|e| to_py(py, e))?;
+        }
+        drop(outs);
+        Ok(held.into_iter().map(|h| h.5).collect())
+    }
+
+    /// Pooled steps of several tables: `batches` is a list of `(table,
+    /// indices, offsets, grad, mode, per_sample_weights)`.
+    fn step_pooled_many(&self, py: Python<'_>, batches: &Bound<'_, PyList>) -> PyResult<()> {
+        let s = self.get(py)?;
+        type Item<'py> = (
+            String,
+            Bound<'py, PyAny>,
+            Bound<'py, PyAny>,
+            Bound<'py, PyAny>,
+            String,
+            Option<Bound<'py, PyAny>>,
+        );
+        let items: Vec<Item<'_>> = batches.extract()?;
+        let mut held = Vec::with_capacity(items.len());
+        for (table, i, o, g, m, w) in &items {
+            let dim = Self::dim(py, &s, table)?;
+            let m = self::mode(py, m)?;
+            let idx = ids(i, "indices")?;
+            let off = ids(o, "offsets")?;
+            let bags = off.slice().len().saturating_sub(1);
+            let g = f32_2d(g, "grad", bags, dim)?;
+            let w = w
+                .as_ref()
+                .map(|w| f32_1d(w, "per_sample_weights"))
+                .transpose()?;
+            held.push((table.as_str(), idx, off, g, m, w));
+        }
+        let parts: Vec<PooledGrad<'_>> = held
+            .iter()
+            .map(|h| PooledGrad {
+                table: h.0,
+                indices: h.1.slice(),
+                offsets: h.2.slice(),
+                grad: h.3.as_slice().expect("checked contiguous"),
+                mode: h.4,
+                per_sample_weights: h
+                    .5
+                    .as_ref()
+                    .map(|w| w.as_slice().expect("checked contiguous")),
+            })
+            .collect();
+        py.detach(|| s.step_pooled_many(&parts))
+            .map_err(|e| to_py(py, e))
+    }
+
+    /// Start reading `ids`' rows into DRAM and pin them there.
+    fn prefetch(
+        &self,
+        py: Python<'_>,
+        table: &str,
+        ids: &Bound<'_, PyAny>,
+    ) -> PyResult<PyPrefetch> {
+        let s = self.get(py)?;
+        let ids = self::ids(ids, "ids")?;
+        let ids = ids.slice();
+        let p = py
+            .detach(|| s.prefetch_detached(table, ids))
+            .map_err(|e| to_py(py, e))?;
+        Ok(PyPrefetch {
+            inner: Mutex::new(Some(p)),
+        })
+    }
+
+    /// Rows `start .. start + count` of `table`, in id order.
+    #[pyo3(signature = (table, start, count, out=None))]
+    fn export_rows<'py>(
+        &self,
+        py: Python<'py>,
+        table: &str,
+        start: u64,
+        count: usize,
+        out: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let s = self.get(py)?;
+        let dim = Self::dim(py, &s, table)?;
+        let out = out_2d(py, out, count, dim)?;
+        {
+            let mut o = out
+                .try_readwrite()
+                .map_err(|e| PyTypeError::new_err(format!("out: {e}")))?;
+            let o = o.as_slice_mut().expect("checked contiguous");
+            py.detach(|| s.export_rows(table, start, o))
+                .map_err(|e| to_py(py, e))?;
+        }
+        Ok(out)
+    }
+
+    /// Overwrite rows `start .. start + len(values)` of `table`.
+    fn import_rows(
+        &self,
+        py: Python<'_>,
+        table: &str,
+        start: u64,
+        values: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let s = self.get(py)?;
+        let dim = Self::dim(py, &s, table)?;
+        let n = array(values, "values", 2)?.shape()[0];
+        let v = f32_2d(values, "values", n, dim)?;
+        let v = v.as_slice().expect("checked contiguous");
+        py.detach(|| s.import_rows(table, start, v))
+            .map_err(|e| to_py(py, e))
+    }
+
+    /// Make the current state durable and atomic; returns what it did.
+    fn checkpoint<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.get(py)?;
+        let c = py.detach(|| s.checkpoint()).map_err(|e| to_py(py, e))?;
+        let d = PyDict::new(py);
+        d.set_item("generation", c.generation)?;
+        d.set_item("epoch", c.epoch)?;
+        d.set_item("groups_journaled", c.groups_journaled)?;
+        d.set_item("journal_bytes", c.journal_bytes)?;
+        d.set_item("row_log_merged_rows", c.row_log_merged_rows)?;
+        d.set_item("row_log_blocks", c.row_log_blocks)?;
+        Ok(d)
+    }
+
+    /// A checkpoint, for callers that need no report.
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        let s = self.get(py)?;
+        py.detach(|| s.flush()).map_err(|e| to_py(py, e))
+    }
+
+    /// The store's figures, as a dict.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.get(py)?;
+        let st = py.detach(|| s.stats());
+        let d = PyDict::new(py);
+        d.set_item("io_engine", &st.io_engine)?;
+        d.set_item("io_engine_reason", &st.io_engine_reason)?;
+        d.set_item("direct_io", st.direct_io)?;
+        d.set_item("row_log_capacity_blocks", st.row_log_capacity_blocks)?;
+        d.set_item("row_log_used_blocks", st.row_log_used_blocks)?;
+        d.set_item("row_log_merges", st.row_log_merges)?;
+        d.set_item("writeback_errors", st.writeback_errors())?;
+        d.set_item("pending_rows", st.pending_rows())?;
+        let lat = PyDict::new(py);
+        let l = &st.ssd_read_latency;
+        lat.set_item("count", l.count)?;
+        lat.set_item("p50_ns", l.p50)?;
+        lat.set_item("p90_ns", l.p90)?;
+        lat.set_item("p99_ns", l.p99)?;
+        lat.set_item("p999_ns", l.p999)?;
+        d.set_item("ssd_read_latency", lat)?;
+        let tables = PyDict::new(py);
+        for t in &st.tables {
+            let td = PyDict::new(py);
+            td.set_item("placement", format!("{:?}", t.placement))?;
+            td.set_item("lookups", t.lookups)?;
+            td.set_item("updates", t.updates)?;
+            td.set_item("prefetched", t.prefetched)?;
+            td.set_item("prefetch_pinned", t.prefetch_pinned)?;
+            for (name, tier) in [("dram", &t.dram), ("pmem", &t.pmem)] {
+                let x = PyDict::new(py);
+                x.set_item("lookups", tier.lookups)?;
+                x.set_item("hits", tier.hits)?;
+                x.set_item("misses", tier.misses)?;
+                x.set_item("hit_ratio", tier.hit_ratio())?;
+                x.set_item("evictions", tier.evictions)?;
+                x.set_item("dirty_evictions", tier.dirty_evictions)?;
+                x.set_item("bytes_read", tier.bytes_read)?;
+                x.set_item("bytes_written", tier.bytes_written)?;
+                x.set_item("resident_rows", tier.resident_rows)?;
+                x.set_item("capacity_rows", tier.capacity_rows)?;
+                x.set_item("bookkeeping_bytes", tier.bookkeeping_bytes)?;
+                td.set_item(name, x)?;
+            }
+            let x = PyDict::new(py);
+            let q = &t.ssd;
+            x.set_item("rows_read", q.rows_read)?;
+            x.set_item("rows_written", q.rows_written)?;
+            x.set_item("read_ops", q.read_ops)?;
+            x.set_item("write_ops", q.write_ops)?;
+            x.set_item("bytes_read", q.bytes_read)?;
+            x.set_item("bytes_written", q.bytes_written)?;
+            x.set_item("writeback_errors", q.writeback_errors)?;
+            x.set_item("pending_rows", q.pending_rows)?;
+            x.set_item("pending_limit_rows", q.pending_limit_rows)?;
+            x.set_item("log_rows_read", q.log_rows_read)?;
+            x.set_item("log_rows_written", q.log_rows_written)?;
+            x.set_item("log_blocks_written", q.log_blocks_written)?;
+            x.set_item("log_rows_merged", q.log_rows_merged)?;
+            x.set_item("logged_rows", q.logged_rows)?;
+            td.set_item("ssd", x)?;
+            tables.set_item(&t.name, td)?;
+        }
+        d.set_item("tables", tables)?;
+        Ok(d)
+    }
+
+    fn __repr__(&self) -> String {
+        match &*self.inner.read() {
+            Some(s) => format!("<embtier.Store {:?}>", s.dir()),
+            None => "<embtier.Store (closed)>".into(),
+        }
+    }
+}
+
+/// A background read of rows into DRAM, pinned there until released.
+#[pyclass(module = "embtier._embtier", name = "Prefetch", frozen)]
+struct PyPrefetch {
+    inner: Mutex<Option<embtier::Prefetch<'static>>>,
+}
+
+#[pymethods]
+impl PyPrefetch {
+    /// Wait for the reads; returns the rows pinned, raises what the
+    /// reads raised.
+    fn wait(&self, py: Python<'_>) -> PyResult<usize> {
+        py.detach(|| match self.inner.lock().as_mut() {
+            Some(p) => p.wait(),
+            None => Ok(0),
+        })
+        .map_err(|e| to_py(py, e))
+    }
+
+    /// Release the pins (after the batch's step). Idempotent.
+    fn release(&self, py: Python<'_>) {
+        let p = self.inner.lock().take();
+        py.detach(move || drop(p));
+    }
+
+    #[getter]
+    fn done(&self) -> bool {
+        self.inner.lock().as_ref().is_none_or(|p| p.is_finished())
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        _t: &Bound<'_, PyAny>,
+        _v: &Bound<'_, PyAny>,
+        _tb: &Bound<'_, PyAny>,
+    ) -> bool {
+        self.release(py);
+        false
+    }
+}
+
+#[pymodule]
+fn _embtier(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyStore>()?;
+    m.add_class::<PyPrefetch>()?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,328 @@
+"""Every call of embtier.Store against a numpy reference, and every bad
+input against its exception."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import embtier
+from conftest import config, ids
+
+
+def ref_pool(rows, offsets, mode, w=None):
+    """The reference pooling: in-order float32 accumulation per bag."""
+    dim = rows.shape[1]
+    out = np.zeros((len(offsets) - 1, dim), dtype=np.float32)
+    for b in range(len(offsets) - 1):
+        lo, hi = offsets[b], offsets[b + 1]
+        acc = np.zeros(dim, dtype=np.float32)
+        for k in range(lo, hi):
+            acc += rows[k] * (np.float32(1) if w is None else w[k])
+        if mode == "mean" and hi > lo:
+            acc /= np.float32(hi - lo)
+        out[b] = acc
+    return out
+
+
+def test_create_open_shape_and_tables(store_dir):
+    with embtier.Store.create(store_dir, config([{"name": "t", "rows": 10, "dim": 4}])) as s:
+        assert s.tables == ["t"]
+        assert s.shape("t") == (10, 4)
+        s.update("t", ids(2), np.full((1, 4), 3.0, dtype=np.float32))
+        s.checkpoint()
+    assert s.closed
+    with embtier.Store.open(store_dir) as s:
+        assert s.lookup("t", ids(2)).tolist() == [[3.0] * 4]
+
+
+def test_config_from_a_store_toml(tmp_path):
+    toml = tmp_path / "store.toml"
+    toml.write_text('[[tables]]\nname = "x"\nrows = 5\ndim = 2\n[tables.init]\nkind = "zeros"\n')
+    with embtier.Store.create(str(tmp_path / "s"), str(toml)) as s:
+        assert s.shape("x") == (5, 2)
+        assert s.lookup("x", ids(4)).tolist() == [[0.0, 0.0]]
+
+
+def test_lookup_into_out_writes_in_place_and_returns_it(small_store):
+    out = np.empty((3, 8), dtype=np.float32)
+    r = small_store.lookup("a", ids(1, 2, 1), out=out)
+    assert r is out
+    ref = small_store.lookup("a", ids(1, 2, 1))
+    assert np.array_equal(out, ref)
+    assert np.array_equal(out[0], out[2])
+
+
+def test_uint64_and_int64_ids_agree(small_store):
+    a = small_store.lookup("a", np.array([5, 6], dtype=np.uint64))
+    b = small_store.lookup("a", ids(5, 6))
+    assert np.array_equal(a, b)
+
+
+def test_update_and_step_match_a_numpy_reference(store_dir):
+    rng = np.random.default_rng(3)
+    lr = 0.25
+    with embtier.Store.create(
+        store_dir,
+        config(
+            [
+                {
+                    "name": "t",
+                    "rows": 64,
+                    "dim": 5,
+                    "init": {"kind": "zeros"},
+                    "optimizer": {"kind": "sgd", "lr": lr},
+                }
+            ],
+            dram={"capacity": 5 * 4 * 8},
+        ),
+    ) as s:
+        ref = np.zeros((64, 5), dtype=np.float32)
+        for _ in range(50):
+            i = rng.integers(0, 64, size=20).astype(np.int64)
+            if rng.random() < 0.3:
+                v = rng.standard_normal((20, 5)).astype(np.float32)
+                s.update("t", i, v)
+                for k in range(20):  # the last duplicate wins
+                    ref[i[k]] = v[k]
+            else:
+                g = rng.standard_normal((20, 5)).astype(np.float32)
+                s.step("t", i, g)
+                summed = {}
+                for k in range(20):  # duplicates summed in order, applied once
+                    summed[i[k]] = summed[i[k]] + g[k] if i[k] in summed else g[k].copy()
+                for r, gs in summed.items():
+                    ref[r] = ref[r] - np.float32(lr) * gs
+        got = s.lookup("t", np.arange(64, dtype=np.int64))
+        assert np.array_equal(got, ref)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_pooled_calls_match_the_reference_bit_for_bit(store_dir, mode):
+    rng = np.random.default_rng(7)
+    lr = 0.1
+    with embtier.Store.create(
+        store_dir,
+        config(
+            [
+                {
+                    "name": "t",
+                    "rows": 300,
+                    "dim": 6,
+                    "init": {"kind": "uniform", "scale": 0.2},
+                    "optimizer": {"kind": "sgd", "lr": lr},
+                }
+            ],
+            dram={"capacity": 20 * 24},
+        ),
+    ) as s:
+        ref = s.export_rows("t", 0, 300).copy()
+        for step in range(30):
+            lens = rng.integers(0, 6, size=16)
+            offsets = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+            idx = rng.integers(0, 300, size=int(offsets[-1])).astype(np.int64)
+            w = rng.standard_normal(idx.shape[0]).astype(np.float32) if mode == "sum" and step % 2 else None
+            out = s.lookup_pooled("t", idx, offsets, mode=mode, per_sample_weights=w)
+            assert out.dtype == np.float32 and out.shape == (16, 6)
+            assert np.array_equal(out, ref_pool(ref[idx], offsets, mode, w))
+            grad = rng.standard_normal((16, 6)).astype(np.float32)
+            s.step_pooled("t", idx, offsets, grad, mode=mode, per_sample_weights=w)
+            # The reference: expand, sum duplicates in order, SGD once.
+            summed = {}
+            for b in range(16):
+                for k in range(offsets[b], offsets[b + 1]):
+                    if mode == "mean":
+                        g = grad[b] / np.float32(offsets[b + 1] - offsets[b])
+                    elif w is not None:
+                        g = grad[b] * w[k]
+                    else:
+                        g = grad[b].copy()
+                    r = idx[k]
+                    summed[r] = summed[r] + g if r in summed else g
+            for r, g in summed.items():
+                ref[r] = ref[r] - np.float32(lr) * g
+        assert np.array_equal(s.export_rows("t", 0, 300), ref)
+
+
+def test_many_forms_equal_single_table_calls(small_store):
+    s = small_store
+    ia, oa = ids(1, 2, 3, 1), ids(0, 3, 4)
+    ib, ob = ids(4, 4), ids(0, 0, 2)
+    outs = s.lookup_pooled_many([("a", ia, oa, "sum", None), ("b", ib, ob, "mean", None)])
+    assert np.array_equal(outs[0], s.lookup_pooled("a", ia, oa))
+    assert np.array_equal(outs[1], s.lookup_pooled("b", ib, ob, mode="mean"))
+    before = s.export_rows("a", 0, 1000).copy()
+    s.step_pooled_many([("a", ia, oa, np.ones((2, 8), np.float32), "sum", None)])
+    assert not np.array_equal(s.export_rows("a", 0, 1000), before)
+
+
+def test_export_and_import_stream_a_table(small_store):
+    s = small_store
+    whole = np.concatenate([s.export_rows("a", st, 300) for st in (0, 300, 600)] + [s.export_rows("a", 900, 100)])
+    assert whole.shape == (1000, 8)
+    assert np.array_equal(whole, s.lookup("a", np.arange(1000, dtype=np.int64)))
+    new = np.arange(8000, dtype=np.float32).reshape(1000, 8)
+    for st in range(0, 1000, 128):
+        s.import_rows("a", st, new[st : st + 128])
+    assert np.array_equal(s.export_rows("a", 0, 1000), new)
+    with pytest.raises(IndexError):
+        s.export_rows("a", 990, 20)
+
+
+def test_prefetch_pins_and_releases(small_store):
+    with small_store.prefetch("a", ids(1, 2, 3)) as p:
+        assert p.wait() == 3
+        assert p.done
+    p.release()  # idempotent
+
+
+def test_checkpoint_flush_and_stats(small_store):
+    small_store.update("b", ids(1), np.ones((1, 3), np.float32))
+    c = small_store.checkpoint()
+    assert c["generation"] == 1
+    small_store.flush()
+    st = small_store.stats()
+    assert set(st["tables"]) == {"a", "b"}
+    t = st["tables"]["b"]
+    assert t["updates"] == 1 and "hit_ratio" in t["dram"] and "rows_read" in t["ssd"]
+    assert st["writeback_errors"] == 0 and st["pending_rows"] == 0
+
+
+# --- bad input ------------------------------------------------------------
+
+
+def test_errors_are_typed_with_facts(small_store):
+    s = small_store
+    with pytest.raises(IndexError) as e:
+        s.lookup("a", ids(0, 1000))
+    assert isinstance(e.value, embtier.IdOutOfRangeError) and isinstance(e.value, embtier.Error)
+    assert (e.value.table, e.value.id, e.value.rows) == ("a", 1000, 1000)
+    with pytest.raises(IndexError):
+        s.lookup("a", ids(-1))  # reads as an id far out of range
+    with pytest.raises(KeyError) as e:
+        s.lookup("nope", ids(1))
+    assert e.value.table == "nope" and isinstance(e.value, embtier.UnknownTableError)
+    with pytest.raises(ValueError) as e:
+        s.update("a", ids(1), np.full((1, 8), np.nan, np.float32))
+    assert isinstance(e.value, embtier.InvalidArgumentError) and e.value.id == 1
+    with pytest.raises(ValueError) as e:
+        s.update("a", ids(1, 2), np.ones((1, 8), np.float32))
+    assert e.value.argument == "values"
+    with pytest.raises(ValueError) as e:
+        s.lookup_pooled("a", ids(1, 2), ids(0, 2, 1))
+    assert (e.value.argument, e.value.at) == ("offsets", 2)
+    with pytest.raises(ValueError):
+        s.lookup_pooled("a", ids(1), ids(0, 1), mode="max")
+    with pytest.raises(ValueError):
+        s.lookup_pooled("a", ids(1), ids(0, 1), mode="mean", per_sample_weights=np.ones(1, np.float32))
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [1, 2],  # a list, not an array
+        np.array([1.0, 2.0]),  # float ids
+        np.array([1, 2], dtype=np.int32),  # int32 ids
+        np.array([[1, 2]], dtype=np.int64),  # 2-D
+        np.arange(10, dtype=np.int64)[::2],  # not contiguous
+    ],
+)
+def test_bad_arrays_raise_type_or_value_errors_never_crash(small_store, bad):
+    with pytest.raises((TypeError, ValueError)):
+        small_store.lookup("a", bad)
+
+
+def test_bad_out_arrays(small_store):
+    with pytest.raises(TypeError):
+        small_store.lookup("a", ids(1), out=np.empty((1, 8), np.float64))
+    with pytest.raises(ValueError):
+        small_store.lookup("a", ids(1), out=np.empty((2, 8), np.float32))
+    with pytest.raises(ValueError):
+        small_store.lookup("a", ids(1, 2), out=np.empty((8, 2), np.float32).T)
+    ro = np.empty((1, 8), np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(TypeError):
+        small_store.lookup("a", ids(1), out=ro)
+
+
+def test_files_and_configs(tmp_path, store_dir):
+    with pytest.raises(OSError) as e:
+        embtier.Store.open(str(tmp_path / "nothing-here"))
+    assert isinstance(e.value, embtier.Error)
+    with pytest.raises(ValueError) as e:
+        embtier.Store.create(store_dir, {"tables": [{"name": "t", "rows": 10, "dim": 0}]})
+    assert isinstance(e.value, embtier.ConfigError)
+    with pytest.raises(ValueError):
+        embtier.Store.create(store_dir, {"tables": [{"name": "t", "rows": 10, "dim": 2, "bogus": 1}]})
+    with pytest.raises(TypeError):
+        embtier.Store.create(store_dir, 42)
+    s = embtier.Store.create(store_dir, {"tables": [{"name": "t", "rows": 10, "dim": 2}]})
+    with pytest.raises(OSError) as e:
+        embtier.Store.open(store_dir)  # locked by this process's open store
+    assert isinstance(e.value, embtier.LockedError)
+    s.close()
+    with pytest.raises(FileExistsError):
+        embtier.Store.create(store_dir, {"tables": [{"name": "t", "rows": 10, "dim": 2}]})
+
+
+def test_a_corrupt_file_is_an_oserror_naming_it(store_dir):
+    import os
+
+    with embtier.Store.create(store_dir, {"tables": [{"name": "t", "rows": 10, "dim": 2}]}) as s:
+        s.checkpoint()
+    meta = os.path.join(store_dir, "embtier.meta")
+    b = bytearray(open(meta, "rb").read())
+    b[70] ^= 1
+    b[4096 + 70] ^= 1
+    open(meta, "wb").write(bytes(b))
+    with pytest.raises(OSError) as e:
+        embtier.Store.open(store_dir)
+    assert isinstance(e.value, embtier.CorruptError)
+    assert e.value.path.endswith("embtier.meta") and e.value.offset == 0
+
+
+def test_a_closed_store_raises_and_does_not_crash(small_store):
+    small_store.close()
+    small_store.close()
+    for call in (
+        lambda: small_store.lookup("a", ids(1)),
+        lambda: small_store.tables,
+        lambda: small_store.stats(),
+        lambda: small_store.checkpoint(),
+    ):
+        with pytest.raises(embtier.ClosedError):
+            call()
+
+
+def test_threads_share_one_store(store_dir):
+    with embtier.Store.create(
+        store_dir,
+        config(
+            [{"name": "t", "rows": 500, "dim": 4, "init": {"kind": "zeros"}, "optimizer": {"kind": "sgd", "lr": 1.0}}],
+            dram={"capacity": 64 * 16},
+        ),
+    ) as s:
+        counts = np.zeros(500, dtype=np.int64)
+        lock = threading.Lock()
+        errors = []
+
+        def work(seed):
+            try:
+                rng = np.random.default_rng(seed)
+                for _ in range(100):
+                    i = rng.integers(0, 500, size=32).astype(np.int64)
+                    s.step("t", i, np.ones((32, 4), np.float32))
+                    with lock:
+                        np.add.at(counts, i, 1)
+                    s.lookup("t", i)
+            except Exception as e:  # pragma: no cover - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        got = s.lookup("t", np.arange(500, dtype=np.int64))
+        assert np.array_equal(got[:, 0], -counts.astype(np.float32))

@@ -1,0 +1,250 @@
+"""embtier.torch.TieredEmbeddingBags against a plain PyTorch reference
+(nn.EmbeddingBag with the same optimizer written in a few lines), against
+FBGEMM's CPU table-batched embedding bags, and across tier configurations.
+"""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="embtier.torch needs torch (the README's test command installs it)")
+
+import embtier  # noqa: E402
+from embtier.torch import TieredEmbeddingBags  # noqa: E402
+
+TABLES = [("user", 200, 8), ("item", 300, 16)]
+B = 32
+
+
+def optimizer_cfg(kind, lr):
+    if kind == "sgd":
+        return {"kind": "sgd", "lr": lr}
+    return {"kind": "rowwise_adagrad", "lr": lr, "eps": 1e-8}
+
+
+def make_store(path, kind, lr, tiers="dram", seed=1):
+    tables = []
+    for name, rows, dim in TABLES:
+        t = {
+            "name": name,
+            "rows": rows,
+            "dim": dim,
+            "seed": seed,
+            "init": {"kind": "uniform", "scale": 0.1},
+            "optimizer": optimizer_cfg(kind, lr),
+        }
+        if tiers == "pinned":
+            t["placement"] = "pinned-dram"
+        tables.append(t)
+    cfg = {"tables": tables}
+    if tiers == "tiny":
+        cfg["dram"] = {"capacity": 6 * 64, "shards": 1}
+        cfg["pmem"] = {"capacity": 10 * 64, "policy": "lru"}
+    return embtier.Store.create(str(path), cfg)
+
+
+def batches(n, seed=0, weights=False):
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        idx, offs = [], [0]
+        for _, rows, _ in TABLES:
+            for _ in range(B):
+                k = int(rng.integers(0, 6))
+                idx.extend(rng.integers(0, rows, size=k).tolist())
+                offs.append(len(idx))
+        w = torch.tensor(rng.standard_normal(len(idx)), dtype=torch.float32) if weights else None
+        target = torch.tensor(rng.standard_normal((B, sum(d for _, _, d in TABLES))), dtype=torch.float32)
+        out.append((torch.tensor(idx, dtype=torch.int64), torch.tensor(offs, dtype=torch.int64), w, target))
+    return out
+
+
+class Reference(torch.nn.Module):
+    """nn.EmbeddingBag per table; SGD or row-wise Adagrad in a few lines."""
+
+    def __init__(self, weights, kind, lr, mode="sum"):
+        super().__init__()
+        self.bags = torch.nn.ModuleList(
+            [torch.nn.EmbeddingBag.from_pretrained(w.clone(), freeze=False, mode=mode) for w in weights]
+        )
+        self.kind, self.lr = kind, lr
+        self.state = [torch.zeros(w.shape[0]) for w in weights]
+
+    def forward(self, indices, offsets, w=None):
+        outs = []
+        for t, bag in enumerate(self.bags):
+            o = offsets[t * B : (t + 1) * B + 1]
+            lo, hi = int(o[0]), int(o[-1])
+            outs.append(bag(indices[lo:hi], (o - lo)[:-1], per_sample_weights=None if w is None else w[lo:hi]))
+        self._last = (indices, offsets)
+        return torch.cat(outs, dim=1)
+
+    @torch.no_grad()
+    def step(self):
+        indices, offsets = self._last
+        for t, bag in enumerate(self.bags):
+            o = offsets[t * B : (t + 1) * B + 1]
+            rows = torch.unique(indices[int(o[0]) : int(o[-1])])
+            g = bag.weight.grad[rows]
+            if self.kind == "sgd":
+                bag.weight[rows] -= self.lr * g
+            else:
+                self.state[t][rows] += (g * g).mean(dim=1)
+                bag.weight[rows] -= self.lr * g / (self.state[t][rows].sqrt()[:, None] + 1e-8)
+            bag.weight.grad = None
+
+
+def weights_of(store):
+    return [torch.from_numpy(store.export_rows(name, 0, rows)) for name, rows, _ in TABLES]
+
+
+def close(a, b, tol=1e-5):
+    a, b = a.detach(), b.detach()
+    return torch.allclose(a, b, rtol=tol, atol=tol * max(1.0, float(b.abs().max())))
+
+
+@pytest.mark.parametrize("kind,lr", [("sgd", 0.05), ("rowwise_adagrad", 0.05)])
+@pytest.mark.parametrize("mode,weights", [("sum", False), ("sum", True), ("mean", False)])
+def test_against_a_plain_pytorch_reference(tmp_path, kind, lr, mode, weights):
+    s = make_store(tmp_path / "s", kind, lr)
+    m = TieredEmbeddingBags(s, [n for n, _, _ in TABLES], mode=mode)
+    ref = Reference(weights_of(s), kind, lr, mode)
+    for step, (idx, off, w, target) in enumerate(batches(60, seed=3, weights=weights)):
+        out = m(idx, off, w)
+        want = ref(idx, off, w)
+        assert out.shape == (B, 24) and out.dtype == torch.float32
+        assert close(out, want), f"step {step}: forward"
+        loss = ((out - target) ** 2).mean()
+        loss_ref = ((want - target) ** 2).mean()
+        assert close(loss.detach(), loss_ref.detach()), f"step {step}: loss"
+        loss.backward()
+        loss_ref.backward()
+        ref.step()
+    for got, want in zip(weights_of(s), [b.weight.detach() for b in ref.bags]):
+        assert close(got, want)
+    s.close()
+
+
+def test_pinned_dram_and_tiny_caches_agree_bit_for_bit(tmp_path):
+    mods = []
+    for tiers in ("pinned", "tiny"):
+        s = make_store(tmp_path / tiers, "rowwise_adagrad", 0.1, tiers=tiers)
+        mods.append(TieredEmbeddingBags(s, [n for n, _, _ in TABLES]))
+    for idx, off, _, target in batches(40, seed=9):
+        outs = [m(idx, off) for m in mods]
+        assert torch.equal(outs[0], outs[1])
+        for o in outs:
+            ((o - target) ** 2).sum().backward()
+    for a, b in zip(weights_of(mods[0].store), weights_of(mods[1].store)):
+        assert torch.equal(a, b)
+    st = mods[1].store.stats()["tables"]["item"]
+    assert st["ssd"]["rows_read"] > 0 and st["pmem"]["hits"] > 0, "the tiny tiers were not exercised"
+
+
+def test_per_sample_weight_gradients(tmp_path):
+    s = make_store(tmp_path / "s", "sgd", 0.0)
+    m = TieredEmbeddingBags(s, [n for n, _, _ in TABLES])
+    ref = Reference(weights_of(s), "sgd", 0.0)
+    idx, off, w, target = batches(1, seed=5, weights=True)[0]
+    w1 = w.clone().requires_grad_(True)
+    w2 = w.clone().requires_grad_(True)
+    ((m(idx, off, w1) - target) ** 2).sum().backward()
+    ((ref(idx, off, w2) - target) ** 2).sum().backward()
+    assert close(w1.grad, w2.grad)
+
+
+def test_state_dict_streams_tables_out_and_in(tmp_path):
+    s = make_store(tmp_path / "a", "sgd", 0.1)
+    m = TieredEmbeddingBags(s, [n for n, _, _ in TABLES])
+    for idx, off, _, target in batches(5):
+        ((m(idx, off) - target) ** 2).sum().backward()
+    sd = m.state_dict()
+    assert set(sd) == {"user.weight", "item.weight"}
+    assert sd["item.weight"].shape == (300, 16)
+    s2 = make_store(tmp_path / "b", "sgd", 0.1, seed=2)
+    m2 = TieredEmbeddingBags(s2, [n for n, _, _ in TABLES])
+    m2.load_state_dict(sd)
+    for a, b in zip(weights_of(s), weights_of(s2)):
+        assert torch.equal(a, b)
+    bad = dict(sd)
+    bad["item.weight"] = torch.zeros(3, 16)
+    with pytest.raises(RuntimeError):
+        m2.load_state_dict(bad)
+
+
+def test_prefetch_overlaps_and_releases_its_pins(tmp_path):
+    s = make_store(tmp_path / "s", "sgd", 0.1, tiers="tiny")
+    m = TieredEmbeddingBags(s, [n for n, _, _ in TABLES])
+    data = batches(10, seed=4)
+    m.prefetch(data[0][0], data[0][1])
+    for i, (idx, off, _, target) in enumerate(data):
+        if i + 1 < len(data):
+            m.prefetch(data[i + 1][0], data[i + 1][1])
+        ((m(idx, off) - target) ** 2).sum().backward()
+    assert s.stats()["tables"]["user"]["prefetched"] > 0
+    m.release_prefetches()
+
+
+def test_bad_input_to_the_module(tmp_path):
+    s = make_store(tmp_path / "s", "sgd", 0.1)
+    m = TieredEmbeddingBags(s, [n for n, _, _ in TABLES])
+    with pytest.raises(ValueError):
+        m(torch.tensor([1, 2, 3]), torch.tensor([0, 1, 2, 3]))  # not T * B + 1 offsets for T = 2
+    with pytest.raises(IndexError):
+        off = torch.arange(2 * B + 1)
+        idx = torch.full((2 * B,), 10_000)
+        m(idx, off)
+    with pytest.raises(KeyError):
+        TieredEmbeddingBags(s, ["nope"])
+    with pytest.raises(ValueError):
+        TieredEmbeddingBags(s, ["user"], mode="max")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+def test_cuda_tensors_are_copied_through_the_host(tmp_path):
+    s = make_store(tmp_path / "s", "sgd", 0.1)
+    m = TieredEmbeddingBags(s, [n for n, _, _ in TABLES])
+    idx, off, _, target = batches(1)[0]
+    out = m(idx.cuda(), off.cuda())
+    assert out.device.type == "cuda"
+    ((out - target.cuda()) ** 2).sum().backward()
+
+
+# --- conformance with FBGEMM ------------------------------------------------
+
+
+def fbgemm_tbe(kind, lr, weights):
+    fb = pytest.importorskip("fbgemm_gpu", reason="FBGEMM's CPU build (fbgemm-gpu-cpu) is not installed")
+    from fbgemm_gpu.split_embedding_configs import EmbOptimType as OptimType
+    from fbgemm_gpu.split_table_batched_embeddings_ops_common import EmbeddingLocation, PoolingMode
+    from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
+        ComputeDevice,
+        SplitTableBatchedEmbeddingBagsCodegen,
+    )
+
+    del fb
+    tbe = SplitTableBatchedEmbeddingBagsCodegen(
+        embedding_specs=[(rows, dim, EmbeddingLocation.HOST, ComputeDevice.CPU) for _, rows, dim in TABLES],
+        optimizer=OptimType.EXACT_SGD if kind == "sgd" else OptimType.EXACT_ROWWISE_ADAGRAD,
+        learning_rate=lr,
+        eps=1e-8,
+        pooling_mode=PoolingMode.SUM,
+    )
+    # FBGEMM's CPU TBE starts at zero: copy the store's initial weights in.
+    for mine, theirs in zip(weights, tbe.split_embedding_weights()):
+        theirs.data.copy_(mine)
+    return tbe
+
+
+@pytest.mark.parametrize("kind,lr", [("sgd", 0.05), ("rowwise_adagrad", 0.05)])
+def test_conformance_with_fbgemm_cpu_tbe(tmp_path, kind, lr):
+    s = make_store(tmp_path / "s", kind, lr)
+    m = TieredEmbeddingBags(s, [n for n, _, _ in TABLES])
+    tbe = fbgemm_tbe(kind, lr, weights_of(s))
+    for step, (idx, off, _, target) in enumerate(batches(60, seed=11)):
+        out = m(idx, off)
+        want = tbe(idx, off)
+        assert close(out, want.detach()), f"step {step}: forward"
+        ((out - target) ** 2).mean().backward()
+        ((want - target) ** 2).mean().backward()
+    for got, want in zip(weights_of(s), tbe.split_embedding_weights()):
+        assert close(got, want.detach())
