@@ -97,14 +97,15 @@ impl<'a> TableBatch<'a> {
 ///   first and fails with that write's error, and [`Store::checkpoint`]
 ///   always fails while a row cannot be written: nothing acknowledged by a
 ///   checkpoint is ever lost.
-/// - **A call that fails on a read changed nothing.** `update`, `step` and
-///   `apply_sgd` read every row they need from SSD before changing any, so
-///   an I/O error or a corrupt block on one of them returns the error and
-///   leaves every row as it was (the rows read stay cached, clean). The one
-///   exception is a call with more distinct rows than the DRAM cache holds:
-///   rows evicted again before they change are read once more, and if that
-///   second read fails, the rows already changed stay changed; each row is
-///   then wholly old or wholly new, never mixed.
+/// - **What a call that fails on a read did.** `update`, `step` and
+///   `apply_sgd` change the rows they find in memory (DRAM, PMem, pending)
+///   as they go, then read the others from SSD. If a read fails (an I/O
+///   error, a corrupt block), the call returns that error; the rows found
+///   in memory, and those read before the failure, may have changed, each
+///   wholly (never a mix of old and new elements); the rows whose read
+///   failed did not. Retrying the same step would apply it twice to the
+///   rows that took it: treat a failed step as a failed training step, and
+///   restart from the last checkpoint.
 /// - Invalid input (an unknown table, an id out of range, a wrong length, a
 ///   non-finite value) is refused before anything changes.
 pub struct Store {

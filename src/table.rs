@@ -1035,41 +1035,6 @@ impl Table {
                 if self.pending_bytes.load(Ordering::Relaxed) > self.pending_limit as i64 {
                     self.write_back(ssd)?;
                 }
-                // Read every row the call needs from SSD before changing
-                // any, so that a failed read leaves the call without effect
-                // (the rows read stay cached, clean). Rows of a call larger
-                // than the cache can be evicted again before they change;
-                // those are read once more below, and only a failure of that
-                // second read leaves the call partly applied.
-                let mut pre_read = 0;
-                if !overwrite {
-                    let mut cold = Vec::new();
-                    for &(id, k) in items {
-                        let sh = shards[self.shard_of(id, shards.len())].lock();
-                        let resident = sh.dram.get(id).is_some()
-                            || sh.pmem.as_ref().is_some_and(|p| p.get(id).is_some())
-                            || sh.pending.contains_key(&id);
-                        if !resident {
-                            cold.push(Miss {
-                                id,
-                                seq: sh.wb_seq,
-                                k,
-                                log: sh.logged_at(id),
-                            });
-                        }
-                    }
-                    pre_read = cold.len() as u64;
-                    if !cold.is_empty() {
-                        if let Err(e) =
-                            self.resolve_misses(ssd, shards, cold, &mut ctx, |_, _, _| {})
-                        {
-                            ctx.c.updates = 0;
-                            self.finish(ssd, &mut ctx);
-                            ctx.c.publish(&self.counters);
-                            return Err(e);
-                        }
-                    }
-                }
                 let zero = vec![0u8; rb];
                 let mut misses = Vec::new();
                 for &(id, k) in items {
@@ -1100,8 +1065,6 @@ impl Table {
                         sh.dram.set_dirty(slot);
                     })
                 };
-                // The rows read up front were misses, not hits.
-                ctx.c.dram_hits = ctx.c.dram_hits.saturating_sub(pre_read);
                 self.finish(ssd, &mut ctx);
                 r?;
             }
