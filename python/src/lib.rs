@@ -865,6 +865,30 @@ impl PyStore {
         Ok(d)
     }
 
+    /// Benchmark support: seconds for `iters` Rust-side lookups of `ids`
+    /// (no Python in the loop), the baseline of the binding's own cost.
+    fn _time_lookup(
+        &self,
+        py: Python<'_>,
+        table: &str,
+        ids: &Bound<'_, PyAny>,
+        iters: usize,
+    ) -> PyResult<f64> {
+        let s = self.get(py)?;
+        let dim = Self::dim(py, &s, table)?;
+        let ids = self::ids(ids, "ids")?;
+        let ids = ids.slice();
+        let mut out = vec![0f32; ids.len() * dim];
+        py.detach(|| {
+            let t0 = std::time::Instant::now();
+            for _ in 0..iters {
+                s.lookup(table, ids, &mut out)?;
+            }
+            Ok(t0.elapsed().as_secs_f64())
+        })
+        .map_err(|e| to_py(py, e))
+    }
+
     fn __repr__(&self) -> String {
         match &*self.inner.read() {
             Some(s) => format!("<embtier.Store {:?}>", s.dir()),
