@@ -11,7 +11,7 @@
 //! [`crate::Store::step_pooled`] equals a [`crate::Store::step`] of every
 //! index with its expanded gradient.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::error::{Error, Result};
 use crate::store::Store;
@@ -165,7 +165,8 @@ fn check_bags(
 /// The distinct ids of `indices` in the order of their first occurrence,
 /// and for each index its id's position in that list.
 fn distinct(indices: &[u64]) -> (Vec<u64>, Vec<u32>) {
-    let mut pos: HashMap<u64, u32> = HashMap::with_capacity(indices.len());
+    let mut pos: HashMap<u64, u32> = HashMap::default();
+    pos.reserve(indices.len());
     let mut ids = Vec::new();
     let slots = indices
         .iter()
@@ -233,7 +234,8 @@ fn expand_and_sum(
     grad: &[f32],
     dim: usize,
 ) -> (Vec<(u64, usize)>, Vec<f32>) {
-    let mut slot_of: HashMap<u64, usize> = HashMap::with_capacity(indices.len());
+    let mut slot_of: HashMap<u64, usize> = HashMap::default();
+    slot_of.reserve(indices.len());
     let mut sums: Vec<f32> = Vec::with_capacity(indices.len() * dim);
     let mut items: Vec<(u64, usize)> = Vec::with_capacity(indices.len());
     let mut g = vec![0f32; dim];
@@ -320,15 +322,19 @@ impl Store {
     /// misses are submitted in one queue, as in [`Store::lookup_many`].
     /// Every part is validated before anything is read.
     pub fn lookup_pooled_many(&self, batches: &mut [PooledBatch<'_>]) -> Result<()> {
-        let mut plans = Vec::with_capacity(batches.len());
+        let mut tables = Vec::with_capacity(batches.len());
         for b in batches.iter() {
             let t = self.table(b.table)?;
             let n = check_bags(t, b.indices, b.offsets, b.mode, b.per_sample_weights)?;
             Store::check_len(t, "out", n, b.out.len())?;
+            tables.push(t);
+        }
+        // Per table, independent: on threads when there are several.
+        let mut plans: Vec<_> = each(batches.iter().zip(tables).collect(), |(b, t)| {
             let (ids, slots) = distinct(b.indices);
             let rows = vec![0f32; ids.len() * t.dim];
-            plans.push((t, ids, slots, rows));
-        }
+            (t, ids, slots, rows)
+        });
         {
             let mut parts: Vec<Part<'_>> = plans
                 .iter_mut()
@@ -341,17 +347,20 @@ impl Store {
             let _gate = self.ssd.gate.read();
             crate::table::lookup_many(&self.ssd, &mut parts)?;
         }
-        for (b, (t, _, slots, rows)) in batches.iter_mut().zip(&plans) {
-            pool(
-                rows,
-                slots,
-                b.offsets,
-                b.mode,
-                b.per_sample_weights,
-                t.dim,
-                b.out,
-            );
-        }
+        each(
+            batches.iter_mut().zip(&plans).collect(),
+            |(b, (t, _, slots, rows))| {
+                pool(
+                    rows,
+                    slots,
+                    b.offsets,
+                    b.mode,
+                    b.per_sample_weights,
+                    t.dim,
+                    b.out,
+                )
+            },
+        );
         Ok(())
     }
 
@@ -421,13 +430,15 @@ impl Store {
             plans.push(t);
         }
         self.ssd.dur.check_writable()?;
-        if batches.len() > 1 {
+        let cached = plans.iter().filter(|t| !t.is_pinned()).count();
+        if cached > 1 {
             // Bring every table's cold rows in with one queue of reads; the
             // steps below then find them in memory (unless a call has more
             // distinct rows than the cache, when they are read again).
             let mut warm: Vec<(&std::sync::Arc<Table>, Vec<u64>, Vec<f32>)> = plans
                 .iter()
                 .zip(batches)
+                .filter(|(t, _)| !t.is_pinned())
                 .map(|(t, b)| {
                     let (ids, _) = distinct(b.indices);
                     let rows = vec![0f32; ids.len() * t.dim];
@@ -445,7 +456,7 @@ impl Store {
             let _gate = self.ssd.gate.read();
             crate::table::lookup_many(&self.ssd, &mut parts)?;
         }
-        for (t, b) in plans.iter().zip(batches) {
+        let step = |(t, b): (&&std::sync::Arc<Table>, &PooledGrad<'_>)| {
             let (items, sums) = expand_and_sum(
                 b.indices,
                 b.offsets,
@@ -454,10 +465,36 @@ impl Store {
                 b.grad,
                 t.dim,
             );
-            self.apply_summed(t, &items, &sums, t.cfg.optimizer)?;
+            self.apply_summed(t, &items, &sums, t.cfg.optimizer)
+        };
+        let mut names: Vec<&str> = batches.iter().map(|b| b.table).collect();
+        names.sort_unstable();
+        names.dedup();
+        if names.len() == batches.len() {
+            // Distinct tables: their steps are independent.
+            each(plans.iter().zip(batches).collect(), step)
+                .into_iter()
+                .collect::<Result<()>>()
+        } else {
+            // A table twice: in order.
+            plans.iter().zip(batches).try_for_each(step)
         }
-        Ok(())
     }
+}
+
+/// `f` of every item, on scoped threads when there are several (one per
+/// item, which here is one per table of a call), in order.
+fn each<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
+    if items.len() < 2 {
+        return items.into_iter().map(f).collect();
+    }
+    std::thread::scope(|s| {
+        let f = &f;
+        let hs: Vec<_> = items.into_iter().map(|x| s.spawn(move || f(x))).collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
 }
 
 #[cfg(test)]

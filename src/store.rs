@@ -205,7 +205,8 @@ impl LockFile {
 /// Sum the gradients of duplicate ids, in the order given: returns the
 /// unique ids (sorted) with their index into the summed gradients.
 fn sum_duplicates(ids: &[u64], grads: &[f32], dim: usize) -> (Vec<(u64, usize)>, Vec<f32>) {
-    let mut slot_of: HashMap<u64, usize> = HashMap::with_capacity(ids.len());
+    let mut slot_of: rustc_hash::FxHashMap<u64, usize> = rustc_hash::FxHashMap::default();
+    slot_of.reserve(ids.len());
     let mut sums: Vec<f32> = Vec::with_capacity(grads.len());
     let mut items: Vec<(u64, usize)> = Vec::with_capacity(ids.len());
     for (k, &id) in ids.iter().enumerate() {

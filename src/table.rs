@@ -535,6 +535,11 @@ impl Table {
     }
 
     /// Rows pinned in DRAM now.
+    /// Whether the table is pinned whole to a memory tier.
+    pub(crate) fn is_pinned(&self) -> bool {
+        matches!(self.kind, TableKind::Pinned { .. })
+    }
+
     pub(crate) fn pinned_rows(&self) -> usize {
         match &self.kind {
             TableKind::Cached { shards, .. } => shards.iter().map(|s| s.lock().dram.pinned()).sum(),
