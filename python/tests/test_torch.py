@@ -248,3 +248,21 @@ def test_conformance_with_fbgemm_cpu_tbe(tmp_path, kind, lr):
         ((want - target) ** 2).mean().backward()
     for got, want in zip(weights_of(s), tbe.split_embedding_weights()):
         assert close(got, want.detach())
+
+
+def test_under_torch_compile_the_module_graph_breaks_and_still_steps(tmp_path):
+    s = make_store(tmp_path / "s", "sgd", 0.1)
+    m = TieredEmbeddingBags(s, [n for n, _, _ in TABLES])
+    ref = make_store(tmp_path / "r", "sgd", 0.1)
+    mr = TieredEmbeddingBags(ref, [n for n, _, _ in TABLES])
+    lin = torch.nn.Linear(24, 1)
+
+    def loss(mod, idx, off):
+        return lin(mod(idx, off)).sum()
+
+    compiled = torch.compile(loss)
+    for idx, off, _, _ in batches(3, seed=2):
+        compiled(m, idx, off).backward()
+        loss(mr, idx, off).backward()
+    for a, b in zip(weights_of(s), weights_of(ref)):
+        assert close(a, b)
