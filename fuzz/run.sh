@@ -9,7 +9,7 @@ cd "$(dirname "$0")"
 secs=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(superblock catalog journal data_block etrace importers)
+[ ${#targets[@]} -gt 0 ] || targets=(superblock catalog journal data_block rowlog recovery etrace importers)
 export RUSTC_BOOTSTRAP=1
 export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
