@@ -37,7 +37,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use embtier::format::{check_block, le_u32, sb, BlockState, BLOCK_SIZE, CATALOG_OFFSET};
+use embtier::format::{check_block, le_u32, le_u64, sb, BlockState, BLOCK_SIZE, CATALOG_OFFSET};
 use embtier::{
     ByteSize, Init, IoEngineKind, Optimizer, Store, StoreConfig, TableConfig, CONFIG_FILE,
     DATA_FILE, JOURNAL_FILE, META_FILE,
@@ -239,10 +239,13 @@ fn undetectable(f: usize, old: &[u8], new: &[u8]) -> bool {
         }
     }
     if f == 0 {
-        // The catalog, against either superblock copy's CRC of it.
+        // The catalog, against either superblock copy's CRC of it. (The
+        // call-counter slots after it carry their own CRC, but only
+        // stochastic rounding reads them, and these tables are f32.)
         let cat = CATALOG_OFFSET as usize;
-        if new.len() > cat && old.get(cat..) != new.get(cat..) {
-            let crc = crc32c::crc32c(&new[cat..]);
+        let end = cat + le_u64(old, sb::CATALOG_LEN) as usize;
+        if new.len() >= end && old.get(cat..end) != new.get(cat..end) {
+            let crc = crc32c::crc32c(&new[cat..end]);
             for slot in [0, BLOCK_SIZE] {
                 if new.len() >= slot + BLOCK_SIZE && le_u32(new, slot + sb::CATALOG_CRC) == crc {
                     return true;

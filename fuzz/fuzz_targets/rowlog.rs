@@ -13,23 +13,16 @@
 //!
 //! Every block that decodes must satisfy the documented invariants: a
 //! count of 1 ..= `rows_per_block(row_bytes)`, ids and rows inside the
-//! payload, each id at most once. Set `EMBTIER_FUZZ_ROWLOG_DUPS=allow` to
-//! skip the last check (a known finding: `decode` accepts repeated ids)
-//! and keep fuzzing the rest.
+//! payload, each id at most once (this target's first finding: `decode`
+//! accepted a repeated id until ef945db; `fuzz/regressions/rowlog/`).
 #![no_main]
 use std::collections::HashSet;
-use std::sync::OnceLock;
 
 use embtier_format::rowlog::{self, decode, encode, rows_per_block, LogBlock};
 use embtier_format::{
     block_epoch, check_block, le_u32, seal_block, BlockState, BLOCK_PAYLOAD, BLOCK_SIZE,
 };
 use libfuzzer_sys::fuzz_target;
-
-fn allow_dups() -> bool {
-    static ALLOW: OnceLock<bool> = OnceLock::new();
-    *ALLOW.get_or_init(|| std::env::var("EMBTIER_FUZZ_ROWLOG_DUPS").is_ok_and(|v| v == "allow"))
-}
 
 /// What the store's catalog says of a table, as far as the log cares.
 struct Table {
@@ -55,11 +48,9 @@ fn check_decoded(lb: &LogBlock<'_>, raw: &[u8]) {
         let at = rowlog::IDS + 8 * i;
         assert_eq!(u64::from_le_bytes(raw[at..at + 8].try_into().unwrap()), *id);
     }
-    if !allow_dups() {
-        let mut seen = HashSet::with_capacity(n);
-        for id in &lb.ids {
-            assert!(seen.insert(*id), "row id {id} twice in one log block");
-        }
+    let mut seen = HashSet::with_capacity(n);
+    for id in &lb.ids {
+        assert!(seen.insert(*id), "row id {id} twice in one log block");
     }
     // What decodes re-encodes to a block that decodes to the same.
     let mut again = vec![0u8; BLOCK_SIZE];
