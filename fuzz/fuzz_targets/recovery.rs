@@ -20,18 +20,20 @@
 //! A row that reads must be bit for bit the committed one.
 //!
 //! Mutations, until the input ends (at most 16): a byte `op` (bits 0..2:
-//! the file, `embtier.meta`, `data.emb` or `journal.emb` twice; bits 2..4:
-//! overwrite, xor, truncate, zero a range), a `u16` offset (modulo the
-//! file's length), then for overwrite and xor a length byte (1 ..= 32) and
-//! that many bytes, for a zeroed range a length byte (times 16 bytes).
-//! Overwrites never grow a file.
+//! the file, `embtier.meta`, `data.emb`, `journal.emb` or, with bits 4..8
+//! picking one, any other file but `store.toml` (format 4's written-group
+//! lists; the journal where there is none); bits 2..4: overwrite, xor,
+//! truncate, zero a range), a `u16` offset (modulo the file's length),
+//! then for overwrite and xor a length byte (1 ..= 32) and that many
+//! bytes, for a zeroed range a length byte (times 16 bytes). Overwrites
+//! never grow a file.
 //!
 //! Damage the format cannot see by design is skipped, not checked: a
 //! changed 4 KiB block that still passes its own checksum (a data block
 //! sealed with its number, a journal block whose last 4 bytes are the
 //! CRC-32C of the rest, a superblock copy, a catalog matching the
-//! superblock's CRC), and a data block zeroed whole (a hole reads as the
-//! initial values).
+//! superblock's CRC, a written-group list ending in its own CRC), and a
+//! data block zeroed whole (a hole reads as the initial values).
 #![no_main]
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -40,18 +42,24 @@ use std::sync::OnceLock;
 use embtier::format::{check_block, le_u32, le_u64, sb, BlockState, BLOCK_SIZE, CATALOG_OFFSET};
 use embtier::{
     ByteSize, Init, IoEngineKind, Optimizer, Store, StoreConfig, TableConfig, CONFIG_FILE,
-    DATA_FILE, JOURNAL_FILE, META_FILE,
+    DATA_FILE, JOURNAL_FILE, LOCK_FILE, META_FILE,
 };
 use libfuzzer_sys::fuzz_target;
 
 const ROWS: u64 = 200;
 const DIM: usize = 8;
 const TABLES: [&str; 2] = ["a", "b"];
+/// The files mutations reach first, in this order; any other file of the
+/// store (format 4's written-group lists) follows them, and `store.toml`
+/// comes last, never mutated.
 const FILES: [&str; 3] = [META_FILE, DATA_FILE, JOURNAL_FILE];
 
+type Files = Vec<(String, Vec<u8>)>;
+
 struct Template {
-    /// The crashed store's files: meta, data, journal, then store.toml.
-    files: [Vec<u8>; 4],
+    /// The crashed store's files: meta, data, journal, any others, then
+    /// store.toml.
+    files: Files,
     /// The committed rows of each table, as bits: `ROWS * DIM` each.
     model: [Vec<u32>; 2],
     /// Where each input's store goes.
@@ -117,16 +125,16 @@ fn check_rows(s: &Store, model: &[Vec<u32>; 2], strict: bool, what: &str) {
     }
 }
 
-fn write_store(dir: &Path, files: &[Vec<u8>; 4]) {
+fn write_store(dir: &Path, files: &Files) {
     let _ = fs::remove_dir_all(dir);
     fs::create_dir_all(dir).unwrap();
-    for (name, bytes) in FILES.iter().chain([&CONFIG_FILE]).zip(files) {
+    for (name, bytes) in files {
         fs::write(dir.join(name), bytes).unwrap();
     }
 }
 
 /// Procedures (a) and (b) on the store whose files are `files`.
-fn recover(t: &Template, files: &[Vec<u8>; 4], strict: bool) {
+fn recover(t: &Template, files: &Files, strict: bool) {
     write_store(&t.work, files);
     match Store::open(&t.work) {
         Ok(s) => check_rows(&s, &t.model, strict, "open, read"),
@@ -200,13 +208,16 @@ fn build() -> Template {
     }
     drop(s);
     let read = |f: &str| fs::read(dir.join(f)).unwrap();
-    let files = [
-        read(META_FILE),
-        read(DATA_FILE),
-        read(JOURNAL_FILE),
-        read(CONFIG_FILE),
-    ];
-    assert!(files[2].len() >= 2 * BLOCK_SIZE, "no journal to recover");
+    let mut files: Files = FILES.iter().map(|f| (f.to_string(), read(f))).collect();
+    let mut extra: Vec<String> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|f| !FILES.contains(&f.as_str()) && f != CONFIG_FILE && f != LOCK_FILE)
+        .collect();
+    extra.sort();
+    extra.push(CONFIG_FILE.to_string());
+    files.extend(extra.iter().map(|f| (f.clone(), read(f))));
+    assert!(files[2].1.len() >= 2 * BLOCK_SIZE, "no journal to recover");
     let t = Template {
         files,
         model,
@@ -219,6 +230,12 @@ fn build() -> Template {
 
 /// Whether a changed block of file `f` is damage the format cannot see.
 fn undetectable(f: usize, old: &[u8], new: &[u8]) -> bool {
+    if f >= FILES.len() {
+        // A written-group list ends in the CRC of the rest.
+        return old != new
+            && new.len() >= 4
+            && le_u32(new, new.len() - 4) == crc32c::crc32c(&new[..new.len() - 4]);
+    }
     let blocks = new.len() / BLOCK_SIZE;
     for i in 0..blocks {
         let b = &new[i * BLOCK_SIZE..(i + 1) * BLOCK_SIZE];
@@ -256,7 +273,7 @@ fn undetectable(f: usize, old: &[u8], new: &[u8]) -> bool {
     false
 }
 
-fn mutate(t: &Template, data: &[u8]) -> Option<[Vec<u8>; 4]> {
+fn mutate(t: &Template, data: &[u8]) -> Option<Files> {
     let mut files = t.files.clone();
     let mut at = 0;
     let mut next = || {
@@ -269,8 +286,14 @@ fn mutate(t: &Template, data: &[u8]) -> Option<[Vec<u8>; 4]> {
         let (Some(lo), Some(hi)) = (next(), next()) else {
             break;
         };
-        let f = [0, 1, 2, 2][(op & 3) as usize];
-        let file = &mut files[f];
+        // Selector 3: the other files (bit 4 picks one), else the journal.
+        let others = files.len() - 1 - FILES.len();
+        let f = match op & 3 {
+            3 if others > 0 => FILES.len() + (op as usize >> 4) % others,
+            3 => 2,
+            f => f as usize,
+        };
+        let file = &mut files[f].1;
         let off = u16::from_le_bytes([lo, hi]) as usize;
         match (op >> 2) & 3 {
             k @ (0 | 1) => {
@@ -299,8 +322,8 @@ fn mutate(t: &Template, data: &[u8]) -> Option<[Vec<u8>; 4]> {
             }
         }
     }
-    for f in 0..3 {
-        if undetectable(f, &t.files[f], &files[f]) {
+    for f in 0..files.len() - 1 {
+        if undetectable(f, &t.files[f].1, &files[f].1) {
             return None;
         }
     }
