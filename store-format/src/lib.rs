@@ -498,7 +498,7 @@ pub fn check_block(block: &[u8], block_no: u64) -> Result<BlockState, FormatErro
     }
     if magic != BLOCK_MAGIC {
         return Err(FormatError::BadMagic {
-            offset: offset + TRAILER_MAGIC as u64,
+            offset: offset.saturating_add(TRAILER_MAGIC as u64),
             found: magic.to_le_bytes().to_vec(),
             expected: BLOCK_MAGIC.to_le_bytes().to_vec(),
         });

@@ -615,3 +615,19 @@ fn catalog_init_scale_must_be_finite_and_non_negative() {
         }
     }
 }
+
+/// Found by the `data_block` fuzz target: a block number of 2^52 or more
+/// saturates the block's byte offset, and adding the magic's offset to it
+/// overflowed (a panic with overflow checks, a wrapped offset without).
+#[test]
+fn a_huge_block_number_does_not_overflow_the_error_offset() {
+    let mut b = vec![0u8; BLOCK_SIZE];
+    b[0] = 1;
+    b[TRAILER_MAGIC..TRAILER_MAGIC + 4].copy_from_slice(b"NOPE");
+    let crc = crc32c::crc32c(&b[..TRAILER_CRC]);
+    b[TRAILER_CRC..].copy_from_slice(&crc.to_le_bytes());
+    match check_block(&b, 0x3f88_7e5f_0000_0084) {
+        Err(FormatError::BadMagic { offset, .. }) => assert_eq!(offset, u64::MAX),
+        other => panic!("{other:?}"),
+    }
+}
