@@ -14,7 +14,7 @@
 //! Every block that decodes must satisfy the documented invariants: a
 //! count of 1 ..= `rows_per_block(row_bytes)`, ids and rows inside the
 //! payload, each id at most once (this target's first finding: `decode`
-//! accepted a repeated id until ef945db; `fuzz/regressions/rowlog/`).
+//! accepted a repeated id until ef945db; seed `regression-duplicate-row-id`).
 #![no_main]
 use std::collections::HashSet;
 
