@@ -494,6 +494,7 @@ impl Durable {
                 ..next
             }
         } else {
+            let count = groups.len() as u64;
             let list = WrittenList {
                 epoch: next.committed_epoch,
                 generation: next.generation,
@@ -505,7 +506,7 @@ impl Durable {
                 .with_file_name(WrittenList::file_name(next.generation));
             write_durably(&path, &list).map_err(|e| self.poison(e))?;
             Superblock {
-                written_groups: (list.len() as u64 - 36) / 12,
+                written_groups: count,
                 written_crc: WrittenList::crc_of(&list),
                 ..next
             }

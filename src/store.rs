@@ -313,8 +313,7 @@ fn restore_row_log(ssd: &Ssd, tables: &[Arc<Table>], sb: &Superblock) -> Result<
             // Appends carry their checkpoint's epoch, in log order: an
             // older block where a newer append belongs is a lost write.
             let e = embtier_format::block_epoch(raw);
-            let want_last = sb.version != embtier_format::FormatVersion::V2
-                && sb.version != embtier_format::FormatVersion::V3;
+            let want_last = sb.version.has_v4_fields();
             let bad = e < last_epoch
                 || (want_last && (b >= sb.rowlog_from) != (e == sb.committed_epoch))
                 || (want_last && b < sb.rowlog_from && e > sb.committed_epoch);
@@ -1205,7 +1204,6 @@ impl Store {
     ) -> Result<()> {
         self.ssd.dur.check_writable()?;
         let _gate = self.ssd.gate.read();
-        let (items, sums) = (items, sums);
         let dim = t.dim;
         if t.elem == crate::Elem::F32 {
             return t.modify(&self.ssd, items, false, |row, s| {

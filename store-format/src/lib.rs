@@ -256,6 +256,12 @@ pub enum FormatVersion {
 impl FormatVersion {
     /// The version this build writes.
     pub const CURRENT: FormatVersion = FormatVersion::V4;
+
+    /// Whether the superblock carries version 4's fields (dead epochs,
+    /// call counters, `rowlog_from`, the written-group list).
+    pub fn has_v4_fields(self) -> bool {
+        !matches!(self, FormatVersion::V2 | FormatVersion::V3)
+    }
 }
 
 impl TryFrom<u32> for FormatVersion {
@@ -678,7 +684,7 @@ impl Superblock {
                 value: format!("{next_epoch}, not above the committed epoch {committed_epoch}"),
             });
         }
-        let v4 = !matches!(version, FormatVersion::V2 | FormatVersion::V3);
+        let v4 = version.has_v4_fields();
         let rowlog_from = get_u32(b, sb::ROWLOG_FROM);
         if v4 && rowlog_from as u64 > get_u64(b, sb::ROWLOG_BLOCKS) {
             return Err(FormatError::InvalidField {
