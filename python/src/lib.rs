@@ -248,6 +248,24 @@ fn array<'a, 'py>(
     Ok(u)
 }
 
+/// An InvalidArgumentError unless `u` is `(rows, dim)`.
+fn check_shape(u: &Bound<'_, PyUntypedArray>, arg: &str, rows: usize, dim: usize) -> PyResult<()> {
+    if u.shape() == [rows, dim] {
+        return Ok(());
+    }
+    let py = u.py();
+    Err(raise(
+        py,
+        "InvalidArgumentError",
+        format!("{arg}: expected shape ({rows}, {dim}), got {:?}", u.shape()),
+        &[
+            ("argument", obj(py, arg)),
+            ("expected", obj(py, rows * dim)),
+            ("got", obj(py, u.len())),
+        ],
+    ))
+}
+
 fn dtype_name(u: &Bound<'_, PyUntypedArray>) -> String {
     u.dtype().to_string()
 }
@@ -293,18 +311,7 @@ fn f32_2d<'py>(
     dim: usize,
 ) -> PyResult<PyReadonlyArray2<'py, f32>> {
     let u = array(a, arg, 2)?;
-    if u.shape() != [rows, dim] {
-        return Err(raise(
-            a.py(),
-            "InvalidArgumentError",
-            format!("{arg}: expected shape ({rows}, {dim}), got {:?}", u.shape()),
-            &[
-                ("argument", obj(a.py(), arg)),
-                ("expected", obj(a.py(), rows * dim)),
-                ("got", obj(a.py(), u.len())),
-            ],
-        ));
-    }
+    check_shape(u, arg, rows, dim)?;
     a.cast::<PyArray2<f32>>()
         .map_err(|_| {
             PyTypeError::new_err(format!(
@@ -328,18 +335,7 @@ fn out_2d<'py>(
         None => Ok(PyArray2::<f32>::zeros(py, [rows, dim], false)),
         Some(a) => {
             let u = array(a, "out", 2)?;
-            if u.shape() != [rows, dim] {
-                return Err(raise(
-                    py,
-                    "InvalidArgumentError",
-                    format!("out: expected shape ({rows}, {dim}), got {:?}", u.shape()),
-                    &[
-                        ("argument", obj(py, "out")),
-                        ("expected", obj(py, rows * dim)),
-                        ("got", obj(py, u.len())),
-                    ],
-                ));
-            }
+            check_shape(u, "out", rows, dim)?;
             a.cast::<PyArray2<f32>>().cloned().map_err(|_| {
                 PyTypeError::new_err(format!(
                     "out: expected dtype float32, got {}",
