@@ -252,6 +252,32 @@ fn fsync_dir(dir: &Path) -> Result<()> {
         .map_err(|e| Error::io(dir, "fsync", e))
 }
 
+/// Refuse a data file shorter than the blocks the superblock commits (the
+/// tables and the committed row log). A block past the end reads as a hole,
+/// that is as a never-written row, so a truncated file would otherwise
+/// serve its lost rows as their initial values. A block device is not
+/// checked: its length is not the file's.
+fn check_data_len(data_path: &Path, sb: &Superblock) -> Result<()> {
+    let meta = match std::fs::metadata(data_path) {
+        Ok(m) => m,
+        // A missing file is an error too: the engine's open would create
+        // it, all holes.
+        Err(e) => return Err(Error::io(data_path, "stat", e)),
+    };
+    let needed = (sb.data_blocks + sb.rowlog_blocks).saturating_mul(BLOCK_SIZE as u64);
+    if meta.is_file() && meta.len() < needed {
+        return Err(Error::Format {
+            path: data_path.into(),
+            source: FormatError::Truncated {
+                offset: 0,
+                needed,
+                have: meta.len(),
+            },
+        });
+    }
+    Ok(())
+}
+
 /// The row log's capacity in blocks: the config's, or by default half the
 /// bytes of the cached tables (at least 16 MiB); none unless the data file
 /// is a regular file (a block device has no room after the tables).
@@ -728,6 +754,9 @@ impl Store {
             .path
             .clone()
             .unwrap_or_else(|| dir.join(DATA_FILE));
+        if !fresh {
+            check_data_len(&data_path, &superblock)?;
+        }
         let (engine, choice) = open_engine(&data_path, &config.ssd)?;
         let wrap = |p: &Path, e: Box<dyn IoEngine>| match &opts.wrap_engine {
             Some(w) => w(p, e),
