@@ -140,6 +140,12 @@ class Store:
         """Make the current state durable and atomic; a crash later recovers
         exactly it. Returns ``generation``, ``epoch``, ``groups_journaled``,
         ``journal_bytes``, ``row_log_merged_rows``, ``row_log_blocks``."""
+    def merge_row_log(self) -> Dict[str, int]:
+        """A :meth:`checkpoint` that also merges the row log into the
+        tables whatever its fill: every logged row is written home and the
+        log is emptied. Pay that cost when you choose (after a bulk
+        :meth:`import_rows`, before copying the store) instead of inside a
+        later checkpoint. Returns what :meth:`checkpoint` returns."""
     def flush(self) -> None:
         """A :meth:`checkpoint` without the report."""
     def stats(self) -> Dict[str, Any]:

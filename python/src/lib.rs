@@ -778,14 +778,18 @@ impl PyStore {
     fn checkpoint<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = self.get(py)?;
         let c = py.detach(|| s.checkpoint()).map_err(|e| to_py(py, e))?;
-        let d = PyDict::new(py);
-        d.set_item("generation", c.generation)?;
-        d.set_item("epoch", c.epoch)?;
-        d.set_item("groups_journaled", c.groups_journaled)?;
-        d.set_item("journal_bytes", c.journal_bytes)?;
-        d.set_item("row_log_merged_rows", c.row_log_merged_rows)?;
-        d.set_item("row_log_blocks", c.row_log_blocks)?;
-        Ok(d)
+        checkpoint_dict(py, &c)
+    }
+
+    /// A checkpoint that also merges the row log into the tables whatever
+    /// its fill: every logged row is written home and the log is emptied.
+    /// Pay that cost when you choose (after a bulk `import_rows`, before
+    /// copying the store) instead of inside a later checkpoint. Returns
+    /// what `checkpoint` returns.
+    fn merge_row_log<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.get(py)?;
+        let c = py.detach(|| s.merge_row_log()).map_err(|e| to_py(py, e))?;
+        checkpoint_dict(py, &c)
     }
 
     /// A checkpoint, for callers that need no report.
@@ -944,4 +948,16 @@ fn _embtier(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyPrefetch>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
+}
+
+/// A [`Checkpoint`](embtier::Checkpoint) as the dict `checkpoint` returns.
+fn checkpoint_dict<'py>(py: Python<'py>, c: &embtier::Checkpoint) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("generation", c.generation)?;
+    d.set_item("epoch", c.epoch)?;
+    d.set_item("groups_journaled", c.groups_journaled)?;
+    d.set_item("journal_bytes", c.journal_bytes)?;
+    d.set_item("row_log_merged_rows", c.row_log_merged_rows)?;
+    d.set_item("row_log_blocks", c.row_log_blocks)?;
+    Ok(d)
 }

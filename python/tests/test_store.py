@@ -188,6 +188,23 @@ def test_checkpoint_flush_and_stats(small_store):
     assert st["writeback_errors"] == 0 and st["pending_rows"] == 0
 
 
+def test_merge_row_log_writes_every_logged_row_home(store_dir):
+    # A DRAM cache of 64 rows: a bulk import evicts most rows to the row log.
+    cfg = config([{"name": "t", "rows": 5000, "dim": 16}], dram={"capacity": 64 * 80})
+    new = np.arange(5000 * 16, dtype=np.float32).reshape(5000, 16)
+    with embtier.Store.create(store_dir, cfg) as s:
+        for st in range(0, 5000, 1000):
+            s.import_rows("t", st, new[st : st + 1000])
+        s.checkpoint()
+        assert s.stats()["row_log_used_blocks"] > 0
+        c = s.merge_row_log()
+        assert c["generation"] == 2 and c["row_log_merged_rows"] > 0
+        st = s.stats()
+        assert st["row_log_used_blocks"] == 0 and st["row_log_merges"] == 1
+    with embtier.Store.open(store_dir) as s:
+        assert np.array_equal(s.export_rows("t", 0, 5000), new)
+
+
 # --- bad input ------------------------------------------------------------
 
 
