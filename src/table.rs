@@ -51,8 +51,11 @@ use crate::tier::rowlog::NOT_LOGGED;
 use crate::tier::slab::{PmemFile, Slab};
 use crate::tier::ssd::{row_from_group, Loc, Ssd};
 
-/// Most bytes of block groups one write-back stages at a time.
-const WB_CHUNK_BYTES: usize = 16 << 20;
+/// Most bytes of block groups one write-back stages at a time (the merge
+/// stages as much again of log blocks): transient memory outside the DRAM
+/// cache, so small enough to sit inside a tight budget, and still 1,024
+/// blocks an I/O batch.
+const WB_CHUNK_BYTES: usize = 4 << 20;
 /// Block groups per pinned chunk.
 const GROUPS_PER_CHUNK: u64 = 16;
 /// Groups read per batch when loading a pinned table.
