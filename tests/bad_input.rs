@@ -318,6 +318,44 @@ fn second_open_is_locked() {
     Store::open(d.path().join("s")).unwrap();
 }
 
+/// A child forked while a store is open (a PyTorch DataLoader worker, or
+/// any subprocess between its fork and its exec) inherits the lock file's
+/// descriptor. It must not keep the store locked once its owner closes it:
+/// with an `flock` it did, and reopening failed with `Locked` for as long
+/// as the child lived (seen as a flaky `tests/create_cleanup.rs`, whose
+/// mounts fork while other tests reopen).
+#[test]
+fn a_forked_child_does_not_keep_the_store_locked() {
+    let d = tempfile::tempdir().unwrap();
+    let s = new_store(d.path());
+    // SAFETY: fork in a multi-threaded test process; the child calls only
+    // async-signal-safe functions (sleep, _exit) and touches no memory the
+    // parent's other threads may have left locked.
+    let child = unsafe { libc::fork() };
+    if child == 0 {
+        // SAFETY: see above; _exit skips every destructor.
+        unsafe {
+            libc::sleep(30);
+            libc::_exit(0);
+        }
+    }
+    assert!(child > 0, "fork failed");
+    drop(s);
+    let reopened = Store::open(d.path().join("s"));
+    // SAFETY: kill and waitpid on our own child's pid.
+    unsafe {
+        libc::kill(child, libc::SIGKILL);
+        libc::waitpid(child, std::ptr::null_mut(), 0);
+    }
+    let s = reopened.expect("the forked child must not hold the lock");
+    // And the lock still excludes a second open in this process.
+    assert!(matches!(
+        Store::open(d.path().join("s")),
+        Err(Error::Locked { .. })
+    ));
+    drop(s);
+}
+
 /// Open options whose engine is wrapped in a fault injector, and its plan.
 fn faulty() -> (Arc<FaultPlan>, OpenOptionsExt) {
     let plan = Arc::new(FaultPlan::default());
