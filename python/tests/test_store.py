@@ -1,7 +1,10 @@
 """Every call of embtier.Store against a numpy reference, and every bad
 input against its exception."""
 
+import os
+import signal
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -203,6 +206,26 @@ def test_merge_row_log_writes_every_logged_row_home(store_dir):
         assert st["row_log_used_blocks"] == 0 and st["row_log_merges"] == 1
     with embtier.Store.open(store_dir) as s:
         assert np.array_equal(s.export_rows("t", 0, 5000), new)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (a DataLoader's default start method)")
+def test_a_forked_worker_does_not_keep_the_store_locked(store_dir):
+    # A DataLoader worker forks the trainer with its store open and never
+    # execs; the store must reopen once the trainer closes it.
+    s = embtier.Store.create(store_dir, config([{"name": "t", "rows": 10, "dim": 4}]))
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    try:
+        s.close()
+        with embtier.Store.open(store_dir) as again:
+            assert again.shape("t") == (10, 4)
+            with pytest.raises(embtier.LockedError):
+                embtier.Store.open(store_dir)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
 
 
 # --- bad input ------------------------------------------------------------
