@@ -323,32 +323,7 @@ pub struct PmemConfig {
     pub policy: PolicyKind,
 }
 
-/// Which I/O engine the SSD tier uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum IoEngineKind {
-    /// io_uring when a probe at open succeeds, psync otherwise.
-    #[default]
-    Auto,
-    /// io_uring with O_DIRECT; an error where it is refused.
-    Uring,
-    /// pread/pwrite on a few threads.
-    Psync,
-}
-
-impl FromStr for IoEngineKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "auto" => Ok(IoEngineKind::Auto),
-            "uring" | "io_uring" | "io-uring" => Ok(IoEngineKind::Uring),
-            "psync" => Ok(IoEngineKind::Psync),
-            other => Err(format!(
-                "unknown I/O engine {other:?} (expected auto, uring or psync)"
-            )),
-        }
-    }
-}
+pub use crate::io::IoEngineKind;
 
 /// The SSD tier.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -376,6 +351,18 @@ pub struct SsdConfig {
     /// turns it off. Only a data file that is a regular file gets one.
     #[serde(default)]
     pub row_log: Option<ByteSize>,
+}
+
+impl SsdConfig {
+    /// What the I/O layer needs of these settings to open an engine.
+    pub fn engine_options(&self) -> crate::io::EngineOptions {
+        crate::io::EngineOptions {
+            kind: self.io_engine,
+            queue_depth: self.queue_depth,
+            psync_threads: self.psync_threads,
+            direct_io: self.direct_io,
+        }
+    }
 }
 
 fn default_qd() -> u32 {

@@ -27,8 +27,7 @@ use crate::io::{AlignedBuf, IoEngine};
 /// Wraps the engine of a file (fault injection), given the file's path.
 pub(crate) type WrapFn<'a> = dyn Fn(&Path, Box<dyn IoEngine>) -> Box<dyn IoEngine> + 'a;
 
-/// Journal file name.
-pub const JOURNAL_FILE: &str = "journal.emb";
+pub use crate::files::JOURNAL_FILE;
 
 /// What recovery found and did at open.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -146,7 +145,7 @@ impl Durable {
         wrap: &WrapFn<'_>,
     ) -> Result<(Durable, Recovery)> {
         let journal_path = dir.join(JOURNAL_FILE);
-        let meta_path = dir.join(crate::store::META_FILE);
+        let meta_path = dir.join(crate::files::META_FILE);
         let (jf, _) = crate::io::open_file(&journal_path, false)?;
         let journal_file = jf
             .try_clone()
@@ -220,15 +219,15 @@ impl Durable {
                     buf.as_mut_slice()[..len]
                         .copy_from_slice(&bytes[img as usize..img as usize + len]);
                     data.write_extents(&[at], len, &buf)
-                        .map_err(|f| Error::from_failure(data_path, f))?;
+                        .map_err(|f| f.into_error(data_path))?;
                     rec.groups_restored += 1;
                 } else {
                     // The last batch, torn: its in-place writes cannot have
                     // begun (they wait for the journal's fsync), unless the
                     // image decayed after the fact. The group's epoch tells.
-                    crate::tier::ssd::poison(&mut buf, BLOCK_SIZE);
+                    buf.poison(BLOCK_SIZE);
                     data.read_extents(&[at], BLOCK_SIZE, &mut buf)
-                        .map_err(|f| Error::from_failure(data_path, f))?;
+                        .map_err(|f| f.into_error(data_path))?;
                     let blk = &buf.as_slice()[..BLOCK_SIZE];
                     if check_block(blk, e.first_block) == Ok(BlockState::Sealed)
                         && block_epoch(blk) == h.epoch
@@ -247,7 +246,7 @@ impl Durable {
             }
         }
         if rec.groups_restored > 0 {
-            data.sync().map_err(|f| Error::from_failure(data_path, f))?;
+            data.sync().map_err(|f| f.into_error(data_path))?;
         }
         drop(map);
         rec.written_checked = check_written(dir, data, data_path, &sb)?;
@@ -371,7 +370,7 @@ impl Durable {
             return Ok(());
         }
         let mut old = AlignedBuf::new(BLOCK_SIZE);
-        crate::tier::ssd::poison(&mut old, fresh.len() * gb);
+        old.poison(fresh.len() * gb);
         match known {
             Some(k) => {
                 for (j, &i) in fresh.iter().enumerate() {
@@ -385,7 +384,7 @@ impl Durable {
                     .map(|&i| firsts[i] * BLOCK_SIZE as u64)
                     .collect();
                 data.read_extents(&offsets, gb, &mut old)
-                    .map_err(|f| Error::from_failure(data_path, f))?;
+                    .map_err(|f| f.into_error(data_path))?;
             }
         }
         let fresh: Vec<u64> = fresh.into_iter().map(|i| firsts[i]).collect();
@@ -441,10 +440,10 @@ impl Durable {
             .collect();
         self.journal
             .write_extents(&offsets, BLOCK_SIZE, &out)
-            .map_err(|f| Error::from_failure(&self.journal_path, f))?;
+            .map_err(|f| f.into_error(&self.journal_path))?;
         self.journal
             .sync()
-            .map_err(|f| self.poison(Error::from_failure(&self.journal_path, f)))?;
+            .map_err(|f| self.poison(f.into_error(&self.journal_path)))?;
         st.len += total as u64;
         st.batch = seq;
         st.journaled.extend(fresh.into_iter().map(|f| (f, nblocks)));
@@ -524,7 +523,7 @@ impl Durable {
         self.meta
             .write_extents(&[at], bytes.len(), &buf)
             .and_then(|()| self.meta.sync())
-            .map_err(|f| self.poison(Error::from_failure(&self.meta_path, f)))?;
+            .map_err(|f| self.poison(f.into_error(&self.meta_path)))?;
         self.write_superblock(&next).map_err(|e| self.poison(e))?;
         let done = Checkpoint {
             generation: next.generation,
@@ -555,10 +554,10 @@ impl Durable {
         for at in SUPERBLOCK_SLOTS {
             self.meta
                 .write_extents(&[at], BLOCK_SIZE, &buf)
-                .map_err(|f| Error::from_failure(&self.meta_path, f))?;
+                .map_err(|f| f.into_error(&self.meta_path))?;
             self.meta
                 .sync()
-                .map_err(|f| Error::from_failure(&self.meta_path, f))?;
+                .map_err(|f| f.into_error(&self.meta_path))?;
         }
         Ok(())
     }
@@ -615,9 +614,9 @@ fn read_counters(meta: &dyn IoEngine, meta_path: &Path, sb: &Superblock) -> Resu
     let len = CounterSlot::slot_len(n) as usize;
     let at = CounterSlot::offset(sb, sb.counters_generation % 2);
     let mut buf = AlignedBuf::new(len);
-    crate::tier::ssd::poison(&mut buf, len);
+    buf.poison(len);
     meta.read_extents(&[at], len, &mut buf)
-        .map_err(|f| Error::from_failure(meta_path, f))?;
+        .map_err(|f| f.into_error(meta_path))?;
     CounterSlot::decode_at(&buf.as_slice()[..len], at, n, sb.counters_generation)
         .map(|s| s.counters)
         .map_err(|source| Error::Format {
@@ -645,9 +644,9 @@ fn scrub(data: &dyn IoEngine, data_path: &Path, sb: &Superblock) -> Result<(Dead
         while b < hi {
             let n = (hi - b).min(CHUNK);
             let len = n as usize * BLOCK_SIZE;
-            crate::tier::ssd::poison(&mut buf, len);
+            buf.poison(len);
             data.read_extents(&[b * BLOCK_SIZE as u64], len, &mut buf)
-                .map_err(|f| Error::from_failure(data_path, f))?;
+                .map_err(|f| f.into_error(data_path))?;
             for k in 0..n {
                 let blk = &buf.as_slice()[k as usize * BLOCK_SIZE..(k as usize + 1) * BLOCK_SIZE];
                 read += 1;
@@ -786,9 +785,9 @@ fn check_written(
                 },
             });
         }
-        crate::tier::ssd::poison(&mut buf, offsets.len() * BLOCK_SIZE);
+        buf.poison(offsets.len() * BLOCK_SIZE);
         data.read_extents(&offsets, BLOCK_SIZE, &mut buf)
-            .map_err(|f| Error::from_failure(data_path, f))?;
+            .map_err(|f| f.into_error(data_path))?;
         for (i, &(first, _)) in chunk.iter().enumerate() {
             let blk = &buf.as_slice()[i * BLOCK_SIZE..(i + 1) * BLOCK_SIZE];
             // A block that fails its own checks (torn, decayed) is

@@ -234,24 +234,6 @@ impl Error {
         }
     }
 
-    /// A failed engine operation on `path`: a full disk is [`Error::DiskFull`],
-    /// anything else [`Error::Io`].
-    pub(crate) fn from_failure(path: &std::path::Path, f: crate::io::IoFailure) -> Error {
-        if f.error.raw_os_error() == Some(libc::ENOSPC) {
-            Error::DiskFull {
-                path: path.into(),
-                offset: f.offset,
-            }
-        } else {
-            Error::Io {
-                path: path.into(),
-                op: f.op,
-                offset: f.offset,
-                source: f.error,
-            }
-        }
-    }
-
     pub(crate) fn config(reason: impl Into<String>) -> Error {
         Error::Config {
             reason: reason.into(),

@@ -6,15 +6,7 @@
 
 use embtier_format::InitKind;
 
-/// The SplitMix64 finaliser: a bijective 64-bit mixer. Initial values
-/// (FORMAT.md), shard placement and stochastic rounding all derive from it;
-/// tests and examples use it for their deterministic generators.
-#[inline]
-pub fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
+pub use crate::hash::mix64;
 
 /// The stream of initial values of row `row`.
 fn uniform_stream(scale: f32, seed: u64, row: u64) -> impl Iterator<Item = f32> {

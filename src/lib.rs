@@ -42,6 +42,8 @@
 pub mod config;
 mod durable;
 pub mod error;
+mod files;
+mod hash;
 pub mod init;
 pub mod io;
 pub mod locality;
@@ -74,12 +76,4 @@ pub use store::{
 
 /// The on-disk format crate.
 pub use embtier_format as format;
-
-/// A name as the parsers of this crate compare it: lower case, with `-` and
-/// `_` dropped, so that `S3-FIFO`, `s3_fifo` and `s3fifo` are one name.
-pub fn canonical_name(s: &str) -> String {
-    s.chars()
-        .filter(|c| *c != '-' && *c != '_')
-        .flat_map(char::to_lowercase)
-        .collect()
-}
+pub use hash::canonical_name;

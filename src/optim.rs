@@ -89,7 +89,7 @@ impl std::str::FromStr for Optimizer {
     /// (lr 0.001, betas 0.9 and 0.999, eps 1e-8); no weight decay. Case, `-`
     /// and `_` are ignored.
     fn from_str(s: &str) -> Result<Optimizer, String> {
-        Ok(match crate::canonical_name(s).as_str() {
+        Ok(match crate::hash::canonical_name(s).as_str() {
             "sgd" => Optimizer::default(),
             "rowwiseadagrad" => Optimizer::RowwiseAdagrad {
                 lr: 0.01,

@@ -14,7 +14,7 @@
 
 use half::{bf16, f16};
 
-use crate::init::mix64;
+use crate::hash::mix64;
 
 /// Element encoding of a table's weights.
 #[derive(
@@ -65,7 +65,7 @@ impl std::str::FromStr for Elem {
     type Err = String;
     /// `f32`, `f16`, `bf16` or `int8` (case, `-` and `_` ignored).
     fn from_str(s: &str) -> Result<Elem, String> {
-        Ok(match crate::canonical_name(s).as_str() {
+        Ok(match crate::hash::canonical_name(s).as_str() {
             "f32" => Elem::F32,
             "f16" => Elem::F16,
             "bf16" => Elem::Bf16,
@@ -88,7 +88,7 @@ pub enum Rounding {
 #[inline]
 pub fn decode(elem: Elem, src: &[u8], out: &mut [f32]) {
     match elem {
-        Elem::F32 => crate::table::bytes_to_f32(src, out),
+        Elem::F32 => bytes_to_f32(src, out),
         Elem::F16 => {
             // Through a small aligned buffer, so that `half` converts whole
             // slices (F16C where the CPU has it) rather than element by element.
@@ -171,7 +171,7 @@ fn stochastic_f16(x: f32, seed: u64, i: usize) -> f32 {
 /// Encode `w` into `dst` (the weights' bytes).
 pub fn encode(elem: Elem, w: &[f32], dst: &mut [u8], rounding: Rounding) {
     match elem {
-        Elem::F32 => crate::table::f32_to_bytes(w, dst),
+        Elem::F32 => f32_to_bytes(w, dst),
         Elem::F16 => {
             // Each value is first made exactly representable in f16 (rounded
             // stochastically in f32 arithmetic), then a whole slice is
@@ -240,6 +240,59 @@ pub fn encode(elem: Elem, w: &[f32], dst: &mut [u8], rounding: Rounding) {
             dst[d..d + 4].copy_from_slice(&scale.to_le_bytes());
             dst[d + 4..d + 8].copy_from_slice(&lo.to_le_bytes());
         }
+    }
+}
+
+/// Little-endian row bytes to f32s (one memcpy on little-endian targets).
+#[inline]
+pub(crate) fn bytes_to_f32(src: &[u8], dst: &mut [f32]) {
+    #[cfg(target_endian = "little")]
+    {
+        let n = dst.len() * 4;
+        // SAFETY: dst is an exclusively borrowed, initialised region of
+        // dst.len() f32s, i.e. n bytes, and u8 has no alignment requirement;
+        // every byte pattern is a valid f32, and on a little-endian target an
+        // f32's bytes in memory are exactly its little-endian encoding.
+        let d = unsafe { std::slice::from_raw_parts_mut(dst.as_mut_ptr().cast::<u8>(), n) };
+        copy_row(d, &src[..n]);
+    }
+    #[cfg(not(target_endian = "little"))]
+    for (d, s) in dst.iter_mut().zip(src.chunks_exact(4)) {
+        *d = f32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+    }
+}
+
+/// Copy a row in fixed 64-byte chunks. The compiler turns each chunk into
+/// vector moves, whose cache misses overlap across rows; libc's memmove takes
+/// its `rep movsb` path for row-sized copies, which does not overlap and
+/// costs about half the throughput of a batch of DRAM hits.
+#[inline]
+pub(crate) fn copy_row(dst: &mut [u8], src: &[u8]) {
+    let mut d = dst.chunks_exact_mut(64);
+    let mut s = src.chunks_exact(64);
+    for (a, b) in (&mut d).zip(&mut s) {
+        let b: &[u8; 64] = b.try_into().expect("64-byte chunk");
+        let a: &mut [u8; 64] = a.try_into().expect("64-byte chunk");
+        *a = *b;
+    }
+    d.into_remainder().copy_from_slice(s.remainder());
+}
+
+/// f32s to little-endian row bytes.
+#[inline]
+pub(crate) fn f32_to_bytes(src: &[f32], dst: &mut [u8]) {
+    #[cfg(target_endian = "little")]
+    {
+        let n = src.len() * 4;
+        // SAFETY: src is a borrowed, initialised region of n bytes; reading
+        // an f32's bytes as u8 is always valid, and on a little-endian target
+        // they are its little-endian encoding.
+        let s = unsafe { std::slice::from_raw_parts(src.as_ptr().cast::<u8>(), n) };
+        dst[..n].copy_from_slice(s);
+    }
+    #[cfg(not(target_endian = "little"))]
+    for (d, s) in dst.chunks_exact_mut(4).zip(src) {
+        d.copy_from_slice(&s.to_le_bytes());
     }
 }
 

@@ -588,7 +588,7 @@ pub fn calibrate(dir: &std::path::Path, mib: usize) -> crate::Result<Profiles> {
         let mut sink = 0u64;
         let start = Instant::now();
         for _ in 0..n {
-            x = crate::init::mix64(x);
+            x = crate::hash::mix64(x);
             let r = (x % rows as u64) as usize * row;
             out.copy_from_slice(&region[r..r + row]);
             sink = sink.wrapping_add(out[7] as u64);
@@ -639,7 +639,7 @@ pub fn calibrate(dir: &std::path::Path, mib: usize) -> crate::Result<Profiles> {
         queue_depth: 64,
         ..Default::default()
     };
-    let (engine, _) = crate::io::open_engine(&ssd_path, &cfg)?;
+    let (engine, _) = crate::io::open_engine(&ssd_path, &cfg.engine_options())?;
     let mut buf = crate::io::AlignedBuf::new(1 << 20);
     buf.as_mut_slice().fill(7);
     let chunks = (bytes >> 20) as u64;
@@ -657,7 +657,7 @@ pub fn calibrate(dir: &std::path::Path, mib: usize) -> crate::Result<Profiles> {
     let mut x = 99u64;
     let offsets: Vec<u64> = (0..4096)
         .map(|_| {
-            x = crate::init::mix64(x);
+            x = crate::hash::mix64(x);
             (x % blocks) * 4096
         })
         .collect();

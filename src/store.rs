@@ -16,22 +16,14 @@ use crate::durable::{pick_superblock, Checkpoint, Durable, Recovery};
 use crate::error::{Error, Result};
 use crate::io::{open_engine, AlignedBuf, IoEngine};
 use crate::precision::Rounding;
+use crate::precision::{bytes_to_f32, f32_to_bytes};
 use crate::stats::{LatencySummary, SsdStats, Stats, TableStats, TierStats};
-use crate::table::{bytes_to_f32, f32_to_bytes, Table, TableSetup};
+use crate::table::{Table, TableSetup};
 use crate::tier::rowlog::RowLog;
 use crate::tier::slab::PmemFile;
 use crate::tier::ssd::Ssd;
 
-/// Metadata file: superblock and catalog.
-pub const META_FILE: &str = "embtier.meta";
-/// Tier configuration, editable between opens.
-pub const CONFIG_FILE: &str = "store.toml";
-/// Default SSD data file.
-pub const DATA_FILE: &str = "data.emb";
-/// Default PMem file.
-pub const PMEM_FILE: &str = "pmem.emb";
-/// Lock file.
-pub const LOCK_FILE: &str = "LOCK";
+pub use crate::files::{CONFIG_FILE, DATA_FILE, LOCK_FILE, META_FILE, PMEM_FILE};
 
 /// Wraps each I/O engine a store opens (the data file's, the journal's and
 /// the metadata file's, with that file's path), for tests that inject faults.
@@ -282,7 +274,7 @@ fn sum_duplicates(ids: &[u64], grads: &[f32], dim: usize) -> (Vec<(u64, usize)>,
 /// The rounding of row `s` of a call whose stochastic base seed is `base`.
 fn rounding_for(base: Option<u64>, s: usize) -> Rounding {
     match base {
-        Some(b) => Rounding::Stochastic(crate::init::mix64(
+        Some(b) => Rounding::Stochastic(crate::hash::mix64(
             b ^ (s as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
         )),
         None => Rounding::Nearest,
@@ -603,7 +595,7 @@ impl Store {
         let cat_bytes = catalog.encode();
         let sb = Superblock {
             version: FormatVersion::CURRENT,
-            store_id: crate::init::mix64(
+            store_id: crate::hash::mix64(
                 now_unix() ^ ((std::process::id() as u64) << 32) ^ dir.as_os_str().len() as u64,
             ),
             created_unix: now_unix(),
@@ -807,7 +799,7 @@ impl Store {
         if !fresh {
             check_data_len(&data_path, &superblock)?;
         }
-        let (engine, choice) = open_engine(&data_path, &config.ssd)?;
+        let (engine, choice) = open_engine(&data_path, &config.ssd.engine_options())?;
         let wrap = |p: &Path, e: Box<dyn IoEngine>| match &opts.wrap_engine {
             Some(w) => w(p, e),
             None => e,

@@ -42,7 +42,8 @@ use parking_lot::Mutex;
 
 use crate::config::{Placement, TableConfig};
 use crate::error::{Error, Result};
-use crate::init::{init_row_bytes, mix64};
+use crate::hash::mix64;
+use crate::init::init_row_bytes;
 use crate::io::AlignedBuf;
 use crate::policy::PolicyKind;
 use crate::stats::{Counters, Local};
@@ -183,59 +184,6 @@ impl Ctx {
             spill2: Spill::default(),
             scratch: Vec::new(),
         }
-    }
-}
-
-/// Little-endian row bytes to f32s (one memcpy on little-endian targets).
-#[inline]
-pub(crate) fn bytes_to_f32(src: &[u8], dst: &mut [f32]) {
-    #[cfg(target_endian = "little")]
-    {
-        let n = dst.len() * 4;
-        // SAFETY: dst is an exclusively borrowed, initialised region of
-        // dst.len() f32s, i.e. n bytes, and u8 has no alignment requirement;
-        // every byte pattern is a valid f32, and on a little-endian target an
-        // f32's bytes in memory are exactly its little-endian encoding.
-        let d = unsafe { std::slice::from_raw_parts_mut(dst.as_mut_ptr().cast::<u8>(), n) };
-        copy_row(d, &src[..n]);
-    }
-    #[cfg(not(target_endian = "little"))]
-    for (d, s) in dst.iter_mut().zip(src.chunks_exact(4)) {
-        *d = f32::from_le_bytes([s[0], s[1], s[2], s[3]]);
-    }
-}
-
-/// Copy a row in fixed 64-byte chunks. The compiler turns each chunk into
-/// vector moves, whose cache misses overlap across rows; libc's memmove takes
-/// its `rep movsb` path for row-sized copies, which does not overlap and
-/// costs about half the throughput of a batch of DRAM hits.
-#[inline]
-pub(crate) fn copy_row(dst: &mut [u8], src: &[u8]) {
-    let mut d = dst.chunks_exact_mut(64);
-    let mut s = src.chunks_exact(64);
-    for (a, b) in (&mut d).zip(&mut s) {
-        let b: &[u8; 64] = b.try_into().expect("64-byte chunk");
-        let a: &mut [u8; 64] = a.try_into().expect("64-byte chunk");
-        *a = *b;
-    }
-    d.into_remainder().copy_from_slice(s.remainder());
-}
-
-/// f32s to little-endian row bytes.
-#[inline]
-pub(crate) fn f32_to_bytes(src: &[f32], dst: &mut [u8]) {
-    #[cfg(target_endian = "little")]
-    {
-        let n = src.len() * 4;
-        // SAFETY: src is a borrowed, initialised region of n bytes; reading
-        // an f32's bytes as u8 is always valid, and on a little-endian target
-        // they are its little-endian encoding.
-        let s = unsafe { std::slice::from_raw_parts(src.as_ptr().cast::<u8>(), n) };
-        dst[..n].copy_from_slice(s);
-    }
-    #[cfg(not(target_endian = "little"))]
-    for (d, s) in dst.chunks_exact_mut(4).zip(src) {
-        d.copy_from_slice(&s.to_le_bytes());
     }
 }
 

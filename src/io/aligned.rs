@@ -40,6 +40,20 @@ impl AlignedBuf {
     pub fn is_empty(&self) -> bool {
         false
     }
+    /// Size the buffer to `n` bytes and poison the trailer of every 4 KiB
+    /// block in them (its magic and CRC) with a pattern that is neither a
+    /// hole's (zeros) nor a sealed block's, so that a block an engine failed
+    /// to fill reads as corruption, never as an old block left in the buffer
+    /// or as the initial values. (Every block read is checked by its
+    /// trailer before use; filling whole buffers cost a 16 MiB memset per
+    /// batch of misses.)
+    pub(crate) fn poison(&mut self, n: usize) {
+        self.ensure(n);
+        for blk in self.as_mut_slice()[..n].chunks_mut(embtier_format::BLOCK_SIZE) {
+            let at = blk.len().saturating_sub(8);
+            blk[at..].fill(0xA5);
+        }
+    }
 
     /// Grow to at least `len` bytes (contents are not preserved).
     pub fn ensure(&mut self, len: usize) {

@@ -142,7 +142,7 @@ impl FaultPlan {
         let mut state = seed;
         let mut next = || {
             state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            crate::init::mix64(state)
+            crate::hash::mix64(state)
         };
         let open = |p: &Path| std::fs::OpenOptions::new().write(true).open(p);
         for w in list.iter().rev() {

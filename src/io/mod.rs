@@ -28,8 +28,52 @@ use std::sync::Once;
 pub use aligned::AlignedBuf;
 pub use latency::LatencyRecorder;
 
-use crate::config::{IoEngineKind, SsdConfig};
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
 use crate::error::{Error, Result};
+
+/// Which I/O engine the SSD tier uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum IoEngineKind {
+    /// io_uring when a probe at open succeeds, psync otherwise.
+    #[default]
+    Auto,
+    /// io_uring with O_DIRECT; an error where it is refused.
+    Uring,
+    /// pread/pwrite on a few threads.
+    Psync,
+}
+
+impl FromStr for IoEngineKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(IoEngineKind::Auto),
+            "uring" | "io_uring" | "io-uring" => Ok(IoEngineKind::Uring),
+            "psync" => Ok(IoEngineKind::Psync),
+            other => Err(format!(
+                "unknown I/O engine {other:?} (expected auto, uring or psync)"
+            )),
+        }
+    }
+}
+
+/// How to open an engine (the SSD tier's settings the I/O layer reads; see
+/// `SsdConfig::engine_options`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineOptions {
+    /// The engine asked for; `EMBTIER_IO_ENGINE` overrides it.
+    pub kind: IoEngineKind,
+    /// io_uring queue depth: reads in flight per batch.
+    pub queue_depth: u32,
+    /// Threads of the psync engine.
+    pub psync_threads: usize,
+    /// Open with O_DIRECT (falls back to buffered I/O where refused).
+    pub direct_io: bool,
+}
 
 /// A failed I/O operation: what, where, and the OS error.
 #[derive(Debug)]
@@ -40,6 +84,26 @@ pub struct IoFailure {
     pub offset: u64,
     /// The OS error.
     pub error: io::Error,
+}
+
+impl IoFailure {
+    /// The error of this failure on `path`: a full disk is
+    /// [`Error::DiskFull`], anything else [`Error::Io`].
+    pub(crate) fn into_error(self, path: &Path) -> Error {
+        if self.error.raw_os_error() == Some(libc::ENOSPC) {
+            Error::DiskFull {
+                path: path.into(),
+                offset: self.offset,
+            }
+        } else {
+            Error::Io {
+                path: path.into(),
+                op: self.op,
+                offset: self.offset,
+                source: self.error,
+            }
+        }
+    }
 }
 
 /// Batch block I/O on one file.
@@ -154,12 +218,12 @@ fn log_once(msg: &str) {
 }
 
 /// The engine kind asked for: `EMBTIER_IO_ENGINE` if set, else the config.
-pub fn requested_engine(cfg: &SsdConfig) -> Result<IoEngineKind> {
+pub fn requested_engine(configured: IoEngineKind) -> Result<IoEngineKind> {
     match std::env::var("EMBTIER_IO_ENGINE") {
         Ok(v) if !v.trim().is_empty() => v
             .parse()
             .map_err(|e: String| Error::config(format!("EMBTIER_IO_ENGINE: {e}"))),
-        _ => Ok(cfg.io_engine),
+        _ => Ok(configured),
     }
 }
 
@@ -176,8 +240,8 @@ pub fn probe_uring() -> std::result::Result<(), String> {
 }
 
 /// Open the engine for `path` as `cfg` and the environment ask.
-pub fn open_engine(path: &Path, cfg: &SsdConfig) -> Result<(Box<dyn IoEngine>, EngineChoice)> {
-    let kind = requested_engine(cfg)?;
+pub fn open_engine(path: &Path, cfg: &EngineOptions) -> Result<(Box<dyn IoEngine>, EngineChoice)> {
+    let kind = requested_engine(cfg.kind)?;
     let (file, direct) = open_file(path, cfg.direct_io)?;
     let path: PathBuf = path.to_path_buf();
     let use_uring = match kind {

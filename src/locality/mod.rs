@@ -711,7 +711,7 @@ mod tests {
         let mut x = seed;
         (0..n)
             .map(|_| {
-                x = crate::init::mix64(x);
+                x = crate::hash::mix64(x);
                 let r = (x >> 11) as f64 / (1u64 << 53) as f64;
                 (r * r * objects as f64) as u32
             })

@@ -20,7 +20,7 @@
 use std::collections::{BinaryHeap, HashMap};
 
 use super::{Log2Hist, MrcPoint};
-use crate::init::mix64;
+use crate::hash::mix64;
 
 const P: u64 = 1 << 24;
 

@@ -173,7 +173,7 @@ impl FromStr for PolicyKind {
     type Err = String;
     /// Case, `-` and `_` are ignored: `S3-FIFO`, `s3_fifo` and `s3fifo` are one name.
     fn from_str(s: &str) -> Result<Self, String> {
-        let norm = crate::canonical_name(s);
+        let norm = crate::hash::canonical_name(s);
         PolicyKind::ALL
             .iter()
             .copied()

@@ -5,7 +5,7 @@
 use std::collections::{BinaryHeap, HashMap};
 
 use super::SimResult;
-use crate::init::mix64;
+use crate::hash::mix64;
 
 /// The index of the next access of each position (`u64::MAX`: none).
 pub fn next_accesses(ids: &[u64]) -> Vec<u64> {

@@ -14,7 +14,7 @@
 //! Slots are u16, so a shard holds at most [`MAX_SHARD_ROWS`] rows; the store
 //! shards tables accordingly.
 
-use crate::init::mix64;
+use crate::hash::mix64;
 use crate::policy::{AnyPolicy, EvictionPolicy, PolicyKind};
 
 use super::slab::Slab;

@@ -65,7 +65,7 @@ impl Ssd {
     }
 
     pub fn err(&self, f: IoFailure) -> Error {
-        Error::from_failure(&self.path, f)
+        f.into_error(&self.path)
     }
 
     fn offsets(e: &TableEntry, groups: &[u64]) -> Vec<u64> {
@@ -79,7 +79,7 @@ impl Ssd {
     /// Read the blocks of `groups` of table `e` into `buf`, group after group.
     pub fn read_groups(&self, e: &TableEntry, groups: &[u64], buf: &mut AlignedBuf) -> Result<()> {
         let gb = e.layout.group_bytes();
-        poison(buf, groups.len() * gb);
+        buf.poison(groups.len() * gb);
         self.engine
             .read_extents(&Self::offsets(e, groups), gb, buf)
             .map_err(|f| self.err(f))
@@ -130,7 +130,7 @@ impl Ssd {
         buf: &mut AlignedBuf,
         done: &mut dyn FnMut(usize, &[u8]),
     ) -> Result<()> {
-        poison(buf, offsets.len() * len);
+        buf.poison(offsets.len() * len);
         self.engine
             .read_extents_each(offsets, len, buf, done)
             .map_err(|f| self.err(f))
@@ -223,20 +223,6 @@ impl Ssd {
     }
 }
 
-/// Size `buf` to `n` bytes and poison the trailer of every 4 KiB block in
-/// them (its magic and CRC) with a pattern that is neither a hole's (zeros)
-/// nor a sealed block's, so that a block an engine failed to fill reads as
-/// corruption, never as an old block left in the buffer or as the initial
-/// values. (Every block read is checked by its trailer before use; filling
-/// whole buffers cost a 16 MiB memset per batch of misses.)
-pub(crate) fn poison(buf: &mut AlignedBuf, n: usize) {
-    buf.ensure(n);
-    for blk in buf.as_mut_slice()[..n].chunks_mut(BLOCK_SIZE) {
-        let at = blk.len().saturating_sub(8);
-        blk[at..].fill(0xA5);
-    }
-}
-
 /// Validate the blocks of group `g`: all holes (never written) or all sealed.
 fn check_group(e: &TableEntry, g: u64, blocks: &[u8]) -> Result<BlockState, FormatError> {
     let bpg = e.layout.blocks_per_group as u64;
@@ -302,7 +288,7 @@ mod tests {
             check_block(&buf.as_slice()[BLOCK_SIZE..2 * BLOCK_SIZE], 1),
             Ok(BlockState::Hole)
         );
-        poison(&mut buf, 2 * BLOCK_SIZE);
+        buf.poison(2 * BLOCK_SIZE);
         for b in 0..2 {
             let blk = &buf.as_slice()[b * BLOCK_SIZE..(b + 1) * BLOCK_SIZE];
             assert!(check_block(blk, b as u64).is_err(), "block {b}");

@@ -17,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Access, AccessKind, Trace, TraceTable};
-use crate::init::mix64;
+use crate::hash::mix64;
 
 /// One generated table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -49,7 +49,7 @@ impl Format {
 impl FromStr for Format {
     type Err = String;
     fn from_str(s: &str) -> Result<Format, String> {
-        let n = crate::canonical_name(s);
+        let n = crate::hash::canonical_name(s);
         Ok(match n.as_str() {
             "auto" => Format::Auto,
             "etrace" => Format::Etrace,

@@ -1,0 +1,15 @@
+//! The names of a store directory's files (FORMAT.md, "Files of a store
+//! directory"): a leaf, so that every layer may name them.
+
+/// Metadata file: superblock and catalog.
+pub const META_FILE: &str = "embtier.meta";
+/// Tier configuration, editable between opens.
+pub const CONFIG_FILE: &str = "store.toml";
+/// Default SSD data file.
+pub const DATA_FILE: &str = "data.emb";
+/// Default PMem file.
+pub const PMEM_FILE: &str = "pmem.emb";
+/// Lock file.
+pub const LOCK_FILE: &str = "LOCK";
+/// Journal file name.
+pub const JOURNAL_FILE: &str = "journal.emb";
