@@ -608,11 +608,15 @@ fn every_file_damaged_by_byte_class_under_both_procedures() {
                 let p = d.join(file);
                 let mut b = fs::read(&p).unwrap();
                 let v = &mut b[off as usize];
+                let old = *v;
                 *v = match k % 3 {
-                    0 => *v ^ 0x5a,
+                    0 => old ^ 0x5a,
                     1 => 0,
                     _ => 0xff,
                 };
+                if *v == old {
+                    *v = old ^ 0xff; // always a change, never a no-op
+                }
                 fs::write(&p, b).unwrap();
             };
             tally(
