@@ -322,8 +322,8 @@ fn mutate(t: &Template, data: &[u8]) -> Option<Files> {
             }
         }
     }
-    for f in 0..files.len() - 1 {
-        if undetectable(f, &t.files[f].1, &files[f].1) {
+    for (f, file) in files.iter().enumerate().take(files.len() - 1) {
+        if undetectable(f, &t.files[f].1, &file.1) {
             return None;
         }
     }

@@ -15,6 +15,8 @@
 //! - [`rowlog`]: blocks of the row log, the region of the data file after
 //!   the tables where written-back rows are appended packed.
 
+#![forbid(unsafe_code)]
+
 use thiserror::Error;
 
 pub mod journal;

@@ -4,6 +4,7 @@
 //! `embtier::trace`. Errors are one line naming the file, record or
 //! argument; exit status 2 for usage, 1 for data.
 
+#![forbid(unsafe_code)]
 // The doc comments of the command-line arguments are clap's --help text,
 // where `[dram]` or `id=COL[,header=yes|no]` are literal, not links.
 #![allow(rustdoc::broken_intra_doc_links)]
