@@ -344,7 +344,7 @@ impl Store {
                     out: rows,
                 })
                 .collect();
-            let _gate = self.ssd.gate.read();
+            let _gate = self.ssd.read_gate();
             crate::table::lookup_many(&self.ssd, &mut parts)?;
         }
         each(
@@ -429,7 +429,7 @@ impl Store {
             }
             plans.push(t);
         }
-        self.ssd.dur.check_writable()?;
+        self.ssd.durable().check_writable()?;
         let cached = plans.iter().filter(|t| !t.is_pinned()).count();
         if cached > 1 {
             // Bring every table's cold rows in with one queue of reads; the
@@ -453,7 +453,7 @@ impl Store {
                     out: rows,
                 })
                 .collect();
-            let _gate = self.ssd.gate.read();
+            let _gate = self.ssd.read_gate();
             crate::table::lookup_many(&self.ssd, &mut parts)?;
         }
         let step = |(t, b): (&&std::sync::Arc<Table>, &PooledGrad<'_>)| {

@@ -367,7 +367,7 @@ fn restore_row_log(ssd: &Ssd, tables: &[Arc<Table>], sb: &Superblock) -> Result<
             let offset = ssd.log_block(b) * BLOCK_SIZE as u64;
             let raw = &buf.as_slice()[i as usize * BLOCK_SIZE..(i as usize + 1) * BLOCK_SIZE];
             let fmt = |source| Error::Format {
-                path: ssd.path.clone(),
+                path: ssd.path().to_path_buf(),
                 source,
             };
             let invalid = |field, at: usize, value: String| {
@@ -428,8 +428,8 @@ fn restore_row_log(ssd: &Ssd, tables: &[Arc<Table>], sb: &Superblock) -> Result<
         }
         at += n;
     }
-    if pinned || (committed > 0 && ssd.log.capacity == 0) {
-        ssd.log.mark_stale();
+    if pinned || (committed > 0 && ssd.log().capacity == 0) {
+        ssd.log().mark_stale();
     }
     Ok(())
 }
@@ -809,19 +809,17 @@ impl Store {
         // checkpoint, before anything reads the data file.
         let (dur, recovery) = Durable::open(dir, superblock.clone(), &*engine, &data_path, &wrap)?;
         let log_capacity = row_log_blocks(&config, &catalog, &data_path);
-        let ssd = Ssd {
+        let ssd = Ssd::new(
             engine,
-            path: data_path,
+            data_path,
             choice,
             dur,
-            gate: parking_lot::RwLock::new(()),
-            log: RowLog::new(
+            RowLog::new(
                 superblock.data_blocks,
                 log_capacity,
                 superblock.rowlog_blocks,
             ),
-            bufs: parking_lot::Mutex::new(Vec::new()),
-        };
+        );
         let mut pmem = match &config.pmem {
             Some(p) => {
                 let path = p.path.clone().unwrap_or_else(|| dir.join(PMEM_FILE));
@@ -857,7 +855,7 @@ impl Store {
                 ssd: &ssd,
                 fresh,
                 index: index as u32,
-                rounding_calls: ssd.dur.counters().get(index).copied().unwrap_or(0),
+                rounding_calls: ssd.durable().counters().get(index).copied().unwrap_or(0),
             })?));
         }
         let by_name = tables
@@ -898,7 +896,7 @@ impl Store {
     /// The checkpoint generation last committed: 0 for a new store, then
     /// one more for each [`Store::checkpoint`].
     pub fn generation(&self) -> u64 {
-        self.ssd.dur.generation()
+        self.ssd.durable().generation()
     }
 
     /// What recovery did when this store was opened.
@@ -1038,7 +1036,7 @@ impl Store {
         let t = self.table(table)?;
         Self::check_len(t, "out", ids.len(), out.len())?;
         Self::check_ids(t, ids)?;
-        let _gate = self.ssd.gate.read();
+        let _gate = self.ssd.read_gate();
         t.lookup(&self.ssd, ids, out)
     }
 
@@ -1079,7 +1077,7 @@ impl Store {
                 out: &mut *b.out,
             });
         }
-        let _gate = self.ssd.gate.read();
+        let _gate = self.ssd.read_gate();
         crate::table::lookup_many(&self.ssd, &mut parts)
     }
 
@@ -1135,7 +1133,7 @@ impl Store {
             .spawn(move || {
                 let mut pins = Vec::new();
                 let mut out = vec![0f32; ids.len() * worker.dim];
-                let _gate = ssd.gate.read();
+                let _gate = ssd.read_gate();
                 let r = worker.lookup_pinning(&ssd, &ids, &mut out, Some(&mut pins));
                 (pins, r)
             })
@@ -1185,8 +1183,7 @@ impl Store {
         // Assignment rounds to nearest: a value set is the value read back,
         // as closely as the element type allows.
         let whole = t.row_bytes == t.weight_bytes;
-        self.ssd.dur.check_writable()?;
-        let _gate = self.ssd.gate.read();
+        let _gate = self.ssd.write_gate()?;
         t.modify(&self.ssd, &items, whole, |row, k| {
             t.encode(&values[k * dim..(k + 1) * dim], row, Rounding::Nearest)
         })
@@ -1273,8 +1270,7 @@ impl Store {
         sums: &[f32],
         opt: crate::Optimizer,
     ) -> Result<()> {
-        self.ssd.dur.check_writable()?;
-        let _gate = self.ssd.gate.read();
+        let _gate = self.ssd.write_gate()?;
         let dim = t.dim;
         if t.elem == crate::Elem::F32 {
             return t.modify(&self.ssd, items, false, |row, s| {
@@ -1352,9 +1348,8 @@ impl Store {
     }
 
     fn checkpoint_merging(&self, force: bool) -> Result<Checkpoint> {
-        self.ssd.dur.check_writable()?;
-        let _gate = self.ssd.gate.write();
-        let log = &self.ssd.log;
+        let _gate = self.ssd.checkpoint_gate()?;
+        let log = self.ssd.log();
         // A merge writes the dirty rows home rather than to the log it is
         // about to empty, then every logged row that is still newest.
         let merge = log.wants_merge() || (force && log.head() > 0);
@@ -1376,12 +1371,12 @@ impl Store {
                 merged += t.merge_log(&self.ssd)?;
             }
         }
-        self.ssd.sync().map_err(|e| self.ssd.dur.poison(e))?;
+        self.ssd.sync().map_err(|e| self.ssd.durable().poison(e))?;
         let counters: Vec<u64> = self.tables.iter().map(|t| t.rounding_calls()).collect();
-        let mut done = self
-            .ssd
-            .dur
-            .commit(if merge { 0 } else { log.head() }, merge, &counters)?;
+        let mut done =
+            self.ssd
+                .durable()
+                .commit(if merge { 0 } else { log.head() }, merge, &counters)?;
         if merge {
             log.reset();
             self.log_merges
@@ -1491,12 +1486,12 @@ impl Store {
             .collect();
         Stats {
             tables,
-            io_engine: self.ssd.engine.name(),
-            io_engine_reason: self.ssd.choice.reason.clone(),
-            direct_io: self.ssd.engine.direct(),
-            ssd_read_latency: LatencySummary::of(&self.ssd.engine.read_latency().snapshot()),
-            row_log_capacity_blocks: self.ssd.log.capacity,
-            row_log_used_blocks: self.ssd.log.head(),
+            io_engine: self.ssd.engine().name(),
+            io_engine_reason: self.ssd.choice().reason.clone(),
+            direct_io: self.ssd.engine().direct(),
+            ssd_read_latency: LatencySummary::of(&self.ssd.engine().read_latency().snapshot()),
+            row_log_capacity_blocks: self.ssd.log().capacity,
+            row_log_used_blocks: self.ssd.log().head(),
             row_log_merges: self.log_merges.load(std::sync::atomic::Ordering::Relaxed),
         }
     }
@@ -1513,7 +1508,7 @@ impl std::fmt::Debug for Store {
         f.debug_struct("Store")
             .field("dir", &self.dir)
             .field("tables", &self.tables.len())
-            .field("io_engine", &self.ssd.engine.name())
+            .field("io_engine", &self.ssd.engine().name())
             .finish()
     }
 }

@@ -444,7 +444,7 @@ impl Table {
         // The log packs rows of cached tables whose groups are one block;
         // rows too large to share a log block gain nothing from it.
         let log_rows = match (&kind, e.layout.blocks_per_group) {
-            (TableKind::Cached { .. }, 1) if s.ssd.log.capacity > 0 => {
+            (TableKind::Cached { .. }, 1) if s.ssd.log().capacity > 0 => {
                 embtier_format::rowlog::rows_per_block(rb)
             }
             _ => 0,
@@ -896,7 +896,7 @@ impl Table {
             return;
         }
         let corrupt = |source| Error::Corrupt {
-            path: ssd.path.clone(),
+            path: ssd.path().to_path_buf(),
             table: self.name.clone(),
             id: run[0].id,
             source,
@@ -1133,15 +1133,15 @@ impl Table {
         rows: &[RowRef<'_>],
         buf: &mut AlignedBuf,
     ) -> Result<usize> {
-        ssd.dur.check_writable()?;
+        ssd.durable().check_writable()?;
         let rb = self.row_bytes;
-        let Some((first, n)) = ssd.log.reserve(rows.len().div_ceil(self.log_rows) as u64) else {
+        let Some((first, n)) = ssd.log().reserve(rows.len().div_ceil(self.log_rows) as u64) else {
             return Ok(0);
         };
         let n = n as usize;
         let rows = &rows[..rows.len().min(n * self.log_rows)];
         buf.ensure(n * BLOCK_SIZE);
-        let epoch = ssd.dur.seal_epoch();
+        let epoch = ssd.durable().seal_epoch();
         let mut ids = Vec::with_capacity(self.log_rows);
         let mut bytes = Vec::with_capacity(self.log_rows * rb);
         for (bi, chunk) in rows.chunks(self.log_rows).enumerate() {
@@ -1156,8 +1156,8 @@ impl Table {
             embtier_format::seal_block(blk, ssd.log_block(first + bi as u32), epoch);
         }
         let at = ssd.log_block(first) * BLOCK_SIZE as u64;
-        if let Err(f) = ssd.engine.write_extents(&[at], n * BLOCK_SIZE, buf) {
-            ssd.log.close();
+        if let Err(f) = ssd.engine().write_extents(&[at], n * BLOCK_SIZE, buf) {
+            ssd.log().close();
             return Err(ssd.err(f));
         }
         for (bi, chunk) in rows.chunks(self.log_rows).enumerate() {
@@ -1220,7 +1220,7 @@ impl Table {
                 let k = blocks.binary_search(&b).expect("read above");
                 let raw = &lbuf.as_slice()[k * BLOCK_SIZE..(k + 1) * BLOCK_SIZE];
                 let corrupt = |source| Error::Corrupt {
-                    path: ssd.path.clone(),
+                    path: ssd.path().to_path_buf(),
                     table: self.name.clone(),
                     id,
                     source,
@@ -1346,7 +1346,7 @@ impl Table {
         c.ssd_rows_written
             .fetch_add(rows.len() as u64, Ordering::Relaxed);
         // Nothing is logged while the log is empty: skip the shard locks.
-        if let (TableKind::Cached { shards, .. }, true) = (&self.kind, ssd.log.head() > 0) {
+        if let (TableKind::Cached { shards, .. }, true) = (&self.kind, ssd.log().head() > 0) {
             let mut stale = false;
             for (id, _) in rows {
                 let mut sh = shards[self.shard_of(*id, shards.len())].lock();
@@ -1355,7 +1355,7 @@ impl Table {
                 }
             }
             if stale {
-                ssd.log.mark_stale();
+                ssd.log().mark_stale();
             }
         }
         Ok(())
@@ -1450,7 +1450,7 @@ impl Table {
     fn checked_group(&self, ssd: &Ssd, g: u64, blocks: &[u8]) -> Result<BlockState> {
         ssd.check_group(&self.entry, g, blocks)
             .map_err(|source| Error::Corrupt {
-                path: ssd.path.clone(),
+                path: ssd.path().to_path_buf(),
                 table: self.name.clone(),
                 id: g * self.entry.layout.rows_per_group as u64,
                 source,

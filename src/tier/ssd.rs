@@ -18,19 +18,19 @@ use crate::io::{AlignedBuf, EngineChoice, IoEngine, IoFailure};
 
 /// The data file, its engine, and the checkpoint protocol guarding its writes.
 pub(crate) struct Ssd {
-    pub engine: Box<dyn IoEngine>,
-    pub path: PathBuf,
-    pub choice: EngineChoice,
-    pub dur: Durable,
+    engine: Box<dyn IoEngine>,
+    path: PathBuf,
+    choice: EngineChoice,
+    dur: Durable,
     /// Held shared by every operation that may write the data file, and
     /// exclusively by a checkpoint, so that an epoch's writes all precede
     /// its commit.
-    pub gate: parking_lot::RwLock<()>,
+    gate: parking_lot::RwLock<()>,
     /// The row log after the tables.
-    pub log: crate::tier::rowlog::RowLog,
+    log: crate::tier::rowlog::RowLog,
     /// Read buffers kept between batches: a fresh 16 MiB buffer per batch
     /// cost its page faults and zeroing every time.
-    pub bufs: parking_lot::Mutex<Vec<AlignedBuf>>,
+    bufs: parking_lot::Mutex<Vec<AlignedBuf>>,
 }
 
 /// Where a miss reads a row: its home block group, or a row-log block.
@@ -48,6 +48,71 @@ const KEPT_BUFS: usize = 4;
 const KEPT_BUF_BYTES: usize = 64 << 20;
 
 impl Ssd {
+    /// The SSD tier over `engine` (the data file at `path`, opened as
+    /// `choice` says), with its durability state and row log.
+    pub fn new(
+        engine: Box<dyn IoEngine>,
+        path: PathBuf,
+        choice: EngineChoice,
+        dur: Durable,
+        log: crate::tier::rowlog::RowLog,
+    ) -> Ssd {
+        Ssd {
+            engine,
+            path,
+            choice,
+            dur,
+            gate: parking_lot::RwLock::new(()),
+            log,
+            bufs: parking_lot::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The data file (or block device).
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// The engine that reads and writes the data file.
+    pub fn engine(&self) -> &dyn IoEngine {
+        &*self.engine
+    }
+
+    /// Which engine was chosen, and why.
+    pub fn choice(&self) -> &EngineChoice {
+        &self.choice
+    }
+
+    /// Epochs, the journal and checkpoint commits.
+    pub fn durable(&self) -> &Durable {
+        &self.dur
+    }
+
+    /// The row log after the tables.
+    pub fn log(&self) -> &crate::tier::rowlog::RowLog {
+        &self.log
+    }
+
+    /// Admission for an operation that only reads the data file: it may
+    /// run beside others, never inside a checkpoint.
+    pub fn read_gate(&self) -> parking_lot::RwLockReadGuard<'_, ()> {
+        self.gate.read()
+    }
+
+    /// Admission for an operation that may write the data file: refused
+    /// once a failed commit poisoned the store, then shared like
+    /// [`Ssd::read_gate`].
+    pub fn write_gate(&self) -> Result<parking_lot::RwLockReadGuard<'_, ()>> {
+        self.dur.check_writable()?;
+        Ok(self.gate.read())
+    }
+
+    /// Admission for a checkpoint: refused once poisoned, then exclusive.
+    pub fn checkpoint_gate(&self) -> Result<parking_lot::RwLockWriteGuard<'_, ()>> {
+        self.dur.check_writable()?;
+        Ok(self.gate.write())
+    }
+
     /// A read buffer, reused from an earlier batch when one is free.
     pub fn take_buf(&self) -> AlignedBuf {
         self.bufs
