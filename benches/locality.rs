@@ -59,7 +59,7 @@ fn locality(c: &mut Criterion) {
         .accesses
         .iter()
         .map(|a| {
-            let k = (a.table as u64) << 40 | a.row;
+            let k = a.key();
             let next = map.len() as u32;
             *map.entry(k).or_insert(next)
         })
@@ -68,11 +68,7 @@ fn locality(c: &mut Criterion) {
     g.bench_function("stack_distances", |b| {
         b.iter(|| black_box(stack_distances(&seq, objects)))
     });
-    let keys: Vec<u64> = t
-        .accesses
-        .iter()
-        .map(|a| (a.table as u64) << 40 | a.row)
-        .collect();
+    let keys: Vec<u64> = t.accesses.iter().map(|a| a.key()).collect();
     g.bench_function("shards_rate_0.01", |b| {
         b.iter(|| black_box(shards(keys.iter().copied(), n, Sampling::Rate(0.01)).rate))
     });

@@ -91,6 +91,16 @@ pub struct Access {
     pub kind: AccessKind,
 }
 
+impl Access {
+    /// One key over (table, row) for the simulators: the table in the top
+    /// 24 bits, the row in the low 40 (rows past 2^40 share keys with the
+    /// next table's: no trace in the field comes near).
+    #[inline]
+    pub fn key(&self) -> u64 {
+        (self.table as u64) << 40 | self.row
+    }
+}
+
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push(v as u8 | 0x80);

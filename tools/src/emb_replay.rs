@@ -245,11 +245,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 .collect::<Result<_, _>>()?;
             let t = load(&input)?;
             // One id space over (table, row); dense once, no hashing per request after.
-            let keys: Vec<u64> = t
-                .accesses
-                .iter()
-                .map(|a| (a.table as u64) << 40 | a.row)
-                .collect();
+            let keys: Vec<u64> = t.accesses.iter().map(|a| a.key()).collect();
             let (dense, n) = densify(&keys);
             let sizes = parse_sizes(
                 &sizes,
@@ -516,11 +512,7 @@ fn demo() -> Result<(), Fail> {
         t.accesses.len()
     );
     // 1. Single-tier sweep.
-    let keys: Vec<u64> = t
-        .accesses
-        .iter()
-        .map(|a| (a.table as u64) << 40 | a.row)
-        .collect();
+    let keys: Vec<u64> = t.accesses.iter().map(|a| a.key()).collect();
     let (dense, n) = densify(&keys);
     let sims = [
         Sim::Online(PolicyKind::Lru),
@@ -734,11 +726,7 @@ fn hierarchy(
     json: bool,
 ) -> Result<(), Fail> {
     let geo = RowGeometry::of(t, row_bytes.unwrap_or(256));
-    let keys: Vec<u64> = t
-        .accesses
-        .iter()
-        .map(|a| (a.table as u64) << 40 | a.row)
-        .collect();
+    let keys: Vec<u64> = t.accesses.iter().map(|a| a.key()).collect();
     let (_, unique) = densify(&keys);
     let mut h = parse_tiers(
         spec,
