@@ -13,6 +13,7 @@
 //! the file is opened buffered instead.
 
 mod aligned;
+#[cfg(any(test, feature = "testing"))]
 pub mod fault;
 mod latency;
 mod psync;
