@@ -18,7 +18,11 @@ budget, the way the peer harness holds its mmap engine:
    cache gets the budget, and so does everything embtier holds (its DRAM
    cache, index, buffers).
 
-    python python/bench/bench_larger_than_dram.py [--dram-mib 64] [--ratio 10] [--steps 30]
+The mmap engine is advised MADV_RANDOM; both checkpoint every 25 steps
+(embtier: checkpoint, merging its row log when half full; mmap: msync +
+fsync) and once at the end, inside the measured window.
+
+    python python/bench/bench_larger_than_dram.py [--dram-mib 64] [--ratio 10] [--steps 150]
 
 Needs root (cgroup, mlockall, dropping the page cache between runs);
 without a memory cgroup it says so and exits 2.
@@ -237,11 +241,11 @@ def main():
         default=0.75,
         help="embtier's DRAM cache capacity as a fraction of the budget (the rest holds its index and buffers)",
     )
-    p.add_argument("--bags", type=int, default=2048)
-    p.add_argument("--pooling", type=int, default=20)
-    p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--warmup", type=int, default=10)
-    p.add_argument("--max-secs", type=float, default=120, help="end a measurement after this long")
+    p.add_argument("--bags", type=int, default=2048, help="bags a batch")
+    p.add_argument("--pooling", type=int, default=20, help="ids a bag")
+    p.add_argument("--steps", type=int, default=150, help="measured steps")
+    p.add_argument("--warmup", type=int, default=10, help="steps before the measurement")
+    p.add_argument("--max-secs", type=float, default=200, help="end a measurement after this long")
     p.add_argument(
         "--checkpoint-every",
         type=int,
