@@ -413,7 +413,7 @@ fn journal_damage_never_becomes_committed_data() {
 /// The byte class of `off` in the fixture's `file`: the superblock field,
 /// catalog field, data-block part or journal part it belongs to.
 fn byte_class(file: &str, off: u64, batch_offsets: &[u64]) -> String {
-    const SB_FIELDS: [(usize, &str); 22] = [
+    const SB_FIELDS: [(usize, &str); 23] = [
         (sb::MAGIC, "magic"),
         (sb::VERSION, "version"),
         (sb::FLAGS, "flags"),
@@ -434,6 +434,7 @@ fn byte_class(file: &str, off: u64, batch_offsets: &[u64]) -> String {
         (sb::DEAD_COUNT, "dead_count"),
         (sb::ROWLOG_FROM, "rowlog_from"),
         (sb::WRITTEN_CRC, "written_crc"),
+        (sb::RESERVED, "reserved"),
         (sb::WRITTEN_GROUPS, "written_groups"),
         (sb::DEAD_RANGES, "dead ranges and padding"),
     ];
@@ -451,8 +452,6 @@ fn byte_class(file: &str, off: u64, batch_offsets: &[u64]) -> String {
         if off < CATALOG_OFFSET {
             let f = if within >= sb::CRC {
                 "crc"
-            } else if within == sb::RESERVED {
-                "reserved"
             } else {
                 field(&SB_FIELDS, within)
             };
