@@ -42,65 +42,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Simulate single-tier caches: every policy at every size, in parallel.
-    Simulate {
-        #[command(flatten)]
-        input: Input,
-        /// Policies, comma separated (case, '-' and '_' ignored).
-        #[arg(long, value_delimiter = ',', default_value = "lru")]
-        policies: Vec<String>,
-        /// Cache sizes: rows (1000), bytes (64MiB, at the trace's mean row
-        /// size), or `auto` (16 log-spaced sizes up to the unique rows).
-        #[arg(long, value_delimiter = ',', default_value = "auto")]
-        sizes: Vec<String>,
-        /// Bytes per row where the trace does not say (default 256).
-        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-        row_bytes: Option<u64>,
-        /// Print JSON: {"results": [{"policy", "size", "miss_ratio", "hits", "misses"}]}.
-        #[arg(long, conflicts_with = "csv")]
-        json: bool,
-        /// Print CSV.
-        #[arg(long)]
-        csv: bool,
-        /// Write mrc.svg (one line per policy) into this directory.
-        #[arg(long)]
-        plot: Option<PathBuf>,
-        /// A tier hierarchy instead of a sweep, e.g.
-        /// dram:lru:64MiB,pmem:sieve:1GiB,ssd (sizes in rows or bytes).
-        #[arg(long)]
-        tiers: Option<String>,
-        /// Inclusive tiers (default: exclusive, as the store).
-        #[arg(long, requires = "tiers")]
-        inclusive: bool,
-        /// Built-in device profiles per tier, e.g. dram=dram,pmem=optane-pmem,ssd=nand-nvme.
-        #[arg(long, value_delimiter = ',')]
-        devices: Vec<String>,
-        /// A profile TOML ([dram], [pmem], [ssd]; see `calibrate`), overriding built-ins.
-        #[arg(long)]
-        profile: Option<PathBuf>,
-    },
+    Simulate(SimulateArgs),
     /// Replay a trace against the real store on real files.
-    Run {
-        #[command(flatten)]
-        input: Input,
-        /// The store's tiers (and tables, optional: by default one per trace table).
-        #[arg(long)]
-        config: PathBuf,
-        /// Where to create the store (must not exist or be empty; default: a temp dir).
-        #[arg(long)]
-        dir: Option<PathBuf>,
-        /// Fraction of lookups also updated with apply_sgd, in [0, 1].
-        #[arg(long, default_value_t = 0.0, value_parser = parse_ratio)]
-        update_ratio: f64,
-        /// I/O engine: auto, uring or psync.
-        #[arg(long, value_parser = |s: &str| s.parse::<embtier::IoEngineKind>())]
-        engine: Option<embtier::IoEngineKind>,
-        /// Seed of the update choice.
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Run(RunArgs),
     /// A self-contained tour on an embedded workload: a policy x size sweep,
     /// a three-tier simulation with estimated step times, and a short run
     /// against the real store in a temp dir.
@@ -114,6 +58,70 @@ enum Cmd {
         #[arg(long, default_value_t = 512)]
         mib: usize,
     },
+}
+
+/// The options of `simulate`.
+#[derive(clap::Args)]
+struct SimulateArgs {
+    #[command(flatten)]
+    input: Input,
+    /// Policies, comma separated (case, '-' and '_' ignored).
+    #[arg(long, value_delimiter = ',', default_value = "lru")]
+    policies: Vec<String>,
+    /// Cache sizes: rows (1000), bytes (64MiB, at the trace's mean row
+    /// size), or `auto` (16 log-spaced sizes up to the unique rows).
+    #[arg(long, value_delimiter = ',', default_value = "auto")]
+    sizes: Vec<String>,
+    /// Bytes per row where the trace does not say (default 256).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    row_bytes: Option<u64>,
+    /// Print JSON: {"results": [{"policy", "size", "miss_ratio", "hits", "misses"}]}.
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    /// Print CSV.
+    #[arg(long)]
+    csv: bool,
+    /// Write mrc.svg (one line per policy) into this directory.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// A tier hierarchy instead of a sweep, e.g.
+    /// dram:lru:64MiB,pmem:sieve:1GiB,ssd (sizes in rows or bytes).
+    #[arg(long)]
+    tiers: Option<String>,
+    /// Inclusive tiers (default: exclusive, as the store).
+    #[arg(long, requires = "tiers")]
+    inclusive: bool,
+    /// Built-in device profiles per tier, e.g. dram=dram,pmem=optane-pmem,ssd=nand-nvme.
+    #[arg(long, value_delimiter = ',')]
+    devices: Vec<String>,
+    /// A profile TOML ([dram], [pmem], [ssd]; see `calibrate`), overriding built-ins.
+    #[arg(long)]
+    profile: Option<PathBuf>,
+}
+
+/// The options of `run`.
+#[derive(clap::Args)]
+struct RunArgs {
+    #[command(flatten)]
+    input: Input,
+    /// The store's tiers (and tables, optional: by default one per trace table).
+    #[arg(long)]
+    config: PathBuf,
+    /// Where to create the store (must not exist or be empty; default: a temp dir).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Fraction of lookups also updated with apply_sgd, in [0, 1].
+    #[arg(long, default_value_t = 0.0, value_parser = parse_ratio)]
+    update_ratio: f64,
+    /// I/O engine: auto, uring or psync.
+    #[arg(long, value_parser = |s: &str| s.parse::<embtier::IoEngineKind>())]
+    engine: Option<embtier::IoEngineKind>,
+    /// Seed of the update choice.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 /// What `--policies` accepts.
@@ -214,211 +222,237 @@ fn parse_sizes(spec: &[String], unique: u64, row_bytes: u64) -> Result<Vec<u64>,
 
 fn run(cli: Cli) -> Result<(), Fail> {
     match cli.cmd {
-        Cmd::Simulate {
-            input,
-            policies,
-            sizes,
+        Cmd::Simulate(a) => simulate(a),
+        Cmd::Run(a) => replay_store(a),
+        Cmd::Demo => demo(),
+        Cmd::Calibrate { dir, mib } => {
+            std::fs::create_dir_all(&dir).map_err(|e| data(format!("{}: {e}", dir.display())))?;
+            eprintln!(
+                "measuring DRAM, PMem (a mapped file) and SSD (O_DIRECT) in {} ...",
+                dir.display()
+            );
+            let p = calibrate(&dir, mib).map_err(data)?;
+            let text = format!(
+                "# measured by emb-replay calibrate in {} ({mib} MiB)\n{}",
+                dir.display(),
+                toml::to_string_pretty(&p).map_err(data)?
+            );
+            let path = dir.join("profile.toml");
+            std::fs::write(&path, &text).map_err(|e| data(format!("{}: {e}", path.display())))?;
+            eprintln!("{}: written", path.display());
+            emit(&text)
+        }
+    }
+}
+
+/// `emb-replay simulate`: a policy x size sweep, or a tier hierarchy.
+fn simulate(a: SimulateArgs) -> Result<(), Fail> {
+    let SimulateArgs {
+        input,
+        policies,
+        sizes,
+        row_bytes,
+        json,
+        csv,
+        plot,
+        tiers,
+        inclusive,
+        devices,
+        profile,
+    } = a;
+    if let Some(spec) = tiers {
+        let t = load(&input)?;
+        return hierarchy(
+            &t,
+            &spec,
+            inclusive,
+            &devices,
+            profile.as_deref(),
             row_bytes,
             json,
-            csv,
-            plot,
-            tiers,
-            inclusive,
-            devices,
-            profile,
-        } => {
-            if let Some(spec) = tiers {
-                let t = load(&input)?;
-                return hierarchy(
-                    &t,
-                    &spec,
-                    inclusive,
-                    &devices,
-                    profile.as_deref(),
-                    row_bytes,
-                    json,
-                );
-            }
-            let sims: Vec<Sim> = policies
-                .iter()
-                .map(|p| parse_policy(p))
-                .collect::<Result<_, _>>()?;
-            let t = load(&input)?;
-            // One id space over (table, row); dense once, no hashing per request after.
-            let keys: Vec<u64> = t.accesses.iter().map(|a| a.key()).collect();
-            let (dense, n) = densify(&keys);
-            let sizes = parse_sizes(
-                &sizes,
-                n as u64,
-                mean_row_bytes(&t, row_bytes.unwrap_or(256)),
-            )?;
-            let jobs: Vec<(Sim, u64)> = sims
-                .iter()
-                .flat_map(|&s| sizes.iter().map(move |&z| (s, z)))
-                .collect();
-            let start = std::time::Instant::now();
-            let results: Vec<(Sim, u64, SimResult)> = jobs
-                .par_iter()
-                .map(|&(s, z)| (s, z, s.run(z, &keys, &dense, n)))
-                .collect();
-            let secs = start.elapsed().as_secs_f64();
-            eprintln!(
-                "{} simulations of {} requests ({} unique rows) in {:.2} s",
-                results.len(),
-                keys.len(),
-                n,
-                secs
-            );
-            if let Some(dir) = &plot {
-                std::fs::create_dir_all(dir)
-                    .map_err(|e| data(format!("--plot {}: {e}", dir.display())))?;
-                let series: Vec<(String, Vec<(f64, f64)>)> = sims
+        );
+    }
+    let sims: Vec<Sim> = policies
+        .iter()
+        .map(|p| parse_policy(p))
+        .collect::<Result<_, _>>()?;
+    let t = load(&input)?;
+    // One id space over (table, row); dense once, no hashing per request after.
+    let keys: Vec<u64> = t.accesses.iter().map(|a| a.key()).collect();
+    let (dense, n) = densify(&keys);
+    let sizes = parse_sizes(
+        &sizes,
+        n as u64,
+        mean_row_bytes(&t, row_bytes.unwrap_or(256)),
+    )?;
+    let jobs: Vec<(Sim, u64)> = sims
+        .iter()
+        .flat_map(|&s| sizes.iter().map(move |&z| (s, z)))
+        .collect();
+    let start = std::time::Instant::now();
+    let results: Vec<(Sim, u64, SimResult)> = jobs
+        .par_iter()
+        .map(|&(s, z)| (s, z, s.run(z, &keys, &dense, n)))
+        .collect();
+    let secs = start.elapsed().as_secs_f64();
+    eprintln!(
+        "{} simulations of {} requests ({} unique rows) in {:.2} s",
+        results.len(),
+        keys.len(),
+        n,
+        secs
+    );
+    if let Some(dir) = &plot {
+        std::fs::create_dir_all(dir).map_err(|e| data(format!("--plot {}: {e}", dir.display())))?;
+        let series: Vec<(String, Vec<(f64, f64)>)> = sims
+            .iter()
+            .map(|s| {
+                let pts = results
                     .iter()
-                    .map(|s| {
-                        let pts = results
-                            .iter()
-                            .filter(|r| r.0 == *s)
-                            .map(|r| (r.1 as f64, r.2.miss_ratio()))
-                            .collect();
-                        (s.name(), pts)
-                    })
+                    .filter(|r| r.0 == *s)
+                    .map(|r| (r.1 as f64, r.2.miss_ratio()))
                     .collect();
-                let path = dir.join("mrc.svg");
-                plot::mrc_lines(
-                    &path,
-                    &format!("Miss-ratio curves: {}", input.trace.display()),
-                    &series,
-                )
-                .map_err(|e| data(format!("--plot {}: {e}", path.display())))?;
-                eprintln!("{}: written", path.display());
-            }
-            let mut o = String::new();
-            if json {
-                let v: Vec<serde_json::Value> = results
-                    .iter()
-                    .map(|(s, z, r)| {
-                        serde_json::json!({
-                            "policy": s.name(), "size": z, "miss_ratio": r.miss_ratio(),
-                            "hits": r.hits, "misses": r.misses,
-                        })
-                    })
-                    .collect();
-                o = serde_json::to_string_pretty(&serde_json::json!({ "results": v }))
-                    .map_err(data)?;
-                o.push('\n');
-            } else if csv {
-                o.push_str("policy,size,miss_ratio,hits,misses\n");
-                for (s, z, r) in &results {
-                    let _ = writeln!(
-                        o,
-                        "{},{},{:.6},{},{}",
-                        s.name(),
-                        z,
-                        r.miss_ratio(),
-                        r.hits,
-                        r.misses
-                    );
-                }
-            } else {
-                miss_ratio_table(
-                    &mut o,
-                    &sims,
-                    &sizes,
-                    |z| z.to_string(),
-                    |s, z| {
-                        let r = results.iter().find(|r| r.0 == s && r.1 == z);
-                        r.expect("simulated").2.miss_ratio()
-                    },
-                );
-                let _ = writeln!(
-                    o,
-                    "\nmiss ratios; sizes in rows; {} requests, {} unique rows",
-                    keys.len(),
-                    n
-                );
-            }
-            emit(&o)
-        }
-        Cmd::Run {
-            input,
-            config,
-            dir,
-            update_ratio,
-            engine,
-            seed,
-            json,
-        } => {
-            let text = std::fs::read_to_string(&config)
-                .map_err(|e| data(format!("{}: {e}", config.display())))?;
-            let mut cfg = embtier::StoreConfig::from_toml(&text)
-                .map_err(|e| data(format!("{}: {e}", config.display())))?;
-            let t = load(&input)?;
-            if cfg.tables.is_empty() {
-                for tt in &t.tables {
-                    let dim = if tt.dim > 0 {
-                        tt.dim
-                    } else {
-                        (row_bytes_of(tt, 256) / 4).max(1) as u32
-                    };
-                    cfg.tables.push(embtier::TableConfig::new(
-                        tt.name.clone(),
-                        tt.rows.max(1),
-                        dim,
-                    ));
-                }
-            }
-            for tt in &t.tables {
-                match cfg.tables.iter().find(|c| c.name == tt.name) {
-                    Some(c) if c.rows >= tt.rows => {}
-                    Some(c) => {
-                        return Err(data(format!(
-                            "{}: table {:?} has {} rows, the trace needs {}",
-                            config.display(),
-                            c.name,
-                            c.rows,
-                            tt.rows
-                        )))
-                    }
-                    None => {
-                        return Err(data(format!(
-                            "{}: no table {:?} for the trace",
-                            config.display(),
-                            tt.name
-                        )))
-                    }
-                }
-            }
-            if let Some(e) = engine {
-                cfg.ssd.io_engine = e;
-            }
-            let tmp = tempfile::tempdir().map_err(data)?;
-            let path = dir.unwrap_or_else(|| tmp.path().join("store"));
-            let store = embtier::Store::create(&path, cfg).map_err(data)?;
-            let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-                let b = indicatif::ProgressBar::new(t.batch_ends.len() as u64);
-                b.set_style(
-                    indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} batches {eta}")
-                        .map_err(data)?,
-                );
-                Some(b)
-            } else {
-                None
-            };
-            let r = run_store(&store, &t, update_ratio, seed, |done, _| {
-                if let Some(b) = &bar {
-                    b.set_position(done);
-                }
+                (s.name(), pts)
             })
-            .map_err(data)?;
-            if let Some(b) = bar {
-                b.finish_and_clear();
-            }
-            let o = if json {
-                let mut o = serde_json::to_string_pretty(&r).map_err(data)?;
-                o.push('\n');
-                o
+            .collect();
+        let path = dir.join("mrc.svg");
+        plot::mrc_lines(
+            &path,
+            &format!("Miss-ratio curves: {}", input.trace.display()),
+            &series,
+        )
+        .map_err(|e| data(format!("--plot {}: {e}", path.display())))?;
+        eprintln!("{}: written", path.display());
+    }
+    let mut o = String::new();
+    if json {
+        let v: Vec<serde_json::Value> = results
+            .iter()
+            .map(|(s, z, r)| {
+                serde_json::json!({
+                    "policy": s.name(), "size": z, "miss_ratio": r.miss_ratio(),
+                    "hits": r.hits, "misses": r.misses,
+                })
+            })
+            .collect();
+        o = serde_json::to_string_pretty(&serde_json::json!({ "results": v })).map_err(data)?;
+        o.push('\n');
+    } else if csv {
+        o.push_str("policy,size,miss_ratio,hits,misses\n");
+        for (s, z, r) in &results {
+            let _ = writeln!(
+                o,
+                "{},{},{:.6},{},{}",
+                s.name(),
+                z,
+                r.miss_ratio(),
+                r.hits,
+                r.misses
+            );
+        }
+    } else {
+        miss_ratio_table(
+            &mut o,
+            &sims,
+            &sizes,
+            |z| z.to_string(),
+            |s, z| {
+                let r = results.iter().find(|r| r.0 == s && r.1 == z);
+                r.expect("simulated").2.miss_ratio()
+            },
+        );
+        let _ = writeln!(
+            o,
+            "\nmiss ratios; sizes in rows; {} requests, {} unique rows",
+            keys.len(),
+            n
+        );
+    }
+    emit(&o)
+}
+
+/// `emb-replay run`: the trace against the real store.
+fn replay_store(a: RunArgs) -> Result<(), Fail> {
+    let RunArgs {
+        input,
+        config,
+        dir,
+        update_ratio,
+        engine,
+        seed,
+        json,
+    } = a;
+    let text =
+        std::fs::read_to_string(&config).map_err(|e| data(format!("{}: {e}", config.display())))?;
+    let mut cfg = embtier::StoreConfig::from_toml(&text)
+        .map_err(|e| data(format!("{}: {e}", config.display())))?;
+    let t = load(&input)?;
+    if cfg.tables.is_empty() {
+        for tt in &t.tables {
+            let dim = if tt.dim > 0 {
+                tt.dim
             } else {
-                format!(
+                (row_bytes_of(tt, 256) / 4).max(1) as u32
+            };
+            cfg.tables.push(embtier::TableConfig::new(
+                tt.name.clone(),
+                tt.rows.max(1),
+                dim,
+            ));
+        }
+    }
+    for tt in &t.tables {
+        match cfg.tables.iter().find(|c| c.name == tt.name) {
+            Some(c) if c.rows >= tt.rows => {}
+            Some(c) => {
+                return Err(data(format!(
+                    "{}: table {:?} has {} rows, the trace needs {}",
+                    config.display(),
+                    c.name,
+                    c.rows,
+                    tt.rows
+                )))
+            }
+            None => {
+                return Err(data(format!(
+                    "{}: no table {:?} for the trace",
+                    config.display(),
+                    tt.name
+                )))
+            }
+        }
+    }
+    if let Some(e) = engine {
+        cfg.ssd.io_engine = e;
+    }
+    let tmp = tempfile::tempdir().map_err(data)?;
+    let path = dir.unwrap_or_else(|| tmp.path().join("store"));
+    let store = embtier::Store::create(&path, cfg).map_err(data)?;
+    let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        let b = indicatif::ProgressBar::new(t.batch_ends.len() as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} batches {eta}")
+                .map_err(data)?,
+        );
+        Some(b)
+    } else {
+        None
+    };
+    let r = run_store(&store, &t, update_ratio, seed, |done, _| {
+        if let Some(b) = &bar {
+            b.set_position(done);
+        }
+    })
+    .map_err(data)?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let o = if json {
+        let mut o = serde_json::to_string_pretty(&r).map_err(data)?;
+        o.push('\n');
+        o
+    } else {
+        format!(
                     "{} accesses in {} batches, {:.2} s: {:.0} rows/s ({})\nbatch latency p50 {:.0} us, p99 {:.0} us, p99.9 {:.0} us\nDRAM hit ratio {:.4} ({} hits), PMem hit ratio {:.4} ({} hits)\nSSD: {} rows read in {} reads ({:.1} MiB), {} rows written in {} writes ({:.1} MiB)\n",
                     r.accesses,
                     r.batches,
@@ -446,28 +480,8 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 } else {
                     String::new()
                 }
-            };
-            emit(&o)
-        }
-        Cmd::Demo => demo(),
-        Cmd::Calibrate { dir, mib } => {
-            std::fs::create_dir_all(&dir).map_err(|e| data(format!("{}: {e}", dir.display())))?;
-            eprintln!(
-                "measuring DRAM, PMem (a mapped file) and SSD (O_DIRECT) in {} ...",
-                dir.display()
-            );
-            let p = calibrate(&dir, mib).map_err(data)?;
-            let text = format!(
-                "# measured by emb-replay calibrate in {} ({mib} MiB)\n{}",
-                dir.display(),
-                toml::to_string_pretty(&p).map_err(data)?
-            );
-            let path = dir.join("profile.toml");
-            std::fs::write(&path, &text).map_err(|e| data(format!("{}: {e}", path.display())))?;
-            eprintln!("{}: written", path.display());
-            emit(&text)
-        }
-    }
+    };
+    emit(&o)
 }
 
 fn demo() -> Result<(), Fail> {
