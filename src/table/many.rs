@@ -1,0 +1,138 @@
+//! Multi-table lookups: every table's misses in one submission.
+
+use super::*;
+
+/// One table's part of a multi-table lookup: validated ids and their output.
+pub(crate) struct Part<'a> {
+    pub table: &'a Table,
+    pub ids: &'a [u64],
+    pub out: &'a mut [f32],
+}
+
+/// A part's round of miss reads in [`lookup_many`].
+pub(super) struct PartRound {
+    ctx: Ctx,
+    misses: Vec<Miss>,
+    locs: Vec<Loc>,
+    ranges: Vec<(usize, usize)>,
+    epoch: u64,
+    retry: Vec<Miss>,
+    corrupt: Option<Error>,
+}
+
+/// Look up several tables' batches with one submission of every table's
+/// SSD misses: all the reads of the batch share the queue, rather than
+/// each table draining it before the next starts. The misses of groups of
+/// different sizes go in one submission per size.
+pub(crate) fn lookup_many(ssd: &Ssd, parts: &mut [Part<'_>]) -> Result<()> {
+    let mut rounds: Vec<PartRound> = Vec::with_capacity(parts.len());
+    let mut result = Ok(());
+    // The DRAM and PMem hits; pinned tables are served whole.
+    for p in parts.iter_mut() {
+        let t = p.table;
+        let mut ctx = Ctx::new();
+        ctx.c.lookups = p.ids.len() as u64;
+        let mut misses = match &t.kind {
+            TableKind::Cached { shards, .. } => t.probe(shards, p.ids, p.out, &mut ctx, None),
+            TableKind::Pinned { .. } => {
+                if let Err(e) = t.lookup(ssd, p.ids, p.out) {
+                    result = Err(e);
+                }
+                Vec::new()
+            }
+        };
+        let (locs, ranges) = t.group_misses(&mut misses);
+        rounds.push(PartRound {
+            ctx,
+            misses,
+            locs,
+            ranges,
+            epoch: t.wb_epoch.load(Ordering::Acquire),
+            retry: Vec::new(),
+            corrupt: None,
+        });
+    }
+    // Every part's missed groups, by extent size.
+    let mut by_size: std::collections::BTreeMap<usize, Vec<(usize, usize)>> = Default::default();
+    for (pi, r) in rounds.iter().enumerate() {
+        let gb = parts[pi].table.entry.layout.group_bytes();
+        by_size
+            .entry(gb)
+            .or_default()
+            .extend((0..r.locs.len()).map(|gi| (pi, gi)));
+    }
+    let mut buf = ssd.take_buf();
+    let max_row = parts.iter().map(|p| p.table.row_bytes).max().unwrap_or(0);
+    let mut row = vec![0u8; max_row];
+    for (gb, extents) in &by_size {
+        if result.is_err() {
+            break;
+        }
+        let offsets: Vec<u64> = extents
+            .iter()
+            .map(|&(pi, gi)| ssd.loc_offset(&parts[pi].table.entry, rounds[pi].locs[gi]))
+            .collect();
+        let read = ssd.read_extents_each(&offsets, *gb, &mut buf, &mut |k, blocks| {
+            let (pi, gi) = extents[k];
+            let p = &mut parts[pi];
+            let t = p.table;
+            let out = &mut *p.out;
+            let TableKind::Cached { shards, .. } = &t.kind else {
+                unreachable!("pinned tables have no misses")
+            };
+            let r = &mut rounds[pi];
+            let (lo, hi) = r.ranges[gi];
+            let mut i = Install {
+                shards,
+                epoch: r.epoch,
+                attempts: 1,
+                row: &mut row[..t.row_bytes],
+                ctx: &mut r.ctx,
+                retry: &mut r.retry,
+                corrupt: &mut r.corrupt,
+            };
+            t.install_group(
+                ssd,
+                &mut i,
+                r.locs[gi],
+                blocks,
+                &r.misses[lo..hi],
+                &mut |sh: &mut Shard, slot: usize, run: &[Miss]| {
+                    t.decode_misses(sh.dram.row(slot), run, out)
+                },
+            );
+        });
+        for &(pi, _) in extents {
+            rounds[pi].ctx.c.ssd_read_ops += 1;
+            rounds[pi].ctx.c.ssd_bytes_read += *gb as u64;
+        }
+        if let Err(e) = read {
+            result = Err(e);
+        }
+    }
+    ssd.put_buf(buf);
+    // Misses that raced with write-backs read again table by table, then
+    // every part publishes its accounting, whatever happened.
+    for (p, mut r) in parts.iter_mut().zip(rounds) {
+        let t = p.table;
+        if result.is_ok() {
+            let retry = std::mem::take(&mut r.retry);
+            let out = &mut *p.out;
+            result = t.end_round(r.corrupt.take(), 1, &retry).and_then(|()| {
+                match (&t.kind, retry.is_empty()) {
+                    (TableKind::Cached { shards, .. }, false) => {
+                        t.resolve_misses(ssd, shards, retry, &mut r.ctx, |sh, slot, run| {
+                            t.decode_misses(sh.dram.row(slot), run, out)
+                        })
+                    }
+                    _ => Ok(()),
+                }
+            });
+        }
+        if matches!(t.kind, TableKind::Cached { .. }) {
+            t.finish(ssd, &mut r.ctx);
+            r.ctx.c.publish(&t.counters);
+        }
+    }
+    result
+}

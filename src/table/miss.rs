@@ -1,0 +1,452 @@
+//! Lookups and read-modify-write calls: DRAM and PMem hits, miss resolution
+//! (reads of home groups and row-log blocks, batched), installs, pinning.
+
+use super::*;
+
+impl Table {
+    /// Encode `w` (`dim` f32s) into a row's weight bytes.
+    #[inline]
+    /// Decode `row` into the output slot of every miss of `run`.
+    pub(super) fn decode_misses(&self, row: &[u8], run: &[Miss], out: &mut [f32]) {
+        let dim = self.dim;
+        for m in run {
+            self.decode(row, &mut out[m.k * dim..(m.k + 1) * dim]);
+        }
+    }
+
+    /// Look up `ids` (validated) into `out`.
+    pub(crate) fn lookup(&self, ssd: &Ssd, ids: &[u64], out: &mut [f32]) -> Result<()> {
+        self.lookup_pinning(ssd, ids, out, None)
+    }
+
+    /// [`Table::lookup`] that also pins each row in DRAM (up to the pin
+    /// limit) and records the ids it pinned in `pins`, one entry per pin.
+    pub(crate) fn lookup_pinning(
+        &self,
+        ssd: &Ssd,
+        ids: &[u64],
+        out: &mut [f32],
+        mut pins: Option<&mut Vec<u64>>,
+    ) -> Result<()> {
+        let dim = self.dim;
+        let rb = self.row_bytes;
+        let mut ctx = Ctx::new();
+        ctx.c.lookups = ids.len() as u64;
+        let pinned_before = pins.as_deref().map(|p| p.len());
+        if pinned_before.is_some() {
+            ctx.c.prefetched = ids.len() as u64;
+        }
+        match &self.kind {
+            TableKind::Pinned {
+                chunks,
+                rows_per_chunk,
+            } => {
+                for (pos, &id) in ids.iter().enumerate() {
+                    let ch = chunks[(id / rows_per_chunk) as usize].lock();
+                    self.decode(ch.row(id, rb), &mut out[pos * dim..(pos + 1) * dim]);
+                }
+                ctx.c.dram_hits = ids.len() as u64;
+            }
+            TableKind::Cached { shards, .. } => {
+                let misses = self.probe(shards, ids, out, &mut ctx, pins.as_deref_mut());
+                let r = if misses.is_empty() {
+                    Ok(())
+                } else {
+                    self.resolve_misses(ssd, shards, misses, &mut ctx, |sh, slot, run| {
+                        if let Some(p) = pins.as_deref_mut() {
+                            if sh.dram.pin(slot) {
+                                p.push(run[0].id);
+                            }
+                        }
+                        self.decode_misses(sh.dram.row(slot), run, out);
+                    })
+                };
+                if let (Some(b), Some(p)) = (pinned_before, pins.as_deref()) {
+                    ctx.c.prefetch_pinned = (p.len() - b) as u64;
+                }
+                self.finish(ssd, &mut ctx);
+                r?;
+            }
+        }
+        ctx.c.publish(&self.counters);
+        Ok(())
+    }
+
+    /// Serve `ids`' DRAM and PMem hits of a cached table into `out`
+    /// (pinning them when `pins` is given) and return the misses.
+    pub(super) fn probe(
+        &self,
+        shards: &[Mutex<Shard>],
+        ids: &[u64],
+        out: &mut [f32],
+        ctx: &mut Ctx,
+        mut pins: Option<&mut Vec<u64>>,
+    ) -> Vec<Miss> {
+        let dim = self.dim;
+        let mut misses = Vec::new();
+        // One lock per shard per batch, not one per id.
+        let n = shards.len();
+        let (order, start) = by_shard(ids, n, |id| self.shard_of(id, n));
+        for s in 0..n {
+            let run = &order[start[s] as usize..start[s + 1] as usize];
+            if run.is_empty() {
+                continue;
+            }
+            let mut sh = shards[s].lock();
+            // Pipelined, so that cache misses overlap: the index
+            // entry 12 ids ahead, the keys it points to 8 ahead, the
+            // row 4 ahead.
+            for &p in run.iter().take(12) {
+                sh.dram.prefetch_index(ids[p as usize]);
+            }
+            for (j, &pos) in run.iter().enumerate() {
+                if let Some(&p) = run.get(j + 12) {
+                    sh.dram.prefetch_index(ids[p as usize]);
+                }
+                if let Some(&p) = run.get(j + 8) {
+                    sh.dram.prefetch_keys(ids[p as usize]);
+                }
+                if let Some(&p) = run.get(j + 4) {
+                    sh.dram.prefetch_row(ids[p as usize]);
+                }
+                let pos = pos as usize;
+                let id = ids[pos];
+                match sh.locate(id, ctx) {
+                    Some(slot) => {
+                        if let Some(p) = pins.as_deref_mut() {
+                            if sh.dram.pin(slot) {
+                                p.push(id);
+                            }
+                        }
+                        self.decode(sh.dram.row(slot), &mut out[pos * dim..(pos + 1) * dim])
+                    }
+                    None => misses.push(Miss {
+                        id,
+                        seq: sh.wb_seq,
+                        k: pos,
+                        log: sh.logged_at(id),
+                    }),
+                }
+            }
+        }
+        misses
+    }
+
+    /// Publish pending accounting and, once enough displaced dirty rows have
+    /// gathered, write them back in one batch. Write-back errors are not the
+    /// caller's: the rows stay pending (in memory, authoritative) and are
+    /// retried by the next write-back or flush.
+    pub(super) fn finish(&self, ssd: &Ssd, ctx: &mut Ctx) {
+        let pending = self.publish_pending(ctx);
+        if ctx.new_pending > 0 && pending >= self.wb_batch && self.write_back(ssd).is_err() {
+            ctx.c.writeback_errors += 1;
+        }
+    }
+
+    /// Add this call's pending-byte delta to the table's; returns the total.
+    /// Calls publish their deltas in any order, so the total can dip below
+    /// zero for a moment; it is read clamped at zero.
+    pub(super) fn publish_pending(&self, ctx: &mut Ctx) -> usize {
+        let d = std::mem::take(&mut ctx.pending_delta) as i64;
+        (self.pending_bytes.fetch_add(d, Ordering::Relaxed) + d).max(0) as usize
+    }
+
+    /// Read missed rows from SSD, install them in DRAM, and call
+    /// `act(shard, slot, misses_of_that_id)` under the shard lock. Rows are
+    /// installed group by group as each read completes, while the batch's
+    /// other reads are still in flight.
+    pub(super) fn resolve_misses(
+        &self,
+        ssd: &Ssd,
+        shards: &[Mutex<Shard>],
+        misses: Vec<Miss>,
+        ctx: &mut Ctx,
+        mut act: impl FnMut(&mut Shard, usize, &[Miss]),
+    ) -> Result<()> {
+        let gb = self.entry.layout.group_bytes();
+        let mut buf = ssd.take_buf();
+        let r = self.resolve_misses_in(ssd, shards, misses, ctx, &mut act, gb, &mut buf);
+        ssd.put_buf(buf);
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn resolve_misses_in(
+        &self,
+        ssd: &Ssd,
+        shards: &[Mutex<Shard>],
+        mut misses: Vec<Miss>,
+        ctx: &mut Ctx,
+        act: &mut impl FnMut(&mut Shard, usize, &[Miss]),
+        gb: usize,
+        buf: &mut AlignedBuf,
+    ) -> Result<()> {
+        let mut row = vec![0u8; self.row_bytes];
+        let mut attempts = 0;
+        while !misses.is_empty() {
+            attempts += 1;
+            let (locs, ranges) = self.group_misses(&mut misses);
+            let epoch = self.wb_epoch.load(Ordering::Acquire);
+            let mut retry: Vec<Miss> = Vec::new();
+            let mut corrupt: Option<Error> = None;
+            let misses_ref = &misses;
+            let offsets: Vec<u64> = locs
+                .iter()
+                .map(|&l| ssd.loc_offset(&self.entry, l))
+                .collect();
+            let read = ssd.read_extents_each(&offsets, gb, buf, &mut |gi, blocks| {
+                let (lo, hi) = ranges[gi];
+                let mut i = Install {
+                    shards,
+                    epoch,
+                    attempts,
+                    row: &mut row,
+                    ctx: &mut *ctx,
+                    retry: &mut retry,
+                    corrupt: &mut corrupt,
+                };
+                self.install_group(ssd, &mut i, locs[gi], blocks, &misses_ref[lo..hi], act);
+            });
+            ctx.c.ssd_read_ops += locs.len() as u64;
+            ctx.c.ssd_bytes_read += (locs.len() * gb) as u64;
+            read?;
+            self.end_round(corrupt, attempts, &retry)?;
+            misses = retry;
+        }
+        Ok(())
+    }
+
+    /// Sort `misses` by where they read (home group or row-log block) and
+    /// id, and split them by place: the places in order, and the range of
+    /// `misses` in each.
+    pub(super) fn group_misses(&self, misses: &mut [Miss]) -> (Vec<Loc>, Vec<(usize, usize)>) {
+        let e = &self.entry;
+        misses.sort_unstable_by_key(|m| (m.loc(e), m.id));
+        let mut locs: Vec<Loc> = Vec::new();
+        let mut ranges: Vec<(usize, usize)> = Vec::new();
+        for (i, m) in misses.iter().enumerate() {
+            let l = m.loc(e);
+            if locs.last() != Some(&l) {
+                locs.push(l);
+                ranges.push((i, i));
+            }
+            ranges.last_mut().expect("pushed").1 = i + 1;
+        }
+        (locs, ranges)
+    }
+
+    /// The outcome of one round of miss reads: the first corruption seen,
+    /// or an error if misses still race with write-backs after the last
+    /// attempt.
+    pub(super) fn end_round(
+        &self,
+        corrupt: Option<Error>,
+        attempts: usize,
+        retry: &[Miss],
+    ) -> Result<()> {
+        if let Some(err) = corrupt {
+            return Err(err);
+        }
+        if attempts >= MAX_MISS_RETRIES && !retry.is_empty() {
+            return Err(Error::config(format!(
+                "table {:?}: row {} kept racing with write-backs",
+                self.name, retry[0].id
+            )));
+        }
+        Ok(())
+    }
+
+    /// A row-log block as read: checked (sealed, its number, an epoch that
+    /// may be read, this table's rows), then decoded.
+    pub(super) fn checked_log_block<'b>(
+        &self,
+        ssd: &Ssd,
+        b: u32,
+        blocks: &'b [u8],
+    ) -> std::result::Result<embtier_format::rowlog::LogBlock<'b>, embtier_format::FormatError>
+    {
+        let lb = ssd.check_log_block(b, blocks)?;
+        let offset = ssd.log_block(b) * BLOCK_SIZE as u64;
+        if lb.table != self.index || lb.row_bytes != self.row_bytes {
+            return Err(embtier_format::FormatError::InvalidField {
+                field: "table",
+                offset: offset + embtier_format::rowlog::TABLE as u64,
+                value: format!(
+                    "{} with rows of {} bytes, where the index says table {} ({} bytes)",
+                    lb.table, lb.row_bytes, self.index, self.row_bytes
+                ),
+            });
+        }
+        Ok(lb)
+    }
+
+    /// Row `id`'s bytes in the log block `lb` read at `loc`, which the log
+    /// map says holds it.
+    pub(super) fn logged_row<'b>(
+        &self,
+        ssd: &Ssd,
+        loc: Loc,
+        lb: &'b embtier_format::rowlog::LogBlock<'_>,
+        id: u64,
+    ) -> std::result::Result<&'b [u8], embtier_format::FormatError> {
+        match lb.ids.iter().position(|&x| x == id) {
+            Some(k) => Ok(lb.row(k)),
+            None => Err(embtier_format::FormatError::InvalidField {
+                field: "row log block",
+                offset: ssd.loc_offset(&self.entry, loc),
+                value: format!("does not hold row {id}, which the log map places there"),
+            }),
+        }
+    }
+
+    /// Install the misses `run` (sorted by id, all read from `loc`) from
+    /// the blocks just read there, and call `act` for each id under its
+    /// shard lock. Misses that raced with a write-back go to `i.retry`; a
+    /// place that fails its checks sets `i.corrupt`.
+    pub(super) fn install_group(
+        &self,
+        ssd: &Ssd,
+        i: &mut Install<'_>,
+        loc: Loc,
+        blocks: &[u8],
+        run: &[Miss],
+        act: &mut impl FnMut(&mut Shard, usize, &[Miss]),
+    ) {
+        let e = &self.entry;
+        if i.corrupt.is_some() {
+            return;
+        }
+        let corrupt = |source| Error::Corrupt {
+            path: ssd.path().to_path_buf(),
+            table: self.name.clone(),
+            id: run[0].id,
+            source,
+        };
+        let mut home = None;
+        let mut log = None;
+        match loc {
+            Loc::Home(g) => match ssd.check_group(e, g, blocks) {
+                Ok(s) => home = Some(s),
+                Err(source) => {
+                    let now = self.wb_epoch.load(Ordering::Acquire);
+                    if (now != i.epoch || now % 2 == 1) && i.attempts < MAX_MISS_RETRIES {
+                        // Raced with a write of this group: read it again.
+                        i.retry.extend_from_slice(run);
+                    } else {
+                        *i.corrupt = Some(corrupt(source));
+                    }
+                    return;
+                }
+            },
+            // A log block is never rewritten while a map points at it.
+            Loc::Log(b) => match self.checked_log_block(ssd, b, blocks) {
+                Ok(lb) => log = Some(lb),
+                Err(source) => {
+                    *i.corrupt = Some(corrupt(source));
+                    return;
+                }
+            },
+        }
+        for same in run.chunk_by(|a, b| a.id == b.id) {
+            let id = same[0].id;
+            match (&home, &log) {
+                (Some(state), _) => row_from_group(e, *state, blocks, id, i.row),
+                (_, Some(lb)) => match self.logged_row(ssd, loc, lb, id) {
+                    Ok(bytes) => i.row.copy_from_slice(bytes),
+                    Err(source) => {
+                        *i.corrupt = Some(corrupt(source));
+                        return;
+                    }
+                },
+                _ => unreachable!("one of the two was read"),
+            }
+            let mut sh = i.shards[self.shard_of(id, i.shards.len())].lock();
+            let slot = if let Some(s) = sh.locate(id, i.ctx) {
+                s // someone brought it in meanwhile: theirs is newer
+            } else if sh.wb_seq != same[0].seq {
+                // Written back meanwhile: read it again, from where it is now.
+                let (seq, log) = (sh.wb_seq, sh.logged_at(id));
+                i.retry.extend(same.iter().map(|m| Miss { seq, log, ..*m }));
+                continue;
+            } else {
+                i.ctx.c.ssd_rows_read += 1;
+                if log.is_some() {
+                    i.ctx.c.log_rows_read += 1;
+                }
+                sh.insert_dram(id, i.row, false, i.ctx)
+            };
+            act(&mut sh, slot, same);
+        }
+    }
+
+    /// Apply `f(row_bytes, k)` to the rows `items = [(id, k)]` (ids unique,
+    /// validated), marking them dirty. `overwrite` says `f` replaces the whole
+    /// row, so a missing row need not be read first.
+    pub(crate) fn modify(
+        &self,
+        ssd: &Ssd,
+        items: &[(u64, usize)],
+        overwrite: bool,
+        f: impl Fn(&mut [u8], usize),
+    ) -> Result<()> {
+        let rb = self.row_bytes;
+        let mut ctx = Ctx::new();
+        ctx.c.updates = items.len() as u64;
+        match &self.kind {
+            TableKind::Pinned {
+                chunks,
+                rows_per_chunk,
+            } => {
+                let rpg = self.entry.layout.rows_per_group as u64;
+                for &(id, k) in items {
+                    let mut ch = chunks[(id / rows_per_chunk) as usize].lock();
+                    f(ch.row_mut(id, rb), k);
+                    let lg = ((id - ch.first_row) / rpg) as usize;
+                    ch.mark(lg);
+                }
+                ctx.c.dram_hits = items.len() as u64;
+            }
+            TableKind::Cached { shards, .. } => {
+                // Back-pressure: while write-backs fail (a full disk), refuse
+                // new updates before touching anything.
+                if self.pending_bytes.load(Ordering::Relaxed) > self.pending_limit as i64 {
+                    self.write_back(ssd)?;
+                }
+                let zero = vec![0u8; rb];
+                let mut misses = Vec::new();
+                for &(id, k) in items {
+                    let mut sh = shards[self.shard_of(id, shards.len())].lock();
+                    let slot = match sh.locate(id, &mut ctx) {
+                        Some(s) => s,
+                        None if overwrite => sh.insert_dram(id, &zero, true, &mut ctx),
+                        None => {
+                            misses.push(Miss {
+                                id,
+                                seq: sh.wb_seq,
+                                k,
+                                log: sh.logged_at(id),
+                            });
+                            continue;
+                        }
+                    };
+                    f(sh.dram.row_mut(slot), k);
+                    sh.dram.set_dirty(slot);
+                }
+                let r = if misses.is_empty() {
+                    Ok(())
+                } else {
+                    self.resolve_misses(ssd, shards, misses, &mut ctx, |sh, slot, run| {
+                        for m in run {
+                            f(sh.dram.row_mut(slot), m.k);
+                        }
+                        sh.dram.set_dirty(slot);
+                    })
+                };
+                self.finish(ssd, &mut ctx);
+                r?;
+            }
+        }
+        ctx.c.publish(&self.counters);
+        Ok(())
+    }
+}

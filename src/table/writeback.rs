@@ -1,0 +1,394 @@
+//! Write-back of dirty rows and the whole row log: appends, merges, the
+//! restore of logged rows at open, in-place group writes and flushes.
+
+use super::*;
+
+impl Table {
+    /// Write every pending row of a cached table to SSD.
+    pub(crate) fn write_back(&self, ssd: &Ssd) -> Result<()> {
+        let TableKind::Cached { shards, .. } = &self.kind else {
+            return Ok(());
+        };
+        let mut buf = self.wb_lock.lock();
+        let mut snap: Vec<(u64, u64, usize)> = Vec::new(); // id, gen, offset in bytes
+        let mut bytes: Vec<u8> = Vec::new();
+        for sh in shards {
+            let sh = sh.lock();
+            for (&id, p) in &sh.pending {
+                snap.push((id, p.gen, bytes.len()));
+                bytes.extend_from_slice(&p.bytes);
+            }
+        }
+        if snap.is_empty() {
+            return Ok(());
+        }
+        snap.sort_unstable_by_key(|s| s.0);
+        let rb = self.row_bytes;
+        let rows: Vec<(u64, &[u8])> = snap
+            .iter()
+            .map(|&(id, _, o)| (id, &bytes[o..o + rb]))
+            .collect();
+        // Rows of partly covered groups are appended to the row log while
+        // it has room, in chunks of at most WB_CHUNK_BYTES of log blocks.
+        // Whole groups (a bulk load, a dense table) go home: their write
+        // needs no read, and leaves nothing for a merge to do.
+        let mut rows = rows;
+        if self.log_rows > 0 {
+            let e = &self.entry;
+            let rpg = e.layout.rows_per_group as u64;
+            let (mut home, mut partial): (Vec<RowRef<'_>>, Vec<RowRef<'_>>) = (vec![], vec![]);
+            for run in rows.chunk_by(|a, b| e.layout.group_of(a.0) == e.layout.group_of(b.0)) {
+                let g = e.layout.group_of(run[0].0);
+                let whole = run.len() as u64 == (e.rows - g * rpg).min(rpg);
+                if whole { &mut home } else { &mut partial }.extend_from_slice(run);
+            }
+            let per_chunk = (WB_CHUNK_BYTES / BLOCK_SIZE) * self.log_rows;
+            let mut start = 0;
+            while start < partial.len() {
+                let end = (start + per_chunk).min(partial.len());
+                match self.append_log(ssd, shards, &partial[start..end], &mut buf)? {
+                    0 => break, // no room: the rest goes home
+                    n => start += n,
+                }
+            }
+            home.extend_from_slice(&partial[start..]);
+            home.sort_unstable_by_key(|r| r.0);
+            rows = home;
+        }
+        let mut start = 0;
+        // Written home in chunks of at most WB_CHUNK_BYTES of block groups:
+        // scattered rows cost a whole group each, so a 64 MiB flush of
+        // 256-byte rows would otherwise stage a 1 GiB buffer (and keep it in
+        // `wb_lock`).
+        let gb = self.entry.layout.group_bytes();
+        let max_groups = (WB_CHUNK_BYTES / gb).max(1);
+        while start < rows.len() {
+            let mut end = start;
+            let mut groups = 0;
+            let mut last = u64::MAX;
+            while end < rows.len() {
+                let g = self.entry.layout.group_of(rows[end].0);
+                if g != last {
+                    if groups == max_groups {
+                        break;
+                    }
+                    groups += 1;
+                    last = g;
+                }
+                end += 1;
+            }
+            self.write_rows(ssd, &rows[start..end], &mut buf)?;
+            start = end;
+        }
+        let mut freed = 0;
+        for &(id, gen, _) in &snap {
+            let mut sh = shards[self.shard_of(id, shards.len())].lock();
+            if sh.pending.get(&id).is_some_and(|p| p.gen == gen) {
+                sh.pending.remove(&id);
+                sh.wb_seq += 1;
+                freed += rb;
+            }
+        }
+        self.pending_bytes
+            .fetch_sub(freed as i64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Append `rows` (sorted by id, unique), or as many of the first of
+    /// them as the log has room for, to the row log, packed `log_rows` to a
+    /// block, and point the shards' log maps at them. Returns the rows
+    /// appended (0: the log is full or closed, nothing was written).
+    /// A failed append closes the log until the next merge, so that its
+    /// blocks are never committed; the rows stay pending. Caller holds
+    /// `wb_lock` (and passes its buffer) and the store's gate.
+    pub(super) fn append_log(
+        &self,
+        ssd: &Ssd,
+        shards: &[Mutex<Shard>],
+        rows: &[RowRef<'_>],
+        buf: &mut AlignedBuf,
+    ) -> Result<usize> {
+        ssd.durable().check_writable()?;
+        let rb = self.row_bytes;
+        let Some((first, n)) = ssd.log().reserve(rows.len().div_ceil(self.log_rows) as u64) else {
+            return Ok(0);
+        };
+        let n = n as usize;
+        let rows = &rows[..rows.len().min(n * self.log_rows)];
+        buf.ensure(n * BLOCK_SIZE);
+        let epoch = ssd.durable().seal_epoch();
+        let mut ids = Vec::with_capacity(self.log_rows);
+        let mut bytes = Vec::with_capacity(self.log_rows * rb);
+        for (bi, chunk) in rows.chunks(self.log_rows).enumerate() {
+            ids.clear();
+            bytes.clear();
+            for (id, data) in chunk {
+                ids.push(*id);
+                bytes.extend_from_slice(data);
+            }
+            let blk = &mut buf.as_mut_slice()[bi * BLOCK_SIZE..(bi + 1) * BLOCK_SIZE];
+            embtier_format::rowlog::encode(blk, self.index, rb, &ids, &bytes);
+            embtier_format::seal_block(blk, ssd.log_block(first + bi as u32), epoch);
+        }
+        let at = ssd.log_block(first) * BLOCK_SIZE as u64;
+        if let Err(f) = ssd.engine().write_extents(&[at], n * BLOCK_SIZE, buf) {
+            ssd.log().close();
+            return Err(ssd.err(f));
+        }
+        for (bi, chunk) in rows.chunks(self.log_rows).enumerate() {
+            for (id, _) in chunk {
+                let mut sh = shards[self.shard_of(*id, shards.len())].lock();
+                sh.logged.insert(*id, first + bi as u32);
+            }
+        }
+        let c = &self.counters;
+        c.ssd_write_ops.fetch_add(1, Ordering::Relaxed);
+        c.ssd_bytes_written
+            .fetch_add((n * BLOCK_SIZE) as u64, Ordering::Relaxed);
+        c.ssd_rows_written
+            .fetch_add(rows.len() as u64, Ordering::Relaxed);
+        c.log_rows_written
+            .fetch_add(rows.len() as u64, Ordering::Relaxed);
+        c.log_blocks_written.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(rows.len())
+    }
+
+    /// Write every logged row to its home group (the newest written copy of
+    /// each, which is the log's), emptying the log maps. The caller holds
+    /// the store's gate exclusively and has flushed the dirty rows home,
+    /// so no newer copy exists anywhere. Returns the rows merged.
+    pub(crate) fn merge_log(&self, ssd: &Ssd) -> Result<u64> {
+        let TableKind::Cached { shards, .. } = &self.kind else {
+            return Ok(0);
+        };
+        let mut logged: Vec<(u64, u32)> = Vec::new();
+        for sh in shards {
+            logged.extend(sh.lock().logged.iter().map(|(&id, &b)| (id, b)));
+        }
+        if logged.is_empty() {
+            return Ok(0);
+        }
+        logged.sort_unstable();
+        let rb = self.row_bytes;
+        let mut wb = self.wb_lock.lock();
+        let mut lbuf = AlignedBuf::new(BLOCK_SIZE);
+        // In id order, so that each home group is written once per chunk;
+        // a chunk reads at most WB_CHUNK_BYTES of log blocks.
+        for chunk in logged.chunks(WB_CHUNK_BYTES / BLOCK_SIZE) {
+            let mut blocks: Vec<u32> = chunk.iter().map(|&(_, b)| b).collect();
+            blocks.sort_unstable();
+            blocks.dedup();
+            let locs: Vec<Loc> = blocks.iter().map(|&b| Loc::Log(b)).collect();
+            let offsets: Vec<u64> = locs
+                .iter()
+                .map(|&l| ssd.loc_offset(&self.entry, l))
+                .collect();
+            ssd.read_extents_each(&offsets, BLOCK_SIZE, &mut lbuf, &mut |_, _| {})?;
+            self.counters
+                .ssd_read_ops
+                .fetch_add(blocks.len() as u64, Ordering::Relaxed);
+            self.counters
+                .ssd_bytes_read
+                .fetch_add((blocks.len() * BLOCK_SIZE) as u64, Ordering::Relaxed);
+            let mut bytes = vec![0u8; chunk.len() * rb];
+            for (i, &(id, b)) in chunk.iter().enumerate() {
+                let k = blocks.binary_search(&b).expect("read above");
+                let raw = &lbuf.as_slice()[k * BLOCK_SIZE..(k + 1) * BLOCK_SIZE];
+                let corrupt = |source| Error::Corrupt {
+                    path: ssd.path().to_path_buf(),
+                    table: self.name.clone(),
+                    id,
+                    source,
+                };
+                let lb = self.checked_log_block(ssd, b, raw).map_err(corrupt)?;
+                let row = self
+                    .logged_row(ssd, Loc::Log(b), &lb, id)
+                    .map_err(corrupt)?;
+                bytes[i * rb..(i + 1) * rb].copy_from_slice(row);
+            }
+            let rows: Vec<RowRef<'_>> = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, &(id, _))| (id, &bytes[i * rb..(i + 1) * rb]))
+                .collect();
+            // Written home: `write_rows` drops each row's map entry.
+            self.write_rows(ssd, &rows, &mut wb)?;
+        }
+        self.counters
+            .log_rows_merged
+            .fetch_add(logged.len() as u64, Ordering::Relaxed);
+        Ok(logged.len() as u64)
+    }
+
+    /// Recovery: row `id`'s newest committed copy is `bytes`, in row-log
+    /// block `b`. A cached table maps the row there; a pinned table (one
+    /// whose placement changed since it was logged) takes the bytes and
+    /// marks them dirty. Returns whether the log must be merged at the next
+    /// checkpoint (the pinned case).
+    pub(crate) fn restore_logged(&self, id: u64, b: u32, bytes: &[u8]) -> bool {
+        match &self.kind {
+            TableKind::Cached { shards, .. } => {
+                shards[self.shard_of(id, shards.len())]
+                    .lock()
+                    .logged
+                    .insert(id, b);
+                false
+            }
+            TableKind::Pinned {
+                chunks,
+                rows_per_chunk,
+            } => {
+                let rpg = self.entry.layout.rows_per_group as u64;
+                let mut ch = chunks[(id / rows_per_chunk) as usize].lock();
+                ch.row_mut(id, self.row_bytes).copy_from_slice(bytes);
+                let lg = ((id - ch.first_row) / rpg) as usize;
+                ch.mark(lg);
+                true
+            }
+        }
+    }
+
+    /// Rows whose newest written copy is in the row log.
+    pub(crate) fn logged_rows(&self) -> u64 {
+        match &self.kind {
+            TableKind::Cached { shards, .. } => {
+                shards.iter().map(|s| s.lock().logged.len() as u64).sum()
+            }
+            TableKind::Pinned { .. } => 0,
+        }
+    }
+
+    /// Read-modify-write the block groups of `rows` (sorted by id, unique),
+    /// and drop their row-log map entries (their logged copies are older).
+    /// Caller holds `wb_lock` (and passes its buffer).
+    pub(super) fn write_rows(
+        &self,
+        ssd: &Ssd,
+        rows: &[RowRef<'_>],
+        buf: &mut AlignedBuf,
+    ) -> Result<()> {
+        let e = &self.entry;
+        let rpg = e.layout.rows_per_group as u64;
+        let gb = e.layout.group_bytes();
+        // Groups, partly covered ones (which need a read) first.
+        let mut runs: Vec<(u64, &[RowRef<'_>])> = rows
+            .chunk_by(|a, b| e.layout.group_of(a.0) == e.layout.group_of(b.0))
+            .map(|r| (e.layout.group_of(r[0].0), r))
+            .collect();
+        let rows_in = |g: u64| (e.rows - g * rpg).min(rpg) as usize;
+        runs.sort_by_key(|(g, r)| (r.len() == rows_in(*g), *g));
+        let nread = runs.iter().filter(|(g, r)| r.len() < rows_in(*g)).count();
+        let groups: Vec<u64> = runs.iter().map(|(g, _)| *g).collect();
+        buf.ensure(groups.len() * gb);
+        if nread > 0 {
+            ssd.read_groups(e, &groups[..nread], buf)?;
+            self.counters
+                .ssd_read_ops
+                .fetch_add(nread as u64, Ordering::Relaxed);
+            self.counters
+                .ssd_bytes_read
+                .fetch_add((nread * gb) as u64, Ordering::Relaxed);
+        }
+        // Check what was read, and journal it (the old images of groups
+        // first overwritten since the last checkpoint) before changing it;
+        // `write_groups` journals the groups written whole itself.
+        let states = (0..nread)
+            .map(|gi| self.checked_group(ssd, groups[gi], &buf.as_slice()[gi * gb..(gi + 1) * gb]))
+            .collect::<Result<Vec<_>>>()?;
+        ssd.journal(e, &groups[..nread], &buf.as_slice()[..nread * gb])?;
+        let mut tmp = vec![0u8; self.row_bytes];
+        for (gi, (g, run)) in runs.iter().enumerate() {
+            let blocks = &mut buf.as_mut_slice()[gi * gb..(gi + 1) * gb];
+            let first = g * rpg;
+            if let Some(&state) = states.get(gi) {
+                if state == BlockState::Hole {
+                    for id in first..first + rows_in(*g) as u64 {
+                        row_from_group(e, state, &[], id, &mut tmp);
+                        write_group_payload(blocks, e.layout.offset_in_group(id), &tmp);
+                    }
+                }
+            } else {
+                blocks.fill(0);
+            }
+            for (id, data) in run.iter() {
+                write_group_payload(blocks, e.layout.offset_in_group(*id), data);
+            }
+        }
+        self.wb_epoch.fetch_add(1, Ordering::AcqRel);
+        let r = ssd.write_groups(e, &groups, &mut *buf);
+        self.wb_epoch.fetch_add(1, Ordering::AcqRel);
+        r?;
+        let c = &self.counters;
+        c.ssd_write_ops
+            .fetch_add(groups.len() as u64, Ordering::Relaxed);
+        c.ssd_bytes_written
+            .fetch_add((groups.len() * gb) as u64, Ordering::Relaxed);
+        c.ssd_rows_written
+            .fetch_add(rows.len() as u64, Ordering::Relaxed);
+        // Nothing is logged while the log is empty: skip the shard locks.
+        if let (TableKind::Cached { shards, .. }, true) = (&self.kind, ssd.log().head() > 0) {
+            let mut stale = false;
+            for (id, _) in rows {
+                let mut sh = shards[self.shard_of(*id, shards.len())].lock();
+                if !sh.logged.is_empty() {
+                    stale |= sh.logged.remove(id).is_some();
+                }
+            }
+            if stale {
+                ssd.log().mark_stale();
+            }
+        }
+        Ok(())
+    }
+
+    /// Write every dirty row of the table to SSD (no fsync).
+    pub(crate) fn flush(&self, ssd: &Ssd) -> Result<()> {
+        match &self.kind {
+            TableKind::Cached { shards, .. } => {
+                let mut ctx = Ctx::new();
+                for sh in shards {
+                    let mut guard = sh.lock();
+                    let Shard {
+                        dram,
+                        pmem,
+                        pending,
+                        next_gen,
+                        ..
+                    } = &mut *guard;
+                    let mut add = |id: u64, b: &[u8]| {
+                        Shard::add_pending(pending, next_gen, id, b, &mut ctx);
+                    };
+                    dram.drain_dirty(&mut add);
+                    if let Some(p) = pmem {
+                        p.drain_dirty(&mut add);
+                    }
+                    drop(guard);
+                    // Bound the memory of a flush: write back every 64 MiB.
+                    if ctx.new_pending * self.row_bytes > 64 << 20 {
+                        self.finish_flush(ssd, &mut ctx)?;
+                    }
+                }
+                self.finish_flush(ssd, &mut ctx)
+            }
+            TableKind::Pinned { chunks, .. } => self.flush_pinned(ssd, chunks),
+        }
+    }
+
+    pub(super) fn finish_flush(&self, ssd: &Ssd, ctx: &mut Ctx) -> Result<()> {
+        self.publish_pending(ctx);
+        ctx.new_pending = 0;
+        self.write_back(ssd)
+    }
+
+    /// Check group `g`'s blocks as read, naming the table and the group's
+    /// first row in the error.
+    pub(super) fn checked_group(&self, ssd: &Ssd, g: u64, blocks: &[u8]) -> Result<BlockState> {
+        ssd.check_group(&self.entry, g, blocks)
+            .map_err(|source| Error::Corrupt {
+                path: ssd.path().to_path_buf(),
+                table: self.name.clone(),
+                id: g * self.entry.layout.rows_per_group as u64,
+                source,
+            })
+    }
+}
