@@ -34,6 +34,17 @@ counters!(
     prefetched, prefetch_pinned, log_rows_read, log_rows_written, log_blocks_written, log_rows_merged,
 });
 
+impl Counters {
+    /// Count one in-place write of `groups` block groups of `group_bytes`
+    /// each, holding `rows` rows written.
+    pub fn wrote_groups(&self, groups: usize, group_bytes: usize, rows: u64) {
+        self.ssd_write_ops.fetch_add(groups as u64, Relaxed);
+        self.ssd_bytes_written
+            .fetch_add((groups * group_bytes) as u64, Relaxed);
+        self.ssd_rows_written.fetch_add(rows, Relaxed);
+    }
+}
+
 /// Figures of one cache tier of one table.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]

@@ -86,13 +86,7 @@ impl Table {
             // clearing the dirty bits after success loses nothing.
             ssd.write_groups(e, &groups, &mut buf)?;
             c.dirty.iter_mut().for_each(|w| *w = 0);
-            let cs = &self.counters;
-            cs.ssd_write_ops
-                .fetch_add(groups.len() as u64, Ordering::Relaxed);
-            cs.ssd_bytes_written
-                .fetch_add((groups.len() * gb) as u64, Ordering::Relaxed);
-            cs.ssd_rows_written
-                .fetch_add(rows_written, Ordering::Relaxed);
+            self.counters.wrote_groups(groups.len(), gb, rows_written);
         }
         Ok(())
     }

@@ -318,13 +318,8 @@ impl Table {
         let r = ssd.write_groups(e, &groups, &mut *buf);
         self.wb_epoch.fetch_add(1, Ordering::AcqRel);
         r?;
-        let c = &self.counters;
-        c.ssd_write_ops
-            .fetch_add(groups.len() as u64, Ordering::Relaxed);
-        c.ssd_bytes_written
-            .fetch_add((groups.len() * gb) as u64, Ordering::Relaxed);
-        c.ssd_rows_written
-            .fetch_add(rows.len() as u64, Ordering::Relaxed);
+        self.counters
+            .wrote_groups(groups.len(), gb, rows.len() as u64);
         // Nothing is logged while the log is empty: skip the shard locks.
         if let (TableKind::Cached { shards, .. }, true) = (&self.kind, ssd.log().head() > 0) {
             let mut stale = false;
