@@ -381,26 +381,12 @@ fn journal_damages() -> Vec<Damage> {
 fn journal_damage_never_becomes_committed_data() {
     let (mut opened, mut errors, mut failed_rows) = (0, 0, 0);
     for (case, damage) in journal_damages() {
-        // (a) open and read everything.
-        let (_t, dir) = patched(&damage);
-        match Store::open(&dir) {
-            Ok(s) => {
-                opened += 1;
-                failed_rows += exact_or_error(&s, &format!("{case}, read at once"));
-            }
-            Err(_) => errors += 1,
-        }
-        // (b) open, checkpoint without reading, reopen twice, read.
-        let (_t, dir) = patched(&damage);
-        if let Ok(s) = Store::open(&dir) {
-            let _ = s.checkpoint();
-            drop(s);
-            for round in 0..2 {
-                if let Ok(s) = Store::open(&dir) {
-                    exact_or_error(&s, &format!("{case}, read after a checkpoint ({round})"));
-                    let _ = s.checkpoint();
-                }
-            }
+        let (open, failed_a, _) = both_procedures(&case, &*damage);
+        if open {
+            opened += 1;
+            failed_rows += failed_a;
+        } else {
+            errors += 1;
         }
     }
     eprintln!(
