@@ -67,13 +67,13 @@ def run_steps(step, persist, data, warmup, max_secs, every, limit=None):
     """Run `warmup` steps, then the remaining batches (or `limit` of them)
     or `max_secs` seconds, whichever ends first (at least one step), with
     `persist()` (a checkpoint) after every `every` measured steps and once
-    at the end. Returns each measured step's seconds, a checkpoint's time
-    added to the step before it: deferred work is paid inside the window."""
+    at the end. Returns each measured step's seconds (a checkpoint's time
+    added to the step before it: deferred work is paid inside the window)
+    and the major faults and bytes read from storage over the window."""
     for i in range(warmup):
         step(*data[i % len(data)])
     persist()
-    global IO_START
-    IO_START = io_now()
+    io_start = io_now()
     t0 = time.perf_counter()
     times = []
     for i in range(warmup, len(data) if limit is None else min(len(data), warmup + limit)):
@@ -87,7 +87,8 @@ def run_steps(step, persist, data, warmup, max_secs, every, limit=None):
     t = time.perf_counter()
     persist()
     times[-1] += time.perf_counter() - t
-    return times
+    io_end = io_now()
+    return times, io_end[0] - io_start[0], io_end[1] - io_start[1]
 
 
 def io_now():
@@ -156,7 +157,6 @@ def child(a):
             # The backward of a sum bag: each index gets its bag's gradient.
             w.index_add_(0, idx, g[bag], alpha=-0.01)
 
-        result.update(rates(run_steps(step, persist, data, warmup, a.max_secs, a.checkpoint_every, limit)))
     else:
         s = embtier.Store.open(a.file)
         m = TieredEmbeddingBags(s, ["t"])
@@ -167,15 +167,15 @@ def child(a):
         def persist():
             s.checkpoint()
 
-        result.update(rates(run_steps(step, persist, data, warmup, a.max_secs, a.checkpoint_every, limit)))
+    times, faults, read = run_steps(step, persist, data, warmup, a.max_secs, a.checkpoint_every, limit)
+    result.update(rates(times))
+    result["major_faults_per_step"] = faults / len(times)
+    result["read_kib_per_step"] = read / len(times) / 1024
+    if a.engine == "embtier":
         st = s.stats()
         result["hit_ratio"] = st["tables"]["t"]["dram"]["hit_ratio"]
         result["row_log_merges"] = st["row_log_merges"]
         s.close()
-    end = io_now()
-    n = max(result["steps"], 1)
-    result["major_faults_per_step"] = (end[0] - IO_START[0]) / n
-    result["read_kib_per_step"] = (end[1] - IO_START[1]) / n / 1024
     status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines())
     result["vmhwm"] = int(status["VmHWM"].split()[0]) * 1024
     print(json.dumps(result))
