@@ -126,7 +126,7 @@ fn main() {
         let t = st.table("t").expect("t");
         eprintln!(
             "round {r}: prefetch run: dram hit ratio {:.3}, pinned now {}",
-            t.dram.hit_ratio(),
+            t.dram().hit_ratio(),
             s.pinned_rows()
         );
         drop(s);

@@ -125,7 +125,7 @@ fn main() {
         drop(store);
         for policy in [PolicyKind::Lru, PolicyKind::Sieve] {
             let mut cfg = reopen_config(n, dim as u32, 64 << 20, IoEngineKind::Auto, 64);
-            cfg.dram.policy = policy;
+            cfg.tiers[0].policy = policy;
             let store =
                 Store::open_with(dir.path().join("store"), cfg, Default::default()).unwrap();
             for ch in all.chunks(BATCH) {
@@ -134,7 +134,7 @@ fn main() {
             let (_, ours_m) = measure(secs / 2.0, &batches, |ids| {
                 store.lookup("t", ids, &mut out).unwrap()
             });
-            let d = store.stats().table("t").unwrap().dram.clone();
+            let d = store.stats().table("t").unwrap().dram().clone();
             assert_eq!(d.misses, n, "only the warm-up missed: {d:?}");
             rows.push(Row {
                 workload: "(a) DRAM hits, dim 128",
@@ -188,7 +188,7 @@ fn main() {
                     store.lookup("t", ids, &mut out).unwrap()
                 });
                 let st = store.stats();
-                assert!(st.table("t").unwrap().dram.hit_ratio() < 0.01, "misses");
+                assert!(st.table("t").unwrap().dram().hit_ratio() < 0.01, "misses");
                 eprintln!("{label}: read p50 {} us", st.ssd_read_latency.p50 / 1000);
                 rate.insert(*label, (rate_of_median(m), m));
             }
@@ -240,11 +240,11 @@ fn main() {
         for ids in &batches {
             store.lookup("t", ids, &mut out).unwrap();
         }
-        let before = store.stats().table("t").unwrap().dram.clone();
+        let before = store.stats().table("t").unwrap().dram().clone();
         let (_, m) = measure(secs, &batches, |ids| {
             store.lookup("t", ids, &mut out).unwrap()
         });
-        let after = store.stats().table("t").unwrap().dram.clone();
+        let after = store.stats().table("t").unwrap().dram().clone();
         let hr = (after.hits - before.hits) as f64 / (after.lookups - before.lookups) as f64;
         // Baseline: the same batches as all-DRAM hits would run (flat gather).
         let flat: Vec<f32> = vec![0.5; n as usize * dim as usize];

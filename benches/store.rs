@@ -14,6 +14,7 @@
 
 mod common;
 
+use embtier::MemoryKind;
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -57,7 +58,7 @@ fn a_dram_hits(c: &mut Criterion) {
             black_box(&out);
         })
     });
-    let before = store.stats().table("t").unwrap().dram.misses;
+    let before = store.stats().table("t").unwrap().dram().misses;
     g.bench_function("embtier_lookup", |b| {
         b.iter(|| {
             let ids = &batches[i % batches.len()];
@@ -67,7 +68,7 @@ fn a_dram_hits(c: &mut Criterion) {
         })
     });
     g.finish();
-    let after = store.stats().table("t").unwrap().dram.misses;
+    let after = store.stats().table("t").unwrap().dram().misses;
     assert_eq!(before, after, "every lookup hit DRAM");
 }
 
@@ -101,7 +102,7 @@ fn b_ssd_misses(c: &mut Criterion) {
         let t = t.table("t").unwrap();
         eprintln!(
             "{engine:?}: dram hit ratio {:.4}, ssd read p50 {} us",
-            t.dram.hit_ratio(),
+            t.dram().hit_ratio(),
             store.stats().ssd_read_latency.p50 / 1000
         );
     }
@@ -120,7 +121,7 @@ fn c_zipf(c: &mut Criterion) {
     for ids in &batches {
         store.lookup("t", ids, &mut out).unwrap();
     }
-    let before = store.stats().table("t").unwrap().dram.clone();
+    let before = store.stats().table("t").unwrap().dram().clone();
     let mut g = c.benchmark_group("c_zipf");
     g.throughput(Throughput::Elements(BATCH as u64));
     g.sample_size(20);
@@ -147,7 +148,7 @@ fn c_zipf(c: &mut Criterion) {
         })
     });
     g.finish();
-    let after = store.stats().table("t").unwrap().dram.clone();
+    let after = store.stats().table("t").unwrap().dram().clone();
     eprintln!(
         "c_zipf: DRAM hit ratio during measurement {:.4}",
         (after.hits - before.hits) as f64 / (after.lookups - before.lookups).max(1) as f64
@@ -174,7 +175,7 @@ fn d_precision(c: &mut Criterion) {
         let t = TableConfig::new("t", rows, dim as u32)
             .elem(elem)
             .init(Init::Uniform { scale: 0.1 })
-            .placement(Placement::PinnedDram);
+            .placement(Placement::Pinned(MemoryKind::Dram));
         let store = Store::create(
             dir.path().join("s"),
             StoreConfig::builder()

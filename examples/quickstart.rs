@@ -50,7 +50,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "embtier quickstart: table of {ROWS} rows x {DIM} f32 ({} MiB), DRAM {} MiB, PMem {} MiB (file {}), SSD {}",
         table_bytes >> 20,
-        cfg.dram.capacity.0 >> 20,
+        cfg.tiers[0].capacity.0 >> 20,
         (table_bytes / 8) >> 20,
         shm.path().join("pmem.emb").display(),
         dir.join(embtier::DATA_FILE).display()
@@ -123,7 +123,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("| tier | lookups | hits | hit ratio | evictions | dirty evictions | resident / capacity rows |");
     println!("|---|---|---|---|---|---|---|");
-    for (name, tier) in [("DRAM", &t.dram), ("PMem", &t.pmem)] {
+    for (name, tier) in [("DRAM", t.dram()), ("PMem", t.pmem())] {
         println!(
             "| {name} | {} | {} | {:.4} | {} | {} | {} / {} |",
             tier.lookups,

@@ -24,6 +24,7 @@
 //! code pinned to DRAM and over tiny caches and checks that the final weights
 //! are bit-identical.
 
+use embtier::MemoryKind;
 use std::path::Path;
 
 use embtier::{Init, Optimizer, Placement, PolicyKind, Store, StoreConfig, TableConfig};
@@ -188,7 +189,7 @@ fn config(data: &Data, tiering: Tiering, lr: f32) -> StoreConfig {
         weight_decay: 0.0,
     };
     let placement = match tiering {
-        Tiering::Pinned => Placement::PinnedDram,
+        Tiering::Pinned => Placement::Pinned(MemoryKind::Dram),
         Tiering::Tiny => Placement::Cached,
     };
     let mut b = StoreConfig::builder();

@@ -15,7 +15,7 @@
 //!     rows = 1000000
 //!     dim = 64
 //! "#).unwrap();
-//! assert_eq!(cfg.dram.capacity.0, 64 << 20);
+//! assert_eq!(cfg.tiers[0].capacity.0, 64 << 20);
 //! assert_eq!(cfg.tables[0].placement, Placement::Cached);
 //! ```
 
@@ -103,16 +103,54 @@ impl<'de> Deserialize<'de> for ByteSize {
 }
 
 /// Where a table's rows live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
+///
+/// In `store.toml`: `"cached"`, or `"pinned-"` and a tier kind
+/// (`"pinned-dram"`, `"pinned-pmem"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Placement {
-    /// Cached: DRAM, then PMem, then SSD (the home of every row).
+    /// Cached: the tiers in order, then SSD (the home of every row).
     #[default]
     Cached,
-    /// The whole table held in DRAM; SSD is written only by `flush`.
-    PinnedDram,
-    /// The whole table held in the PMem file; SSD is written only by `flush`.
-    PinnedPmem,
+    /// The whole table held in the first tier of this kind (its budget pays
+    /// for the whole table); SSD is written only by `flush`.
+    Pinned(MemoryKind),
+}
+
+impl fmt::Display for Placement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Placement::Cached => f.write_str("cached"),
+            Placement::Pinned(k) => write!(f, "pinned-{k}"),
+        }
+    }
+}
+
+impl FromStr for Placement {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Placement, String> {
+        match s {
+            "cached" => Ok(Placement::Cached),
+            "pinned-dram" => Ok(Placement::Pinned(MemoryKind::Dram)),
+            "pinned-pmem" => Ok(Placement::Pinned(MemoryKind::Pmem)),
+            _ => Err(format!(
+                "unknown placement {s:?} (cached, pinned-dram or pinned-pmem)"
+            )),
+        }
+    }
+}
+
+impl Serialize for Placement {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Placement {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Placement, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
 }
 
 /// How updated weights are rounded to a table's element type.
@@ -174,12 +212,12 @@ pub struct TableConfig {
     /// Where the rows live.
     #[serde(default)]
     pub placement: Placement,
-    /// This table's share of the DRAM cache; by default the capacity left
-    /// after pinned tables and explicit shares is split among cached tables in
-    /// proportion to their size.
+    /// This table's share of the first DRAM tier; by default the capacity
+    /// left after pinned tables and explicit shares is split among cached
+    /// tables in proportion to their size (as every other tier always is).
     #[serde(default)]
     pub dram_bytes: Option<ByteSize>,
-    /// This table's share of the PMem cache, split like `dram_bytes`.
+    /// This table's share of the first PMem tier, split like `dram_bytes`.
     #[serde(default)]
     pub pmem_bytes: Option<ByteSize>,
     /// Accept NaN and infinities in values and gradients.
@@ -284,43 +322,107 @@ impl TableConfig {
     }
 }
 
-/// The DRAM tier.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DramConfig {
-    /// Bytes of row payload the DRAM tier may hold, pinned tables included.
-    pub capacity: ByteSize,
-    /// Eviction policy of the DRAM cache.
-    #[serde(default)]
-    pub policy: PolicyKind,
-    /// Shards per table; by default chosen from the capacity.
-    #[serde(default)]
-    pub shards: Option<usize>,
+/// A kind of memory a cache tier lives in. Adding one is a variant here and
+/// a slab backend in `tier::slab`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum MemoryKind {
+    /// Ordinary heap memory.
+    Dram,
+    /// A memory-mapped file: persistent memory on a DAX file system, CXL
+    /// memory exposed as a file, or (to emulate) any file system.
+    Pmem,
 }
 
-impl Default for DramConfig {
-    fn default() -> DramConfig {
-        DramConfig {
-            capacity: ByteSize(256 << 20),
-            policy: PolicyKind::Lru,
-            shards: None,
+impl MemoryKind {
+    /// The name used in `store.toml` and in errors (`dram`, `pmem`).
+    pub fn name(self) -> &'static str {
+        match self {
+            MemoryKind::Dram => "dram",
+            MemoryKind::Pmem => "pmem",
         }
     }
 }
 
-/// The PMem tier: a file mapped with memmap2.
+impl fmt::Display for MemoryKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Most cache tiers a store may have.
+pub const MAX_TIERS: usize = 4;
+
+/// One cache tier. The tiers of a store form an exclusive hierarchy, fastest
+/// first: a row lives in at most one of them, a lookup that finds it below
+/// the first tier moves it up to the first, and each tier's victims move
+/// down one tier (dirty victims of the last tier are written to SSD).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PmemConfig {
-    /// The file; by default `pmem.emb` in the store directory. Put it on a
-    /// DAX file system (or tmpfs, to emulate) to get byte-addressable memory.
-    #[serde(default)]
-    pub path: Option<PathBuf>,
-    /// Bytes of row payload the PMem tier may hold.
+pub struct TierConfig {
+    /// The memory it lives in.
+    pub kind: MemoryKind,
+    /// Bytes of row payload the tier may hold, pinned tables included.
     pub capacity: ByteSize,
-    /// Eviction policy of the PMem cache.
+    /// Eviction policy of its caches.
     #[serde(default)]
     pub policy: PolicyKind,
+    /// For a file-backed kind, the file; by default `pmem.emb` in the store
+    /// directory (`pmem.N.emb` for the N-th such tier, N >= 1). Put it on a
+    /// DAX file system (or tmpfs, to emulate) to get byte-addressable memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+}
+
+impl TierConfig {
+    /// A DRAM tier of `bytes` with `policy`.
+    pub fn dram(bytes: u64, policy: PolicyKind) -> TierConfig {
+        TierConfig {
+            kind: MemoryKind::Dram,
+            capacity: ByteSize(bytes),
+            policy,
+            path: None,
+        }
+    }
+
+    /// A PMem tier of `bytes` at `path` (None: in the store directory).
+    pub fn pmem(path: Option<PathBuf>, bytes: u64, policy: PolicyKind) -> TierConfig {
+        TierConfig {
+            kind: MemoryKind::Pmem,
+            capacity: ByteSize(bytes),
+            policy,
+            path,
+        }
+    }
+}
+
+/// `[dram]` of `store.toml`, the form written before tier lists (and still
+/// written for a DRAM tier optionally followed by a PMem tier).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LegacyDram {
+    capacity: ByteSize,
+    #[serde(default)]
+    policy: PolicyKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    shards: Option<usize>,
+}
+
+/// `[pmem]` of `store.toml`, the form written before tier lists.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LegacyPmem {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    path: Option<PathBuf>,
+    capacity: ByteSize,
+    #[serde(default)]
+    policy: PolicyKind,
+}
+
+/// The DRAM tier a config without tiers gets: 256 MiB, LRU.
+fn default_tiers() -> Vec<TierConfig> {
+    vec![TierConfig::dram(256 << 20, PolicyKind::Lru)]
 }
 
 pub use crate::io::IoEngineKind;
@@ -389,21 +491,149 @@ impl Default for SsdConfig {
 }
 
 /// Everything a store needs: its tables and its tiers.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
+///
+/// In `store.toml` the tiers are either a `[dram]` section and an optional
+/// `[pmem]` section (the form every store so far was written with, and
+/// still the form written for such tiers), or a list:
+///
+/// ```
+/// use embtier::{StoreConfig, config::MemoryKind, PolicyKind};
+/// let cfg = StoreConfig::from_toml(r#"
+///     [[tiers]]
+///     kind = "dram"
+///     capacity = "64MiB"
+///     policy = "sieve"
+///
+///     [[tiers]]
+///     kind = "pmem"
+///     capacity = "1GiB"
+///     path = "/mnt/pmem0/emb.pmem"
+///
+///     [[tables]]
+///     name = "user"
+///     rows = 1000000
+///     dim = 64
+/// "#)?;
+/// assert_eq!(cfg.tiers[1].kind, MemoryKind::Pmem);
+/// assert_eq!(cfg.tiers[0].policy, PolicyKind::Sieve);
+/// # Ok::<(), embtier::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "RawStoreConfig", into = "RawStoreConfig")]
 pub struct StoreConfig {
-    /// The DRAM tier.
-    #[serde(default)]
-    pub dram: DramConfig,
-    /// The PMem tier, if any.
-    #[serde(default)]
-    pub pmem: Option<PmemConfig>,
+    /// The cache tiers, fastest first (1 to [`MAX_TIERS`]; the first holds
+    /// at least one row of every cached table).
+    pub tiers: Vec<TierConfig>,
+    /// Shards per cached table (each shard is one lock over its slice of
+    /// every tier); by default chosen from the first tier's capacity.
+    pub shards: Option<usize>,
     /// The SSD tier.
-    #[serde(default)]
     pub ssd: SsdConfig,
     /// The tables.
-    #[serde(default)]
     pub tables: Vec<TableConfig>,
+}
+
+impl Default for StoreConfig {
+    fn default() -> StoreConfig {
+        StoreConfig {
+            tiers: default_tiers(),
+            shards: None,
+            ssd: SsdConfig::default(),
+            tables: Vec::new(),
+        }
+    }
+}
+
+/// `store.toml` as written: either the legacy `[dram]`/`[pmem]` sections
+/// or `[[tiers]]` with a top-level `shards`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStoreConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    shards: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dram: Option<LegacyDram>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pmem: Option<LegacyPmem>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tiers: Option<Vec<TierConfig>>,
+    #[serde(default)]
+    ssd: SsdConfig,
+    #[serde(default)]
+    tables: Vec<TableConfig>,
+}
+
+impl TryFrom<RawStoreConfig> for StoreConfig {
+    type Error = String;
+    fn try_from(r: RawStoreConfig) -> std::result::Result<StoreConfig, String> {
+        let legacy = r.dram.is_some() || r.pmem.is_some();
+        if legacy && r.tiers.is_some() {
+            return Err("give the tiers either as [dram]/[pmem] or as [[tiers]], not both".into());
+        }
+        if r.dram.as_ref().is_some_and(|d| d.shards.is_some()) && r.shards.is_some() {
+            return Err("give shards either in [dram] or at the top level, not both".into());
+        }
+        let (tiers, shards) = match r.tiers {
+            Some(t) => (t, r.shards),
+            None => {
+                let dram = r.dram.unwrap_or(LegacyDram {
+                    capacity: ByteSize(256 << 20),
+                    policy: PolicyKind::Lru,
+                    shards: None,
+                });
+                let shards = dram.shards.or(r.shards);
+                let mut t = vec![TierConfig::dram(dram.capacity.0, dram.policy)];
+                if let Some(p) = r.pmem {
+                    t.push(TierConfig::pmem(p.path, p.capacity.0, p.policy));
+                }
+                (t, shards)
+            }
+        };
+        Ok(StoreConfig {
+            tiers,
+            shards,
+            ssd: r.ssd,
+            tables: r.tables,
+        })
+    }
+}
+
+impl From<StoreConfig> for RawStoreConfig {
+    fn from(c: StoreConfig) -> RawStoreConfig {
+        let legacy = match c.tiers.as_slice() {
+            [d] if d.kind == MemoryKind::Dram => Some((d.clone(), None)),
+            [d, p] if d.kind == MemoryKind::Dram && p.kind == MemoryKind::Pmem => {
+                Some((d.clone(), Some(p.clone())))
+            }
+            _ => None,
+        };
+        match legacy {
+            Some((d, p)) => RawStoreConfig {
+                shards: None,
+                dram: Some(LegacyDram {
+                    capacity: d.capacity,
+                    policy: d.policy,
+                    shards: c.shards,
+                }),
+                pmem: p.map(|p| LegacyPmem {
+                    path: p.path,
+                    capacity: p.capacity,
+                    policy: p.policy,
+                }),
+                tiers: None,
+                ssd: c.ssd,
+                tables: c.tables,
+            },
+            None => RawStoreConfig {
+                shards: c.shards,
+                dram: None,
+                pmem: None,
+                tiers: Some(c.tiers),
+                ssd: c.ssd,
+                tables: c.tables,
+            },
+        }
+    }
 }
 
 /// Builder of a [`StoreConfig`].
@@ -418,28 +648,39 @@ impl StoreConfigBuilder {
         self.cfg.tables.push(t);
         self
     }
-    /// DRAM capacity in bytes.
+    /// Capacity in bytes of the first tier (DRAM unless `tiers` set others).
     pub fn dram_capacity(mut self, bytes: u64) -> Self {
-        self.cfg.dram.capacity = ByteSize(bytes);
+        self.cfg.tiers[0].capacity = ByteSize(bytes);
         self
     }
-    /// DRAM eviction policy.
+    /// Eviction policy of the first tier.
     pub fn dram_policy(mut self, p: PolicyKind) -> Self {
-        self.cfg.dram.policy = p;
+        self.cfg.tiers[0].policy = p;
         self
     }
-    /// DRAM shards per table.
+    /// Shards per cached table.
     pub fn dram_shards(mut self, n: usize) -> Self {
-        self.cfg.dram.shards = Some(n);
+        self.cfg.shards = Some(n);
         self
     }
-    /// Add a PMem tier of `bytes` at `path` (None: in the store directory).
+    /// Set (or replace) the PMem tier below the first: `bytes` at `path`
+    /// (None: in the store directory).
     pub fn pmem(mut self, path: Option<PathBuf>, bytes: u64, policy: PolicyKind) -> Self {
-        self.cfg.pmem = Some(PmemConfig {
-            path,
-            capacity: ByteSize(bytes),
-            policy,
-        });
+        let t = TierConfig::pmem(path, bytes, policy);
+        match self
+            .cfg
+            .tiers
+            .iter()
+            .position(|t| t.kind == MemoryKind::Pmem)
+        {
+            Some(i) => self.cfg.tiers[i] = t,
+            None => self.cfg.tiers.push(t),
+        }
+        self
+    }
+    /// Replace the whole tier list, fastest first.
+    pub fn tiers(mut self, tiers: Vec<TierConfig>) -> Self {
+        self.cfg.tiers = tiers;
         self
     }
     /// SSD data file path.
@@ -498,10 +739,11 @@ pub const MAX_ROWS: u64 = 1 << 62;
 pub const MAX_DIM: u32 = 1 << 20;
 
 /// What the config gives one table: its budgets in each tier, in rows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TablePlan {
-    pub dram_rows: u64,
-    pub pmem_rows: u64,
+    /// Rows per tier, in the order of [`StoreConfig::tiers`]: the table's
+    /// cache capacity there, or its whole size in the tier it is pinned to.
+    pub rows: Vec<u64>,
 }
 
 impl StoreConfig {
@@ -543,12 +785,30 @@ impl StoreConfig {
                 self.ssd.psync_threads
             )));
         }
-        let policies = std::iter::once(("dram", self.dram.policy))
-            .chain(self.pmem.as_ref().map(|p| ("pmem", p.policy)));
-        for (tier, p) in policies {
-            if !p.store_supported() {
+        if self.tiers.is_empty() || self.tiers.len() > MAX_TIERS {
+            return Err(Error::config(format!(
+                "{} cache tiers; a store has 1 to {MAX_TIERS}",
+                self.tiers.len()
+            )));
+        }
+        for (i, tier) in self.tiers.iter().enumerate() {
+            if !tier.policy.store_supported() {
                 return Err(Error::config(format!(
-                    "{tier}.policy {p} runs in simulation only; the store's tiers support lru, fifo, clock, lfu, arc, s3fifo and sieve"
+                    "{}.policy {} runs in simulation only; the store's tiers support lru, fifo, clock, lfu, arc, s3fifo and sieve",
+                    self.tier_name(i),
+                    tier.policy
+                )));
+            }
+            if tier.kind == MemoryKind::Dram && tier.path.is_some() {
+                return Err(Error::config(format!(
+                    "{}: a DRAM tier has no path",
+                    self.tier_name(i)
+                )));
+            }
+            if tier.path.is_some() && self.tiers[..i].iter().any(|o| o.path == tier.path) {
+                return Err(Error::config(format!(
+                    "{}: its path is another tier's",
+                    self.tier_name(i)
                 )));
             }
         }
@@ -588,34 +848,51 @@ impl StoreConfig {
             t.optimizer
                 .validate()
                 .map_err(|e| Error::config(format!("table {:?}: {e}", t.name)))?;
-            if t.placement == Placement::PinnedPmem && self.pmem.is_none() {
-                return Err(Error::config(format!(
-                    "table {:?} is pinned to PMem but no [pmem] tier is configured",
-                    t.name
-                )));
+            if let Placement::Pinned(kind) = t.placement {
+                if self.first_tier_of(kind).is_none() {
+                    return Err(Error::config(format!(
+                        "table {:?} is pinned to {kind} but no {kind} tier is configured",
+                        t.name
+                    )));
+                }
             }
         }
-        let dram = split_budget(
-            self,
-            "dram",
-            self.dram.capacity.0,
-            Placement::PinnedDram,
-            |t| t.dram_bytes,
-        )?;
-        let pmem = match &self.pmem {
-            Some(p) => split_budget(self, "pmem", p.capacity.0, Placement::PinnedPmem, |t| {
-                t.pmem_bytes
-            })?,
-            None => vec![0; self.tables.len()],
-        };
-        Ok(dram
-            .into_iter()
-            .zip(pmem)
-            .map(|(dram_rows, pmem_rows)| TablePlan {
-                dram_rows,
-                pmem_rows,
-            })
-            .collect())
+        let mut rows = vec![Vec::with_capacity(self.tiers.len()); self.tables.len()];
+        for i in 0..self.tiers.len() {
+            for (r, n) in rows.iter_mut().zip(split_budget(self, i)?) {
+                r.push(n);
+            }
+        }
+        Ok(rows.into_iter().map(|rows| TablePlan { rows }).collect())
+    }
+
+    /// Index of the first tier of `kind`: where a table pinned to `kind`
+    /// lives, and the tier a table's `dram_bytes` or `pmem_bytes` shares.
+    pub(crate) fn first_tier_of(&self, kind: MemoryKind) -> Option<usize> {
+        self.tiers.iter().position(|t| t.kind == kind)
+    }
+
+    /// How errors name tier `i`: its kind where that is unique, else
+    /// `tiers[i]`.
+    pub(crate) fn tier_name(&self, i: usize) -> String {
+        let kind = self.tiers[i].kind;
+        if self.tiers.iter().filter(|t| t.kind == kind).count() == 1 {
+            kind.name().to_string()
+        } else {
+            format!("tiers[{i}]")
+        }
+    }
+
+    /// Table `t`'s explicit share of tier `i`, if it gives one.
+    fn explicit_share(&self, t: &TableConfig, i: usize) -> Option<ByteSize> {
+        let kind = self.tiers[i].kind;
+        if self.first_tier_of(kind) != Some(i) {
+            return None;
+        }
+        match kind {
+            MemoryKind::Dram => t.dram_bytes,
+            MemoryKind::Pmem => t.pmem_bytes,
+        }
     }
 }
 
@@ -629,14 +906,15 @@ fn cache_cap(rows: u64) -> u64 {
 /// Split one tier's capacity among tables, in rows: pinned tables take their
 /// whole size, explicit shares are honoured, and what is left goes to the
 /// other cached tables in proportion to their size in bytes.
-fn split_budget(
-    cfg: &StoreConfig,
-    tier: &'static str,
-    capacity: u64,
-    pinned_here: Placement,
-    explicit: impl Fn(&TableConfig) -> Option<ByteSize>,
-) -> Result<Vec<u64>> {
-    let mut left = capacity;
+fn split_budget(cfg: &StoreConfig, tier_index: usize) -> Result<Vec<u64>> {
+    let tier = cfg.tiers[tier_index].kind.name();
+    let first = tier_index == 0;
+    let pinned_here = |p: Placement| match p {
+        Placement::Pinned(k) => cfg.first_tier_of(k) == Some(tier_index),
+        Placement::Cached => false,
+    };
+    let explicit = |t: &TableConfig| cfg.explicit_share(t, tier_index);
+    let mut left = cfg.tiers[tier_index].capacity.0;
     let mut out = vec![0u64; cfg.tables.len()];
     let too_small = |t: &TableConfig, cap: u64, needed: u64| Error::TierTooSmall {
         tier,
@@ -647,7 +925,7 @@ fn split_budget(
     };
     // Pinned tables first, then explicit shares.
     for (i, t) in cfg.tables.iter().enumerate() {
-        if t.placement == pinned_here {
+        if pinned_here(t.placement) {
             let need = t.rows.saturating_mul(t.row_bytes());
             if need > left {
                 return Err(too_small(t, left, need));
@@ -669,7 +947,7 @@ fn split_budget(
             }
             left -= b.0;
             out[i] = (b.0 / t.row_bytes()).min(cache_cap(t.rows));
-            if out[i] == 0 && tier == "dram" {
+            if out[i] == 0 && first {
                 return Err(too_small(t, b.0, t.row_bytes()));
             }
         }
@@ -688,8 +966,9 @@ fn split_budget(
         let size = t.rows as u128 * t.row_bytes() as u128;
         let share = (left as u128 * size / total.max(1)) as u64;
         out[i] = (share / t.row_bytes()).min(cache_cap(t.rows));
-        // Every cached table needs at least one DRAM row to stage rows through.
-        if out[i] == 0 && tier == "dram" {
+        // Every cached table needs at least one row in the first tier to
+        // stage rows through.
+        if out[i] == 0 && first {
             return Err(too_small(t, share, t.row_bytes()));
         }
     }
@@ -714,7 +993,7 @@ mod tests {
     #[test]
     fn toml_round_trip() {
         let cfg = StoreConfig::builder()
-            .table(TableConfig::new("a", 1000, 16).placement(Placement::PinnedDram))
+            .table(TableConfig::new("a", 1000, 16).placement(Placement::Pinned(MemoryKind::Dram)))
             .table(TableConfig::new("b", 1 << 40, 128).init(Init::Zeros))
             .dram_capacity(1 << 30)
             .pmem(None, 1 << 30, PolicyKind::Sieve)
@@ -724,17 +1003,132 @@ mod tests {
     }
 
     #[test]
+    fn legacy_sections_still_read_and_written() {
+        // A store.toml as every store so far was written.
+        let old = r#"
+            [dram]
+            capacity = "1MiB"
+            policy = "sieve"
+            shards = 4
+
+            [pmem]
+            capacity = "4MiB"
+            policy = "fifo"
+
+            [[tables]]
+            name = "t"
+            rows = 10
+            dim = 4
+            placement = "pinned-pmem"
+        "#;
+        let cfg = StoreConfig::from_toml(old).unwrap();
+        assert_eq!(
+            cfg.tiers,
+            [
+                TierConfig::dram(1 << 20, PolicyKind::Sieve),
+                TierConfig::pmem(None, 4 << 20, PolicyKind::Fifo)
+            ]
+        );
+        assert_eq!(cfg.shards, Some(4));
+        assert_eq!(cfg.tables[0].placement, Placement::Pinned(MemoryKind::Pmem));
+        // Such tiers are written back in the same form, so an older
+        // embtier still opens the store.
+        let text = cfg.to_toml();
+        assert!(text.contains("[dram]") && text.contains("[pmem]"), "{text}");
+        assert!(!text.contains("tiers"), "{text}");
+        assert_eq!(StoreConfig::from_toml(&text).unwrap(), cfg);
+        // No tier section at all: 256 MiB of DRAM, LRU.
+        let none = StoreConfig::from_toml("[[tables]]\nname = \"t\"\nrows = 1\ndim = 1\n").unwrap();
+        assert_eq!(none.tiers, default_tiers());
+    }
+
+    #[test]
+    fn tier_lists_read_and_write() {
+        let cfg = StoreConfig::builder()
+            .table(TableConfig::new("t", 1 << 20, 4))
+            .tiers(vec![
+                TierConfig::dram(1 << 20, PolicyKind::Sieve),
+                TierConfig::dram(2 << 20, PolicyKind::Lru),
+                TierConfig::pmem(Some("/mnt/p".into()), 8 << 20, PolicyKind::Clock),
+            ])
+            .dram_shards(2)
+            .build();
+        let text = cfg.to_toml();
+        assert!(
+            text.contains("[[tiers]]") && !text.contains("[dram]"),
+            "{text}"
+        );
+        assert_eq!(StoreConfig::from_toml(&text).unwrap(), cfg);
+        let plan = cfg.plan().unwrap();
+        // 16-byte rows: each tier's capacity over 16.
+        assert_eq!(plan[0].rows, [1 << 16, 1 << 17, 1 << 19]);
+    }
+
+    #[test]
+    fn tier_lists_are_checked() {
+        let both = "[dram]\ncapacity = 100\n[[tiers]]\nkind = \"dram\"\ncapacity = 100\n";
+        let e = StoreConfig::from_toml(both).unwrap_err().to_string();
+        assert!(e.contains("not both"), "{e}");
+        let shards = "shards = 2\n[dram]\ncapacity = 100\nshards = 3\n";
+        let e = StoreConfig::from_toml(shards).unwrap_err().to_string();
+        assert!(e.contains("not both"), "{e}");
+        let unknown = "[[tiers]]\nkind = \"hbm\"\ncapacity = 100\n";
+        let e = StoreConfig::from_toml(unknown).unwrap_err().to_string();
+        assert!(e.contains("hbm"), "{e}");
+        let t = || TableConfig::new("t", 1000, 4);
+        let check = |tiers: Vec<TierConfig>, placement: Placement| {
+            StoreConfig::builder()
+                .table(t().placement(placement))
+                .tiers(tiers)
+                .build()
+                .validate()
+                .unwrap_err()
+                .to_string()
+        };
+        let e = check(vec![], Placement::Cached);
+        assert!(e.contains("0 cache tiers"), "{e}");
+        let e = check(
+            vec![TierConfig::dram(1 << 20, PolicyKind::Lru); 5],
+            Placement::Cached,
+        );
+        assert!(e.contains("5 cache tiers"), "{e}");
+        let e = check(
+            vec![TierConfig::dram(1 << 20, PolicyKind::Lru)],
+            Placement::Pinned(MemoryKind::Pmem),
+        );
+        assert!(e.contains("no pmem tier"), "{e}");
+        let mut d = TierConfig::dram(1 << 20, PolicyKind::Lru);
+        d.path = Some("/x".into());
+        let e = check(vec![d], Placement::Cached);
+        assert!(e.contains("DRAM tier has no path"), "{e}");
+        let p = TierConfig::pmem(Some("/x".into()), 1 << 20, PolicyKind::Lru);
+        let e = check(
+            vec![TierConfig::dram(1 << 20, PolicyKind::Lru), p.clone(), p],
+            Placement::Cached,
+        );
+        assert!(e.contains("tiers[2]: its path is another tier's"), "{e}");
+        let e = check(
+            vec![
+                TierConfig::dram(1 << 20, PolicyKind::Lru),
+                TierConfig::dram(1 << 20, PolicyKind::Slru),
+            ],
+            Placement::Cached,
+        );
+        assert!(e.starts_with("invalid config: tiers[1].policy slru"), "{e}");
+    }
+
+    #[test]
     fn budgets_split_by_size() {
         let cfg = StoreConfig::builder()
-            .table(TableConfig::new("small", 100, 1).placement(Placement::PinnedDram))
+            .table(TableConfig::new("small", 100, 1).placement(Placement::Pinned(MemoryKind::Dram)))
             .table(TableConfig::new("a", 3000, 1))
             .table(TableConfig::new("b", 1000, 1))
             .dram_capacity(400 + 4 * 400)
             .build();
         let plan = cfg.plan().unwrap();
-        assert_eq!(plan[0].dram_rows, 100);
-        assert_eq!(plan[1].dram_rows, 300);
-        assert_eq!(plan[2].dram_rows, 100);
+        assert_eq!(plan[0].rows[0], 100);
+        assert_eq!(plan[1].rows[0], 300);
+        assert_eq!(plan[2].rows[0], 100);
     }
 
     #[test]
@@ -758,7 +1152,7 @@ mod tests {
             .build();
         assert!(matches!(cfg.plan(), Err(Error::TierTooSmall { .. })));
         let cfg = StoreConfig::builder()
-            .table(TableConfig::new("a", 1000, 128).placement(Placement::PinnedDram))
+            .table(TableConfig::new("a", 1000, 128).placement(Placement::Pinned(MemoryKind::Dram)))
             .dram_capacity(1000)
             .build();
         assert!(matches!(

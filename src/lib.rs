@@ -11,12 +11,12 @@
 //! [`Store::apply_sgd`] (or [`Store::update`]) with the results.
 //!
 //! ```
-//! use embtier::{Store, StoreConfig, TableConfig, Placement, PolicyKind};
+//! use embtier::{MemoryKind, Store, StoreConfig, TableConfig, Placement, PolicyKind};
 //!
 //! let dir = tempfile::tempdir().unwrap();
 //! let cfg = StoreConfig::builder()
 //!     .table(TableConfig::new("user", 10_000_000, 16))           // cached
-//!     .table(TableConfig::new("country", 300, 16).placement(Placement::PinnedDram))
+//!     .table(TableConfig::new("country", 300, 16).placement(Placement::Pinned(MemoryKind::Dram)))
 //!     .dram_capacity(8 << 20)
 //!     .dram_policy(PolicyKind::Sieve)
 //!     .build();
@@ -59,8 +59,8 @@ mod tier;
 pub mod trace;
 
 pub use config::{
-    ByteSize, Init, IoEngineKind, Placement, RoundingMode, StoreConfig, StoreConfigBuilder,
-    TableConfig,
+    ByteSize, Init, IoEngineKind, MemoryKind, Placement, RoundingMode, StoreConfig,
+    StoreConfigBuilder, TableConfig, TierConfig,
 };
 pub use durable::{Checkpoint, Recovery, JOURNAL_FILE};
 pub use error::{Error, Result};

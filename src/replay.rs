@@ -803,10 +803,10 @@ pub fn run_store(
     let d = |f: &dyn Fn(&crate::TableStats) -> u64| {
         after.tables.iter().map(f).sum::<u64>() - before.tables.iter().map(f).sum::<u64>()
     };
-    let dram_hits = d(&|t| t.dram.hits);
-    let dram_lookups = d(&|t| t.dram.lookups);
-    let pmem_hits = d(&|t| t.pmem.hits);
-    let pmem_lookups = d(&|t| t.pmem.lookups);
+    let dram_hits = d(&|t| t.dram().hits);
+    let dram_lookups = d(&|t| t.dram().lookups);
+    let pmem_hits = d(&|t| t.pmem().hits);
+    let pmem_lookups = d(&|t| t.pmem().lookups);
     let h = crate::stats::LatencySummary::of(&hist.snapshot());
     Ok(RunReport {
         accesses: trace.accesses.len() as u64,

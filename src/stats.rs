@@ -4,22 +4,40 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::config::Placement;
 
+use crate::config::{MemoryKind, MAX_TIERS};
+
 macro_rules! counters {
-    ($(#[$m:meta])* $name:ident, $local:ident { $($(#[$fm:meta])* $f:ident),* $(,)? }) => {
+    ($(#[$m:meta])* $name:ident, $local:ident {
+        $($(#[$fm:meta])* $f:ident),* $(,)?
+    } per tier {
+        $($(#[$tm:meta])* $t:ident),* $(,)?
+    }) => {
         $(#[$m])*
         #[derive(Debug, Default)]
-        pub(crate) struct $name { $(pub $f: AtomicU64,)* }
+        pub(crate) struct $name {
+            $($(#[$fm])* pub $f: AtomicU64,)*
+            $($(#[$tm])* pub $t: [AtomicU64; MAX_TIERS],)*
+        }
         /// Per-call counts, added to the shared counters once per call.
         #[derive(Debug, Default, Clone, Copy)]
-        pub(crate) struct $local { $(pub $f: u64,)* }
+        pub(crate) struct $local {
+            $($(#[$fm])* pub $f: u64,)*
+            $($(#[$tm])* pub $t: [u64; MAX_TIERS],)*
+        }
         impl $local {
             pub fn publish(&self, to: &$name) {
                 $(if self.$f != 0 { to.$f.fetch_add(self.$f, Relaxed); })*
+                $(for (a, &v) in to.$t.iter().zip(&self.$t) {
+                    if v != 0 { a.fetch_add(v, Relaxed); }
+                })*
             }
         }
         impl $name {
             pub fn load(&self) -> $local {
-                $local { $($f: self.$f.load(Relaxed),)* }
+                $local {
+                    $($f: self.$f.load(Relaxed),)*
+                    $($t: std::array::from_fn(|i| self.$t[i].load(Relaxed)),)*
+                }
             }
         }
     };
@@ -28,10 +46,18 @@ macro_rules! counters {
 counters!(
     /// Shared counters of one table.
     Counters, Local {
-    lookups, updates, dram_hits, pmem_hits, pending_hits, dram_inserts, dram_evictions, dram_dirty_evictions,
-    pmem_inserts, pmem_evictions, pmem_dirty_evictions, ssd_rows_read, ssd_rows_written,
+    lookups, updates, pending_hits, ssd_rows_read, ssd_rows_written,
     ssd_read_ops, ssd_write_ops, ssd_bytes_read, ssd_bytes_written, writeback_errors,
     prefetched, prefetch_pinned, log_rows_read, log_rows_written, log_blocks_written, log_rows_merged,
+    } per tier {
+    /// Rows found in the tier (for a pinned table: every access).
+    hits,
+    /// Rows inserted into the tier.
+    inserts,
+    /// Rows evicted from the tier.
+    evictions,
+    /// Of those, dirty.
+    dirty_evictions,
 });
 
 impl Counters {
@@ -46,9 +72,11 @@ impl Counters {
 }
 
 /// Figures of one cache tier of one table.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct TierStats {
+    /// The memory this tier lives in.
+    pub kind: MemoryKind,
     /// Rows looked up or updated that reached this tier.
     pub lookups: u64,
     /// Of those, found here.
@@ -57,7 +85,7 @@ pub struct TierStats {
     pub misses: u64,
     /// Rows evicted from this tier.
     pub evictions: u64,
-    /// Of those, dirty: moved down (to PMem or towards SSD).
+    /// Of those, dirty: moved down (to the next tier or towards SSD).
     pub dirty_evictions: u64,
     /// Bytes copied out of this tier on hits.
     pub bytes_read: u64,
@@ -72,6 +100,23 @@ pub struct TierStats {
 }
 
 impl TierStats {
+    /// A tier of `kind` with nothing counted.
+    pub const fn empty(kind: MemoryKind) -> TierStats {
+        TierStats {
+            kind,
+            lookups: 0,
+            hits: 0,
+            misses: 0,
+            evictions: 0,
+            dirty_evictions: 0,
+            bytes_read: 0,
+            bytes_written: 0,
+            resident_rows: 0,
+            capacity_rows: 0,
+            bookkeeping_bytes: 0,
+        }
+    }
+
     /// hits / lookups (0 when idle).
     pub fn hit_ratio(&self) -> f64 {
         if self.lookups == 0 {
@@ -144,12 +189,32 @@ pub struct TableStats {
     /// Pins taken by prefetches (at most one per prefetched id; fewer when
     /// the pin bound is reached).
     pub prefetch_pinned: u64,
-    /// DRAM tier (for a table pinned to PMem: unused).
-    pub dram: TierStats,
-    /// PMem tier.
-    pub pmem: TierStats,
+    /// The cache tiers, in the store's order (`StoreConfig::tiers`). A
+    /// table pinned to a tier counts every access as a hit there, and
+    /// nothing in the others.
+    pub tiers: Vec<TierStats>,
     /// SSD tier.
     pub ssd: SsdStats,
+}
+
+static NO_DRAM: TierStats = TierStats::empty(MemoryKind::Dram);
+static NO_PMEM: TierStats = TierStats::empty(MemoryKind::Pmem);
+
+impl TableStats {
+    /// The first tier of `kind`, if the store has one.
+    pub fn tier(&self, kind: MemoryKind) -> Option<&TierStats> {
+        self.tiers.iter().find(|t| t.kind == kind)
+    }
+
+    /// The first DRAM tier (all zeros if the store has none).
+    pub fn dram(&self) -> &TierStats {
+        self.tier(MemoryKind::Dram).unwrap_or(&NO_DRAM)
+    }
+
+    /// The first PMem tier (all zeros if the store has none).
+    pub fn pmem(&self) -> &TierStats {
+        self.tier(MemoryKind::Pmem).unwrap_or(&NO_PMEM)
+    }
 }
 
 /// Latency percentiles in nanoseconds.

@@ -374,8 +374,8 @@ fn full_disk_is_an_error_and_nothing_is_lost() {
     let (plan, opts) = faulty();
     // A cache of 16 rows over 1000: updates displace dirty rows constantly.
     let mut c = cfg();
-    c.dram.capacity = embtier::ByteSize(16 * 16 + 10 * 16);
-    c.dram.shards = Some(1);
+    c.tiers[0].capacity = embtier::ByteSize(16 * 16 + 10 * 16);
+    c.shards = Some(1);
     c.tables[0].dram_bytes = Some(embtier::ByteSize(16 * 16));
     c.tables[1].dram_bytes = Some(embtier::ByteSize(10 * 16));
     let s = Store::create_with(d.path().join("s"), c, opts).unwrap();

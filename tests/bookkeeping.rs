@@ -64,8 +64,8 @@ fn heap_of_full_store(policy: PolicyKind, dim: u32, cache: usize) -> (f64, usize
     let live = (LIVE.load(Ordering::SeqCst) - before) as f64;
     let st = store.stats();
     let t = st.table("t").unwrap();
-    assert_eq!(t.dram.resident_rows, rows_cached as u64, "cache full");
-    let own = t.dram.bookkeeping_bytes as f64 / rows_cached as f64;
+    assert_eq!(t.dram().resident_rows, rows_cached as u64, "cache full");
+    let own = t.dram().bookkeeping_bytes as f64 / rows_cached as f64;
     drop(store);
     (live - (rows_cached * rb) as f64, rows_cached, own)
 }

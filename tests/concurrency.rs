@@ -132,7 +132,7 @@ fn eight_threads_sum_exactly() {
             .table(
                 TableConfig::new("t", ROWS, DIM as u32)
                     .init(Init::Zeros)
-                    .placement(embtier::Placement::PinnedDram),
+                    .placement(embtier::Placement::Pinned(embtier::MemoryKind::Dram)),
             )
             .dram_capacity(1 << 20)
             .build();

@@ -13,7 +13,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use common::mount::{fill, Mount};
-use embtier::{Error, Init, IoEngineKind, PolicyKind, Store, StoreConfig, TableConfig};
+use embtier::{Error, Init, IoEngineKind, PolicyKind, Store, StoreConfig, TableConfig, TierConfig};
 
 fn table() -> TableConfig {
     TableConfig::new("t", 1000, 4).init(Init::Zeros)
@@ -29,10 +29,7 @@ fn good() -> StoreConfig {
 
 fn with_pmem(path: Option<PathBuf>, bytes: u64) -> StoreConfig {
     let mut c = good();
-    c.pmem = StoreConfig::builder()
-        .pmem(path, bytes, PolicyKind::Lru)
-        .build()
-        .pmem;
+    c.tiers.push(TierConfig::pmem(path, bytes, PolicyKind::Lru));
     c
 }
 
@@ -88,7 +85,7 @@ fn fails_clean(
     drop(store);
     for p in [
         &fixed.ssd.path,
-        &fixed.pmem.as_ref().and_then(|p| p.path.clone()),
+        &fixed.tiers.get(1).and_then(|p| p.path.clone()),
     ]
     .into_iter()
     .flatten()
@@ -165,7 +162,7 @@ fn data_file_outside_the_store_is_removed() {
     let dir = d.path().join("s");
     let data = d.path().join("outside.emb");
     let mut bad = with_ssd(data.clone());
-    bad.pmem = with_pmem(Some(d.path().join("missing/pmem.emb")), 64 << 10).pmem;
+    bad.tiers = with_pmem(Some(d.path().join("missing/pmem.emb")), 64 << 10).tiers;
     fails_clean(
         "pmem fails after an outside data file",
         &dir,

@@ -225,7 +225,7 @@ fn child_pmem_then_full() {
     assert_eq!(sweep(&store, rows), vec![0.0; rows as usize * DIM]);
     assert_eq!(sweep(&store, rows), vec![0.0; rows as usize * DIM]);
     let s = store.stats();
-    let pmem = &s.tables[0].pmem;
+    let pmem = s.tables[0].pmem();
     assert!(
         pmem.capacity_rows >= 15_000 && pmem.resident_rows == pmem.capacity_rows,
         "PMem not filled: {pmem:?}"

@@ -9,7 +9,8 @@ use std::collections::HashMap;
 use common::{engines, sum_in_order, with_engine, Rng};
 use embtier::format::InitKind;
 use embtier::{
-    Init, IoEngineKind, Placement, PolicyKind, Store, StoreConfig, TableBatch, TableConfig,
+    Init, IoEngineKind, MemoryKind, Placement, PolicyKind, Store, StoreConfig, TableBatch,
+    TableConfig, TierConfig,
 };
 
 /// The reference: every row's current value, with lazy initial values.
@@ -74,12 +75,14 @@ fn tables(placements: [Placement; 3]) -> Vec<TableConfig> {
 }
 
 fn configs() -> Vec<(&'static str, StoreConfig)> {
-    use Placement::*;
+    use Placement::Cached;
+    const PINNED_DRAM: Placement = Placement::Pinned(MemoryKind::Dram);
+    const PINNED_PMEM: Placement = Placement::Pinned(MemoryKind::Pmem);
     let cached = [Cached, Cached, Cached];
     let mut out = Vec::new();
     // DRAM only: every table pinned to DRAM; SSD is touched only by flush.
     let mut c = StoreConfig::builder().dram_capacity(2 << 20).build();
-    c.tables = tables([PinnedDram, PinnedDram, PinnedDram]);
+    c.tables = tables([PINNED_DRAM, PINNED_DRAM, PINNED_DRAM]);
     out.push(("dram-only", c));
     // DRAM + SSD, caches of about a tenth of each table.
     let mut c = StoreConfig::builder().dram_capacity(60_000).build();
@@ -121,8 +124,38 @@ fn configs() -> Vec<(&'static str, StoreConfig)> {
         .dram_capacity(2 << 20)
         .pmem(None, 1 << 20, PolicyKind::Sieve)
         .build();
-    c.tables = tables([PinnedPmem, PinnedDram, Cached]);
+    c.tables = tables([PINNED_PMEM, PINNED_DRAM, Cached]);
     out.push(("pinned-mix", c));
+    // A tier list no `[dram]`/`[pmem]` config can say: a second DRAM tier
+    // with its own policy between DRAM and PMem (the shape of a GPU, DRAM,
+    // CXL hierarchy), once with caches of a few rows so that rows spill
+    // through every tier on nearly every access.
+    let mut c = StoreConfig::builder()
+        .tiers(vec![
+            TierConfig::dram(20_000, PolicyKind::Sieve),
+            TierConfig::dram(30_000, PolicyKind::Fifo),
+            TierConfig::pmem(None, 60_000, PolicyKind::Lru),
+        ])
+        .build();
+    c.tables = tables(cached);
+    out.push(("dram+dram+pmem+ssd", c));
+    // The second DRAM tier is split by table size (`dram_bytes` shares only
+    // the first DRAM tier): 7 rows of small_rows, 11 of odd_dim, and none
+    // of wide_rows, whose victims go straight from the first tier to PMem.
+    let mut c = StoreConfig::builder()
+        .tiers(vec![
+            TierConfig::dram(2 * 32 + 4400 + 2 * 12, PolicyKind::Lru),
+            TierConfig::dram(1000, PolicyKind::Clock),
+            TierConfig::pmem(None, 3 * 32 + 4400 + 2 * 12, PolicyKind::Sieve),
+        ])
+        .dram_shards(1)
+        .build();
+    let mut ts = tables(cached);
+    ts[0] = ts[0].clone().dram_bytes(2 * 32).pmem_bytes(3 * 32);
+    ts[1] = ts[1].clone().dram_bytes(4400).pmem_bytes(4400);
+    ts[2] = ts[2].clone().dram_bytes(2 * 12).pmem_bytes(2 * 12);
+    c.tables = ts;
+    out.push(("tiny-three-tiers", c));
     out
 }
 
@@ -272,13 +305,74 @@ fn tiny_caches_evict_through_every_tier() {
     s.lookup("small_rows", &ids, &mut out).unwrap();
     let st = s.stats();
     let t = st.table("small_rows").unwrap();
-    assert!(t.dram.evictions >= 190, "{t:?}");
-    assert!(t.dram.dirty_evictions >= 190, "{t:?}");
-    assert!(t.pmem.evictions >= 190, "{t:?}");
+    assert!(t.dram().evictions >= 190, "{t:?}");
+    assert!(t.dram().dirty_evictions >= 190, "{t:?}");
+    assert!(t.pmem().evictions >= 190, "{t:?}");
     assert!(t.ssd.rows_written >= 190, "{t:?}");
     assert!(t.ssd.rows_read >= 190, "{t:?}");
-    assert_eq!(t.dram.capacity_rows, 3);
-    assert_eq!(t.pmem.capacity_rows, 2);
+    assert_eq!(t.dram().capacity_rows, 3);
+    assert_eq!(t.pmem().capacity_rows, 2);
+}
+
+/// In the three-tier configuration rows spill through every tier and come
+/// back up from each: both lower tiers see hits, inserts and evictions,
+/// dirty rows reach SSD, the figures are per tier in the store's order, and
+/// the tier list survives a reopen (written as `[[tiers]]`).
+#[test]
+fn three_tiers_spill_through_every_tier_and_reopen() {
+    let (_, cfg) = configs()
+        .into_iter()
+        .find(|(n, _)| *n == "tiny-three-tiers")
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let s = Store::create(&path, with_engine(cfg.clone(), IoEngineKind::Psync)).unwrap();
+    let ids: Vec<u64> = (0..200).collect();
+    let grads = vec![1.0f32; 200 * 8];
+    let mut out = vec![0f32; 200 * 8];
+    let mut init = vec![0f32; 200 * 8];
+    s.lookup("small_rows", &ids, &mut init).unwrap();
+    for _ in 0..3 {
+        s.apply_sgd("small_rows", &ids, &grads, 1.0).unwrap();
+        // A short window re-read soon after: found in the second or third tier.
+        for w in ids.chunks(8) {
+            s.lookup("small_rows", w, &mut out[..w.len() * 8]).unwrap();
+            s.lookup("small_rows", &w[..2], &mut out[..16]).unwrap();
+        }
+    }
+    let st = s.stats();
+    let t = st.table("small_rows").unwrap();
+    let kinds: Vec<MemoryKind> = t.tiers.iter().map(|t| t.kind).collect();
+    assert_eq!(
+        kinds,
+        [MemoryKind::Dram, MemoryKind::Dram, MemoryKind::Pmem]
+    );
+    let caps: Vec<u64> = t.tiers.iter().map(|t| t.capacity_rows).collect();
+    assert_eq!(caps, [2, 7, 3], "{t:?}");
+    for (i, tier) in t.tiers.iter().enumerate() {
+        assert!(tier.evictions > 0, "tier {i}: {t:?}");
+        assert!(tier.bytes_written > 0, "tier {i}: {t:?}");
+        assert_eq!(tier.lookups, tier.hits + tier.misses, "tier {i}");
+        assert!(tier.resident_rows <= tier.capacity_rows, "tier {i}");
+    }
+    assert!(t.tiers[1].hits > 0 && t.tiers[2].hits > 0, "{t:?}");
+    // Each lower tier is asked exactly what the tier above missed.
+    assert_eq!(t.tiers[1].lookups, t.tiers[0].misses);
+    assert_eq!(t.tiers[2].lookups, t.tiers[1].misses);
+    assert!(t.ssd.rows_written > 0, "{t:?}");
+    // wide_rows has no rows in the second tier: victims skip it.
+    let w = st.table("wide_rows").unwrap();
+    assert_eq!(w.tiers[1].capacity_rows, 0);
+    s.checkpoint().unwrap();
+    drop(s);
+    let text = std::fs::read_to_string(path.join(embtier::CONFIG_FILE)).unwrap();
+    assert!(text.contains("[[tiers]]"), "{text}");
+    let s = Store::open(&path).unwrap();
+    assert_eq!(s.config().tiers, cfg.tiers);
+    s.lookup("small_rows", &ids, &mut out).unwrap();
+    for (i, (&v, &v0)) in out.iter().zip(&init).enumerate() {
+        assert_eq!(v, v0 - 1.0 - 1.0 - 1.0, "element {i}: three steps of 1.0");
+    }
 }
 
 /// A flush of more scattered dirty rows than one write-back chunk holds

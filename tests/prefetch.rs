@@ -33,7 +33,7 @@ fn builder(policy: PolicyKind) -> StoreConfigBuilder {
 fn stats(s: &Store) -> (u64, u64) {
     let st = s.stats();
     let t = st.table("t").unwrap();
-    (t.dram.hits, t.ssd.rows_read)
+    (t.dram().hits, t.ssd.rows_read)
 }
 
 /// Read 2000 other rows, enough to evict everything unpinned many times over.

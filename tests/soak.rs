@@ -9,6 +9,7 @@
 
 mod common;
 
+use embtier::MemoryKind;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -25,7 +26,7 @@ fn config() -> StoreConfig {
         .table(
             TableConfig::new("p", 600, DIM as u32)
                 .init(Init::Zeros)
-                .placement(Placement::PinnedDram),
+                .placement(Placement::Pinned(MemoryKind::Dram)),
         )
         .dram_capacity(64 << 10) // about 2000 rows: most lookups miss
         .dram_shards(4)

@@ -822,13 +822,14 @@ impl PyStore {
         let tables = PyDict::new(py);
         for t in &st.tables {
             let td = PyDict::new(py);
-            td.set_item("placement", format!("{:?}", t.placement))?;
+            td.set_item("placement", t.placement.to_string())?;
             td.set_item("lookups", t.lookups)?;
             td.set_item("updates", t.updates)?;
             td.set_item("prefetched", t.prefetched)?;
             td.set_item("prefetch_pinned", t.prefetch_pinned)?;
-            for (name, tier) in [("dram", &t.dram), ("pmem", &t.pmem)] {
+            let tier_dict = |tier: &embtier::TierStats| -> PyResult<Bound<'py, PyDict>> {
                 let x = PyDict::new(py);
+                x.set_item("kind", tier.kind.name())?;
                 x.set_item("lookups", tier.lookups)?;
                 x.set_item("hits", tier.hits)?;
                 x.set_item("misses", tier.misses)?;
@@ -840,8 +841,18 @@ impl PyStore {
                 x.set_item("resident_rows", tier.resident_rows)?;
                 x.set_item("capacity_rows", tier.capacity_rows)?;
                 x.set_item("bookkeeping_bytes", tier.bookkeeping_bytes)?;
-                td.set_item(name, x)?;
-            }
+                Ok(x)
+            };
+            // "dram" and "pmem": the first tier of each kind (zeros when the
+            // store has none); "tiers": every tier, in the store's order.
+            td.set_item("dram", tier_dict(t.dram())?)?;
+            td.set_item("pmem", tier_dict(t.pmem())?)?;
+            let tiers = t
+                .tiers
+                .iter()
+                .map(tier_dict)
+                .collect::<PyResult<Vec<_>>>()?;
+            td.set_item("tiers", tiers)?;
             let x = PyDict::new(py);
             let q = &t.ssd;
             x.set_item("rows_read", q.rows_read)?;

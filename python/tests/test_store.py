@@ -191,6 +191,29 @@ def test_checkpoint_flush_and_stats(small_store):
     assert st["writeback_errors"] == 0 and st["pending_rows"] == 0
 
 
+def test_a_tier_list_config_and_its_stats(store_dir):
+    # Two DRAM tiers with their own policies, then PMem: the [[tiers]] form.
+    cfg = config([{"name": "t", "rows": 1000, "dim": 4}])
+    cfg.pop("dram", None)
+    cfg["tiers"] = [
+        {"kind": "dram", "capacity": 16 * 8, "policy": "sieve"},
+        {"kind": "dram", "capacity": 16 * 16, "policy": "lru"},
+        {"kind": "pmem", "capacity": 16 * 32},
+    ]
+    with embtier.Store.create(store_dir, cfg) as s:
+        for _ in range(2):
+            s.lookup("t", np.arange(100, dtype=np.int64))
+        t = s.stats()["tables"]["t"]
+    kinds = [x["kind"] for x in t["tiers"]]
+    assert kinds == ["dram", "dram", "pmem"]
+    assert [x["capacity_rows"] for x in t["tiers"]] == [8, 16, 32]
+    # Each lower tier is asked what the tier above missed.
+    assert t["tiers"][1]["lookups"] == t["tiers"][0]["misses"] > 0
+    assert t["tiers"][2]["lookups"] == t["tiers"][1]["misses"]
+    assert t["dram"] == t["tiers"][0] and t["pmem"] == t["tiers"][2]
+    assert t["placement"] == "cached"
+
+
 def test_merge_row_log_writes_every_logged_row_home(store_dir):
     # A DRAM cache of 64 rows: a bulk import evicts most rows to the row log.
     cfg = config([{"name": "t", "rows": 5000, "dim": 16}], dram={"capacity": 64 * 80})

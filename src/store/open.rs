@@ -466,7 +466,7 @@ impl Store {
         }
         fs::rename(&tmp, &meta_path).map_err(|e| Error::io(&meta_path, "rename", e))?;
         fsync_dir(dir)?;
-        if let Some(p) = config.pmem.as_ref().and_then(|p| p.path.as_ref()) {
+        for p in tier_files(dir, &config).iter().flatten() {
             undo.outside_file(p);
         }
         let store = Store::assemble(dir, config, sb, catalog, lock, true, opts)?;
@@ -631,21 +631,8 @@ impl Store {
                 superblock.rowlog_blocks,
             ),
         );
-        let mut pmem = match &config.pmem {
-            Some(p) => {
-                let path = p.path.clone().unwrap_or_else(|| dir.join(PMEM_FILE));
-                // PMem is a cache: its contents do not outlive the process.
-                // Its blocks are reserved now: a store into an unallocated
-                // page of the mapping on a full file system is a SIGBUS.
-                let f = crate::io::reserve::create_reserved(&path, p.capacity.0)?;
-                Some(
-                    PmemFile::map(&f, p.capacity.0 as usize)
-                        .map_err(|e| Error::io(&path, "mmap", e))?,
-                )
-            }
-            None => None,
-        };
-        let pmem_policy = config.pmem.as_ref().map(|p| p.policy).unwrap_or_default();
+        let mut memory = open_tier_memory(dir, &config)?;
+        let policies: Vec<_> = config.tiers.iter().map(|t| t.policy).collect();
         let mut tables = Vec::with_capacity(catalog.tables.len());
         for (index, ((entry, cfg), tp)) in catalog
             .tables
@@ -654,15 +641,18 @@ impl Store {
             .zip(plan)
             .enumerate()
         {
+            let pin_tier = match cfg.placement {
+                Placement::Pinned(kind) => config.first_tier_of(kind),
+                Placement::Cached => None,
+            };
             tables.push(Arc::new(Table::new(TableSetup {
                 entry,
                 cfg,
-                dram_rows: tp.dram_rows,
-                pmem_rows: tp.pmem_rows,
-                dram_policy: config.dram.policy,
-                pmem_policy,
-                shards: config.dram.shards,
-                pmem: pmem.as_mut(),
+                tier_rows: tp.rows,
+                policies: policies.clone(),
+                pin_tier,
+                shards: config.shards,
+                memory: &mut memory,
                 ssd: &ssd,
                 fresh,
                 index: index as u32,
@@ -687,4 +677,52 @@ impl Store {
             _lock: lock,
         })
     }
+}
+
+/// Each tier's file: its configured path, or for the n-th file-backed tier
+/// without one `pmem.emb` (n = 0) or `pmem.N.emb` in the store directory;
+/// None for a DRAM tier.
+pub(crate) fn tier_files(dir: &Path, config: &StoreConfig) -> Vec<Option<PathBuf>> {
+    let mut n = 0;
+    config
+        .tiers
+        .iter()
+        .map(|t| match t.kind {
+            MemoryKind::Dram => None,
+            MemoryKind::Pmem => {
+                let p = t.path.clone().unwrap_or_else(|| {
+                    if n == 0 {
+                        dir.join(PMEM_FILE)
+                    } else {
+                        dir.join(format!("pmem.{n}.emb"))
+                    }
+                });
+                n += 1;
+                Some(p)
+            }
+        })
+        .collect()
+}
+
+/// Each tier's memory: DRAM as it is, file-backed tiers mapped.
+fn open_tier_memory(dir: &Path, config: &StoreConfig) -> Result<Vec<TierMemory>> {
+    let files = tier_files(dir, config);
+    let mut out = Vec::with_capacity(config.tiers.len());
+    for (t, path) in config.tiers.iter().zip(files) {
+        out.push(match path {
+            None => TierMemory::Dram,
+            Some(path) => {
+                // A file-backed tier is a cache: its contents do not outlive
+                // the process. Its blocks are reserved now: a store into an
+                // unallocated page of the mapping on a full file system is a
+                // SIGBUS.
+                let f = crate::io::reserve::create_reserved(&path, t.capacity.0)?;
+                TierMemory::File(
+                    PmemFile::map(&f, t.capacity.0 as usize)
+                        .map_err(|e| Error::io(&path, "mmap", e))?,
+                )
+            }
+        });
+    }
+    Ok(out)
 }

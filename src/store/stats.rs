@@ -17,7 +17,7 @@ impl Store {
     /// store.lookup("t", &[1], &mut out[..8])?; // a hit
     /// let st = store.stats();
     /// let t = st.table("t").unwrap();
-    /// assert_eq!((t.lookups, t.dram.hits, t.ssd.rows_read), (3, 1, 1));
+    /// assert_eq!((t.lookups, t.dram().hits, t.ssd.rows_read), (3, 1, 1));
     /// println!("{} p99 {} ns", st.io_engine, st.ssd_read_latency.p99);
     /// # Ok::<(), embtier::Error>(())
     /// ```
@@ -27,41 +27,46 @@ impl Store {
             .iter()
             .map(|t| {
                 let c = t.counters.load();
-                let [dres, dcap, dmeta, pres, pcap, pmeta] = t.occupancy();
                 let rb = t.row_bytes as u64;
-                let pinned_pmem = t.cfg.placement == Placement::PinnedPmem;
-                let (dram_hits, pmem_hits) = if pinned_pmem {
-                    (0, c.dram_hits)
-                } else {
-                    (c.dram_hits, c.pmem_hits)
+                let occupancy = t.occupancy(self.config.tiers.len());
+                // Every access reaches the first tier of a cached table, and
+                // each lower tier sees the misses of the one above; a pinned
+                // table's tier sees every access and the others none.
+                let mut reaching = match t.pin_tier() {
+                    Some(_) => 0,
+                    None => c.lookups + c.updates,
                 };
-                let accesses = c.lookups + c.updates;
-                let dram_lookups = if pinned_pmem { 0 } else { accesses };
-                let dram = TierStats {
-                    lookups: dram_lookups,
-                    hits: dram_hits,
-                    misses: dram_lookups.saturating_sub(dram_hits),
-                    evictions: c.dram_evictions,
-                    dirty_evictions: c.dram_dirty_evictions,
-                    bytes_read: dram_hits * rb,
-                    bytes_written: c.dram_inserts * rb,
-                    resident_rows: dres,
-                    capacity_rows: dcap,
-                    bookkeeping_bytes: dmeta,
-                };
-                let pmem_lookups = if pinned_pmem { accesses } else { dram.misses };
-                let pmem = TierStats {
-                    lookups: pmem_lookups,
-                    hits: pmem_hits,
-                    misses: pmem_lookups.saturating_sub(pmem_hits),
-                    evictions: c.pmem_evictions,
-                    dirty_evictions: c.pmem_dirty_evictions,
-                    bytes_read: pmem_hits * rb,
-                    bytes_written: c.pmem_inserts * rb,
-                    resident_rows: pres,
-                    capacity_rows: pcap,
-                    bookkeeping_bytes: pmeta,
-                };
+                let tiers = self
+                    .config
+                    .tiers
+                    .iter()
+                    .zip(occupancy)
+                    .enumerate()
+                    .map(|(i, (cfg, [resident, capacity, meta]))| {
+                        let lookups = if t.pin_tier() == Some(i) {
+                            c.lookups + c.updates
+                        } else {
+                            reaching
+                        };
+                        let hits = c.hits[i];
+                        let misses = lookups.saturating_sub(hits);
+                        if t.pin_tier().is_none() {
+                            reaching = misses;
+                        }
+                        let mut s = TierStats::empty(cfg.kind);
+                        s.lookups = lookups;
+                        s.hits = hits;
+                        s.misses = misses;
+                        s.evictions = c.evictions[i];
+                        s.dirty_evictions = c.dirty_evictions[i];
+                        s.bytes_read = hits * rb;
+                        s.bytes_written = c.inserts[i] * rb;
+                        s.resident_rows = resident;
+                        s.capacity_rows = capacity;
+                        s.bookkeeping_bytes = meta;
+                        s
+                    })
+                    .collect();
                 TableStats {
                     name: t.name.clone(),
                     placement: t.cfg.placement,
@@ -69,8 +74,7 @@ impl Store {
                     updates: c.updates,
                     prefetched: c.prefetched,
                     prefetch_pinned: c.prefetch_pinned,
-                    dram,
-                    pmem,
+                    tiers,
                     ssd: SsdStats {
                         rows_read: c.ssd_rows_read,
                         rows_written: c.ssd_rows_written,

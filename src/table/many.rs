@@ -98,7 +98,7 @@ pub(crate) fn lookup_many(ssd: &Ssd, parts: &mut [Part<'_>]) -> Result<()> {
                 blocks,
                 &r.misses[lo..hi],
                 &mut |sh: &mut Shard, slot: usize, run: &[Miss]| {
-                    t.decode_misses(sh.dram.row(slot), run, out)
+                    t.decode_misses(sh.top().row(slot), run, out)
                 },
             );
         });
@@ -122,7 +122,7 @@ pub(crate) fn lookup_many(ssd: &Ssd, parts: &mut [Part<'_>]) -> Result<()> {
                 match (&t.kind, retry.is_empty()) {
                     (TableKind::Cached { shards, .. }, false) => {
                         t.resolve_misses(ssd, shards, retry, &mut r.ctx, |sh, slot, run| {
-                            t.decode_misses(sh.dram.row(slot), run, out)
+                            t.decode_misses(sh.top().row(slot), run, out)
                         })
                     }
                     _ => Ok(()),

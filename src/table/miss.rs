@@ -40,12 +40,13 @@ impl Table {
             TableKind::Pinned {
                 chunks,
                 rows_per_chunk,
+                tier,
             } => {
                 for (pos, &id) in ids.iter().enumerate() {
                     let ch = chunks[(id / rows_per_chunk) as usize].lock();
                     self.decode(ch.row(id, rb), &mut out[pos * dim..(pos + 1) * dim]);
                 }
-                ctx.c.dram_hits = ids.len() as u64;
+                ctx.c.hits[*tier] = ids.len() as u64;
             }
             TableKind::Cached { shards, .. } => {
                 let misses = self.probe(shards, ids, out, &mut ctx, pins.as_deref_mut());
@@ -54,11 +55,11 @@ impl Table {
                 } else {
                     self.resolve_misses(ssd, shards, misses, &mut ctx, |sh, slot, run| {
                         if let Some(p) = pins.as_deref_mut() {
-                            if sh.dram.pin(slot) {
+                            if sh.top().pin(slot) {
                                 p.push(run[0].id);
                             }
                         }
-                        self.decode_misses(sh.dram.row(slot), run, out);
+                        self.decode_misses(sh.top().row(slot), run, out);
                     })
                 };
                 if let (Some(b), Some(p)) = (pinned_before, pins.as_deref()) {
@@ -97,28 +98,28 @@ impl Table {
             // entry 12 ids ahead, the keys it points to 8 ahead, the
             // row 4 ahead.
             for &p in run.iter().take(12) {
-                sh.dram.prefetch_index(ids[p as usize]);
+                sh.top().prefetch_index(ids[p as usize]);
             }
             for (j, &pos) in run.iter().enumerate() {
                 if let Some(&p) = run.get(j + 12) {
-                    sh.dram.prefetch_index(ids[p as usize]);
+                    sh.top().prefetch_index(ids[p as usize]);
                 }
                 if let Some(&p) = run.get(j + 8) {
-                    sh.dram.prefetch_keys(ids[p as usize]);
+                    sh.top().prefetch_keys(ids[p as usize]);
                 }
                 if let Some(&p) = run.get(j + 4) {
-                    sh.dram.prefetch_row(ids[p as usize]);
+                    sh.top().prefetch_row(ids[p as usize]);
                 }
                 let pos = pos as usize;
                 let id = ids[pos];
                 match sh.locate(id, ctx) {
                     Some(slot) => {
                         if let Some(p) = pins.as_deref_mut() {
-                            if sh.dram.pin(slot) {
+                            if sh.top().pin(slot) {
                                 p.push(id);
                             }
                         }
-                        self.decode(sh.dram.row(slot), &mut out[pos * dim..(pos + 1) * dim])
+                        self.decode(sh.top().row(slot), &mut out[pos * dim..(pos + 1) * dim])
                     }
                     None => misses.push(Miss {
                         id,
@@ -373,7 +374,7 @@ impl Table {
                 if log.is_some() {
                     i.ctx.c.log_rows_read += 1;
                 }
-                sh.insert_dram(id, i.row, false, i.ctx)
+                sh.insert_top(id, i.row, false, i.ctx)
             };
             act(&mut sh, slot, same);
         }
@@ -396,6 +397,7 @@ impl Table {
             TableKind::Pinned {
                 chunks,
                 rows_per_chunk,
+                tier,
             } => {
                 let rpg = self.entry.layout.rows_per_group as u64;
                 for &(id, k) in items {
@@ -404,7 +406,7 @@ impl Table {
                     let lg = ((id - ch.first_row) / rpg) as usize;
                     ch.mark(lg);
                 }
-                ctx.c.dram_hits = items.len() as u64;
+                ctx.c.hits[*tier] = items.len() as u64;
             }
             TableKind::Cached { shards, .. } => {
                 // Back-pressure: while write-backs fail (a full disk), refuse
@@ -418,7 +420,7 @@ impl Table {
                     let mut sh = shards[self.shard_of(id, shards.len())].lock();
                     let slot = match sh.locate(id, &mut ctx) {
                         Some(s) => s,
-                        None if overwrite => sh.insert_dram(id, &zero, true, &mut ctx),
+                        None if overwrite => sh.insert_top(id, &zero, true, &mut ctx),
                         None => {
                             misses.push(Miss {
                                 id,
@@ -429,17 +431,17 @@ impl Table {
                             continue;
                         }
                     };
-                    f(sh.dram.row_mut(slot), k);
-                    sh.dram.set_dirty(slot);
+                    f(sh.top().row_mut(slot), k);
+                    sh.top().set_dirty(slot);
                 }
                 let r = if misses.is_empty() {
                     Ok(())
                 } else {
                     self.resolve_misses(ssd, shards, misses, &mut ctx, |sh, slot, run| {
                         for m in run {
-                            f(sh.dram.row_mut(slot), m.k);
+                            f(sh.top().row_mut(slot), m.k);
                         }
-                        sh.dram.set_dirty(slot);
+                        sh.top().set_dirty(slot);
                     })
                 };
                 self.finish(ssd, &mut ctx);

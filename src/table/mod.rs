@@ -3,13 +3,16 @@
 //! # Cached tables
 //!
 //! A cached table is split into shards by a hash of the row id. A shard is one
-//! mutex over the table's DRAM cache shard, its PMem cache shard and its
-//! *pending* map, so every move of a row between memory tiers is atomic. The
-//! newest copy of a row is the first found in: DRAM, PMem, pending, SSD.
+//! mutex over the table's slice of every cache tier (DRAM, then PMem, in the
+//! store's order) and its *pending* map, so every move of a row between
+//! memory tiers is atomic. The newest copy of a row is the first found in:
+//! the tiers in order, pending, SSD.
 //!
-//! - **Exclusive tiers.** PMem is a victim cache: rows evicted from DRAM land
-//!   in PMem; a PMem hit moves the row up to DRAM and frees its PMem slot. A
-//!   row is never in both, so the two capacities add up.
+//! - **Exclusive tiers.** Each tier below the first is a victim cache of the
+//!   one above: rows evicted from tier k land in tier k+1 (one spill loop,
+//!   [`Shard::insert_top`]); a hit below the first tier moves the row up to
+//!   the first and frees its slot. A row is in at most one tier, so the
+//!   capacities add up.
 //! - **Write-back.** Updates dirty rows in DRAM. A dirty row that leaves the
 //!   bottom cache tier goes into the shard's pending map, then is written to
 //!   SSD by [`Table::write_back`]; only after the write completes is the
@@ -48,7 +51,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use embtier_format::{write_group_payload, BlockState, TableEntry, BLOCK_SIZE};
 use parking_lot::Mutex;
 
-use crate::config::{Placement, TableConfig};
+use crate::config::TableConfig;
 use crate::error::{Error, Result};
 use crate::hash::mix64;
 use crate::init::init_row_bytes;
@@ -57,7 +60,7 @@ use crate::policy::PolicyKind;
 use crate::stats::{Counters, Local};
 use crate::tier::cache::{SlotCache, Spill, MAX_SHARD_ROWS};
 use crate::tier::rowlog::NOT_LOGGED;
-use crate::tier::slab::{PmemFile, Slab};
+use crate::tier::slab::{Slab, TierMemory};
 use crate::tier::ssd::{row_from_group, Loc, Ssd};
 
 mod many;
@@ -110,12 +113,14 @@ pub(crate) struct Table {
 pub(crate) enum TableKind {
     Cached {
         shards: Vec<Mutex<Shard>>,
-        dram_rows: u64,
-        pmem_rows: u64,
+        /// The table's capacity in each tier, in rows.
+        tier_rows: Vec<u64>,
     },
     Pinned {
         chunks: Vec<Mutex<Chunk>>,
         rows_per_chunk: u64,
+        /// The tier it lives in.
+        tier: usize,
     },
 }
 
@@ -125,8 +130,12 @@ struct PendingRow {
 }
 
 pub(crate) struct Shard {
-    dram: SlotCache,
-    pmem: Option<SlotCache>,
+    /// This shard's slice of each cache tier that gives it rows, fastest
+    /// first. `tiers[0]` is always the store's first tier (every shard holds
+    /// at least one of its rows).
+    tiers: Vec<SlotCache>,
+    /// For each entry of `tiers`, the store's tier index (for counters).
+    tier_index: Vec<usize>,
     pending: HashMap<u64, PendingRow>,
     /// Rows whose newest written copy is in the row log, and its block.
     logged: HashMap<u64, u32>,
@@ -253,52 +262,57 @@ impl Shard {
         ctx.new_pending += 1;
     }
 
-    /// Insert a row into DRAM; DRAM's victim moves to PMem (or pending if
-    /// dirty and there is no PMem), PMem's victim to pending if dirty.
-    fn insert_dram(&mut self, id: u64, src: &[u8], dirty: bool, ctx: &mut Ctx) -> usize {
+    /// The first tier's slice: where hits are served and rows are pinned.
+    #[inline]
+    fn top(&mut self) -> &mut SlotCache {
+        &mut self.tiers[0]
+    }
+
+    /// Insert a row into the first tier; each tier's victim moves down one
+    /// tier, and the last tier's victim, if dirty, to the pending map.
+    fn insert_top(&mut self, id: u64, src: &[u8], dirty: bool, ctx: &mut Ctx) -> usize {
         let Shard {
-            dram,
-            pmem,
+            tiers,
+            tier_index,
             pending,
             next_gen,
             ..
         } = self;
         let mut spill = std::mem::take(&mut ctx.spill);
+        let mut next = std::mem::take(&mut ctx.spill2);
         spill.clear();
-        let slot = dram.insert(id, src, dirty, &mut spill);
-        ctx.c.dram_inserts += 1;
-        if let Some(&(vid, vdirty)) = spill.rows.first() {
-            ctx.c.dram_evictions += 1;
-            ctx.c.dram_dirty_evictions += vdirty as u64;
-            match pmem {
-                Some(p) => {
-                    let mut spill2 = std::mem::take(&mut ctx.spill2);
-                    spill2.clear();
-                    p.insert(vid, &spill.bytes, vdirty, &mut spill2);
-                    ctx.c.pmem_inserts += 1;
-                    if let Some(&(wid, wdirty)) = spill2.rows.first() {
-                        ctx.c.pmem_evictions += 1;
-                        if wdirty {
-                            ctx.c.pmem_dirty_evictions += 1;
-                            Self::add_pending(pending, next_gen, wid, &spill2.bytes, ctx);
-                        }
-                    }
-                    ctx.spill2 = spill2;
+        let slot = tiers[0].insert(id, src, dirty, &mut spill);
+        ctx.c.inserts[0] += 1;
+        let mut k = 0;
+        while let Some(&(vid, vdirty)) = spill.rows.first() {
+            let t = tier_index[k];
+            ctx.c.evictions[t] += 1;
+            ctx.c.dirty_evictions[t] += vdirty as u64;
+            k += 1;
+            let Some(below) = tiers.get_mut(k) else {
+                if vdirty {
+                    Self::add_pending(pending, next_gen, vid, &spill.bytes, ctx);
                 }
-                None if vdirty => Self::add_pending(pending, next_gen, vid, &spill.bytes, ctx),
-                None => {}
-            }
+                break;
+            };
+            next.clear();
+            below.insert(vid, &spill.bytes, vdirty, &mut next);
+            ctx.c.inserts[tier_index[k]] += 1;
+            std::mem::swap(&mut spill, &mut next);
         }
         ctx.spill = spill;
+        ctx.spill2 = next;
         slot
     }
 
-    /// The DRAM slot of `id`, moving it up from PMem or pending if it is there.
+    /// The first tier's slot of `id`, moving it up from a lower tier or
+    /// pending if it is there.
     #[inline]
     fn locate(&mut self, id: u64, ctx: &mut Ctx) -> Option<usize> {
-        if let Some(s) = self.dram.get(id) {
-            self.dram.touch(s);
-            ctx.c.dram_hits += 1;
+        let top = self.top();
+        if let Some(s) = top.get(id) {
+            top.touch(s);
+            ctx.c.hits[0] += 1;
             return Some(s);
         }
         self.locate_below(id, ctx)
@@ -306,17 +320,21 @@ impl Shard {
 
     fn locate_below(&mut self, id: u64, ctx: &mut Ctx) -> Option<usize> {
         let mut tmp = std::mem::take(&mut ctx.scratch);
-        let from_pmem = self.pmem.as_mut().and_then(|p| p.take(id, &mut tmp));
-        let found = if let Some(dirty) = from_pmem {
-            ctx.c.pmem_hits += 1;
-            Some(self.insert_dram(id, &tmp, dirty, ctx))
-        } else if let Some(p) = self.pending.remove(&id) {
-            ctx.c.pending_hits += 1;
-            ctx.pending_delta -= p.bytes.len() as isize;
-            Some(self.insert_dram(id, &p.bytes, true, ctx))
-        } else {
-            None
-        };
+        let mut found = None;
+        for k in 1..self.tiers.len() {
+            if let Some(dirty) = self.tiers[k].take(id, &mut tmp) {
+                ctx.c.hits[self.tier_index[k]] += 1;
+                found = Some(self.insert_top(id, &tmp, dirty, ctx));
+                break;
+            }
+        }
+        if found.is_none() {
+            if let Some(p) = self.pending.remove(&id) {
+                ctx.c.pending_hits += 1;
+                ctx.pending_delta -= p.bytes.len() as isize;
+                found = Some(self.insert_top(id, &p.bytes, true, ctx));
+            }
+        }
         ctx.scratch = tmp;
         found
     }
@@ -338,22 +356,23 @@ impl Chunk {
     }
 }
 
-/// Number of shards for a cached table.
-fn shard_count(
-    name: &str,
-    dram_rows: u64,
-    pmem_rows: u64,
-    requested: Option<usize>,
-) -> Result<usize> {
+/// Number of shards for a cached table with `tier_rows` rows in each tier.
+fn shard_count(name: &str, tier_rows: &[u64], requested: Option<usize>) -> Result<usize> {
     let max = MAX_SHARD_ROWS as u64;
-    let need = dram_rows.div_ceil(max).max(pmem_rows.div_ceil(max)).max(1);
+    let top = tier_rows[0];
+    let need = tier_rows
+        .iter()
+        .map(|r| r.div_ceil(max))
+        .max()
+        .unwrap_or(1)
+        .max(1);
     let want = requested
         .map(|r| r as u64)
-        .unwrap_or_else(|| (dram_rows / 1024).clamp(1, 64));
-    let n = want.max(need).min(dram_rows);
+        .unwrap_or_else(|| (top / 1024).clamp(1, 64));
+    let n = want.max(need).min(top);
     if n < need {
         return Err(Error::config(format!(
-            "table {name:?}: {pmem_rows} PMem rows need {need} shards, but the DRAM share holds only {dram_rows} rows (one per shard at least)"
+            "table {name:?}: its lower tiers' rows need {need} shards, but the first tier's share holds only {top} rows (one per shard at least)"
         )));
     }
     Ok(n as usize)
@@ -367,12 +386,15 @@ fn part(total: u64, n: usize, i: usize) -> usize {
 pub(crate) struct TableSetup<'a> {
     pub entry: TableEntry,
     pub cfg: TableConfig,
-    pub dram_rows: u64,
-    pub pmem_rows: u64,
-    pub dram_policy: PolicyKind,
-    pub pmem_policy: PolicyKind,
+    /// Rows in each tier (the plan's).
+    pub tier_rows: Vec<u64>,
+    /// Each tier's eviction policy.
+    pub policies: Vec<PolicyKind>,
+    /// The tier a pinned table lives in.
+    pub pin_tier: Option<usize>,
     pub shards: Option<usize>,
-    pub pmem: Option<&'a mut PmemFile>,
+    /// Each tier's memory.
+    pub memory: &'a mut [TierMemory],
     pub ssd: &'a Ssd,
     pub fresh: bool,
     /// The table's index in the catalog (named in its row-log blocks).
@@ -388,35 +410,41 @@ impl Table {
         let e = &s.entry;
         let rb = e.layout.row_bytes as usize;
         let dim = e.dim as usize;
-        let mut pmem = s.pmem;
-        let mut pmem_region = |len: usize, what: &str| -> Result<Slab> {
-            pmem.as_mut()
-                .and_then(|p| p.region(len))
-                .map(Slab::Pmem)
-                .ok_or_else(|| {
-                    Error::config(format!(
-                        "table {:?}: PMem file too small for {what}",
-                        e.name
-                    ))
-                })
+        let memory = s.memory;
+        let mut slab = |tier: usize, len: usize, what: &str| -> Result<Slab> {
+            memory[tier].slab(len).ok_or_else(|| {
+                Error::config(format!(
+                    "table {:?}: the {} tier's file is too small for {what}",
+                    e.name,
+                    memory_name(&memory[tier])
+                ))
+            })
         };
-        let kind = match s.cfg.placement {
-            Placement::Cached => {
-                let n = shard_count(&e.name, s.dram_rows, s.pmem_rows, s.shards)?;
+        let kind = match s.pin_tier {
+            None => {
+                let n = shard_count(&e.name, &s.tier_rows, s.shards)?;
                 let mut shards = Vec::with_capacity(n);
                 for i in 0..n {
-                    let dcap = part(s.dram_rows, n, i);
-                    let pcap = part(s.pmem_rows, n, i);
-                    let dram = SlotCache::new(dcap, rb, s.dram_policy, Slab::dram(dcap * rb));
-                    let pmem = if pcap > 0 {
-                        let slab = pmem_region(pcap * rb, "its cache")?;
-                        Some(SlotCache::new(pcap, rb, s.pmem_policy, slab))
-                    } else {
-                        None
-                    };
+                    let mut tiers = Vec::with_capacity(s.tier_rows.len());
+                    let mut tier_index = Vec::with_capacity(s.tier_rows.len());
+                    for (t, &rows) in s.tier_rows.iter().enumerate() {
+                        let cap = part(rows, n, i);
+                        if cap == 0 {
+                            continue;
+                        }
+                        let what = if t == 0 {
+                            "its cache"
+                        } else {
+                            "its lower cache"
+                        };
+                        let slab = slab(t, cap * rb, what)?;
+                        tiers.push(SlotCache::new(cap, rb, s.policies[t], slab));
+                        tier_index.push(t);
+                    }
+                    debug_assert_eq!(tier_index.first(), Some(&0));
                     shards.push(Mutex::new(Shard {
-                        dram,
-                        pmem,
+                        tiers,
+                        tier_index,
                         pending: HashMap::new(),
                         logged: HashMap::new(),
                         wb_seq: 0,
@@ -425,36 +453,32 @@ impl Table {
                 }
                 TableKind::Cached {
                     shards,
-                    dram_rows: s.dram_rows,
-                    pmem_rows: s.pmem_rows,
+                    tier_rows: s.tier_rows.clone(),
                 }
             }
-            Placement::PinnedDram | Placement::PinnedPmem => {
+            Some(tier) => {
                 let rpc = GROUPS_PER_CHUNK * e.layout.rows_per_group as u64;
                 let nchunks = e.rows.div_ceil(rpc);
                 let mut chunks = Vec::with_capacity(nchunks as usize);
                 for c in 0..nchunks {
                     let first_row = c * rpc;
                     let rows = (e.rows - first_row).min(rpc) as usize;
-                    let slab = if s.cfg.placement == Placement::PinnedDram {
-                        Slab::dram(rows * rb)
-                    } else {
-                        pmem_region(rows * rb, "the pinned table")?
-                    };
                     chunks.push(Mutex::new(Chunk {
                         first_row,
                         rows,
-                        slab,
+                        slab: slab(tier, rows * rb, "the pinned table")?,
                         dirty: vec![0; (GROUPS_PER_CHUNK as usize).div_ceil(64)],
                     }));
                 }
                 TableKind::Pinned {
                     chunks,
                     rows_per_chunk: rpc,
+                    tier,
                 }
             }
         };
-        let pending_limit = ((s.dram_rows as usize).saturating_mul(rb) / 4).max(64 * rb);
+        let top_rows = s.tier_rows.first().copied().unwrap_or(0);
+        let pending_limit = ((top_rows as usize).saturating_mul(rb) / 4).max(64 * rb);
         let wb_batch = (pending_limit / 4).clamp(rb, 4 << 20);
         // The log packs rows of cached tables whose groups are one block;
         // rows too large to share a log block gain nothing from it.
@@ -495,7 +519,7 @@ impl Table {
         if let TableKind::Cached { shards, .. } = &self.kind {
             let n = shards.len();
             for &id in ids {
-                shards[self.shard_of(id, n)].lock().dram.unpin(id);
+                shards[self.shard_of(id, n)].lock().top().unpin(id);
             }
         }
     }
@@ -508,7 +532,9 @@ impl Table {
 
     pub(crate) fn pinned_rows(&self) -> usize {
         match &self.kind {
-            TableKind::Cached { shards, .. } => shards.iter().map(|s| s.lock().dram.pinned()).sum(),
+            TableKind::Cached { shards, .. } => {
+                shards.iter().map(|s| s.lock().top().pinned()).sum()
+            }
             TableKind::Pinned { .. } => 0,
         }
     }
@@ -554,49 +580,49 @@ impl Table {
         ((mix64(id) as u128 * n as u128) >> 64) as usize
     }
 
-    /// Tier occupancy: (dram resident, dram capacity, dram bookkeeping,
-    /// pmem resident, pmem capacity, pmem bookkeeping).
-    pub(crate) fn occupancy(&self) -> [u64; 6] {
+    /// Occupancy of each of the store's `tiers` tiers: (rows resident,
+    /// capacity in rows, bookkeeping bytes).
+    pub(crate) fn occupancy(&self, tiers: usize) -> Vec<[u64; 3]> {
+        let mut o = vec![[0u64; 3]; tiers];
         match &self.kind {
-            TableKind::Cached {
-                shards,
-                dram_rows,
-                pmem_rows,
-            } => {
-                let mut o = [0u64, *dram_rows, 0, 0, *pmem_rows, 0];
+            TableKind::Cached { shards, tier_rows } => {
+                for (o, &rows) in o.iter_mut().zip(tier_rows) {
+                    o[1] = rows;
+                }
                 for sh in shards {
                     let sh = sh.lock();
-                    o[0] += sh.dram.len() as u64;
-                    o[2] += sh.dram.meta_bytes() as u64;
-                    if let Some(p) = &sh.pmem {
-                        o[3] += p.len() as u64;
-                        o[5] += p.meta_bytes() as u64;
+                    for (c, &t) in sh.tiers.iter().zip(&sh.tier_index) {
+                        o[t][0] += c.len() as u64;
+                        o[t][2] += c.meta_bytes() as u64;
                     }
                 }
-                o
             }
-            TableKind::Pinned { chunks, .. } => {
+            TableKind::Pinned { chunks, tier, .. } => {
                 let rows = self.entry.rows;
                 let meta = (chunks.len() * (std::mem::size_of::<Mutex<Chunk>>() + 8)) as u64;
-                if self.cfg.placement == Placement::PinnedDram {
-                    [rows, rows, meta, 0, 0, 0]
-                } else {
-                    [0, 0, 0, rows, rows, meta]
-                }
+                o[*tier] = [rows, rows, meta];
             }
+        }
+        o
+    }
+
+    /// The tier a pinned table lives in.
+    pub(crate) fn pin_tier(&self) -> Option<usize> {
+        match self.kind {
+            TableKind::Pinned { tier, .. } => Some(tier),
+            TableKind::Cached { .. } => None,
         }
     }
 
-    /// Dirty rows held in memory (cached tables: DRAM + PMem + pending).
+    /// Dirty rows held in memory (cached tables: every tier and pending).
     pub(crate) fn dirty_rows(&self) -> u64 {
         match &self.kind {
             TableKind::Cached { shards, .. } => shards
                 .iter()
                 .map(|s| {
                     let s = s.lock();
-                    (s.dram.dirty_count()
-                        + s.pmem.as_ref().map_or(0, |p| p.dirty_count())
-                        + s.pending.len()) as u64
+                    (s.tiers.iter().map(|c| c.dirty_count()).sum::<usize>() + s.pending.len())
+                        as u64
                 })
                 .sum(),
             TableKind::Pinned { chunks, .. } => chunks
@@ -610,5 +636,13 @@ impl Table {
                 })
                 .sum(),
         }
+    }
+}
+
+/// How errors name a tier's memory.
+fn memory_name(m: &TierMemory) -> &'static str {
+    match m {
+        TierMemory::Dram => "dram",
+        TierMemory::File(_) => "pmem",
     }
 }

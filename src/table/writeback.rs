@@ -237,6 +237,7 @@ impl Table {
             TableKind::Pinned {
                 chunks,
                 rows_per_chunk,
+                ..
             } => {
                 let rpg = self.entry.layout.rows_per_group as u64;
                 let mut ch = chunks[(id / rows_per_chunk) as usize].lock();
@@ -344,8 +345,7 @@ impl Table {
                 for sh in shards {
                     let mut guard = sh.lock();
                     let Shard {
-                        dram,
-                        pmem,
+                        tiers,
                         pending,
                         next_gen,
                         ..
@@ -353,9 +353,8 @@ impl Table {
                     let mut add = |id: u64, b: &[u8]| {
                         Shard::add_pending(pending, next_gen, id, b, &mut ctx);
                     };
-                    dram.drain_dirty(&mut add);
-                    if let Some(p) = pmem {
-                        p.drain_dirty(&mut add);
+                    for c in tiers {
+                        c.drain_dirty(&mut add);
                     }
                     drop(guard);
                     // Bound the memory of a flush: write back every 64 MiB.

@@ -1,4 +1,8 @@
 //! Row payload storage: a DRAM vector, or a region of the PMem mapping.
+//!
+//! [`TierMemory`] is one tier's memory, which hands out a [`Slab`] per cache
+//! shard or pinned chunk. A new kind of memory is a variant of each (and of
+//! `config::MemoryKind`); nothing above this file names the kinds.
 
 use std::sync::Arc;
 
@@ -105,5 +109,23 @@ impl PmemFile {
         };
         self.next = end;
         Some(r)
+    }
+}
+
+/// The memory of one cache tier: where its shards' slabs come from.
+pub(crate) enum TierMemory {
+    /// Heap memory, allocated per slab.
+    Dram,
+    /// A mapped file, carved into consecutive regions.
+    File(PmemFile),
+}
+
+impl TierMemory {
+    /// A slab of `len` bytes, or None when the tier's file is full.
+    pub fn slab(&mut self, len: usize) -> Option<Slab> {
+        match self {
+            TierMemory::Dram => Some(Slab::dram(len)),
+            TierMemory::File(f) => f.region(len).map(Slab::Pmem),
+        }
     }
 }

@@ -4,6 +4,7 @@
 pub mod mount;
 pub mod workload;
 
+use embtier::MemoryKind;
 use embtier::{IoEngineKind, Placement, PolicyKind, StoreConfig, TableConfig};
 
 /// The engines to run on this machine: psync always; uring when the probe
@@ -62,7 +63,7 @@ pub fn tier_configs(
         (
             "pinned-dram",
             StoreConfig::builder()
-                .table(table(Placement::PinnedDram))
+                .table(table(Placement::Pinned(MemoryKind::Dram)))
                 .dram_capacity(1 << 20)
                 .build(),
         ),

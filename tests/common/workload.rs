@@ -3,6 +3,7 @@
 //! in-memory model of what the store must hold at each checkpoint. Shared
 //! by the crash, fault-injection and soak tests.
 
+use embtier::MemoryKind;
 use embtier::{Init, Placement, Store, StoreConfig, TableConfig};
 
 use super::Rng;
@@ -10,7 +11,7 @@ use super::Rng;
 /// (name, rows, dim, placement) of the workload's tables.
 pub const TABLES: [(&str, u64, usize, Placement); 3] = [
     ("cached", 4000, 8, Placement::Cached),
-    ("pinned", 300, 4, Placement::PinnedDram),
+    ("pinned", 300, 4, Placement::Pinned(MemoryKind::Dram)),
     ("wide", 120, 1100, Placement::Cached),
 ];
 

@@ -155,7 +155,7 @@ fn store_config(
     tables: &[embtier::TableConfig],
 ) -> embtier::StoreConfig {
     use embtier::locality::plan::Decision;
-    use embtier::{ByteSize, Placement, StoreConfig, TableConfig};
+    use embtier::{ByteSize, MemoryKind, Placement, StoreConfig, TableConfig, TierConfig};
     let mut cfg = StoreConfig::default();
     let (mut dram, mut pmem) = (0u64, 0u64);
     for (t, shape) in p.tables.iter().zip(tables) {
@@ -164,11 +164,11 @@ fn store_config(
             .optimizer(shape.optimizer);
         match t.placement {
             Decision::PinnedDram => {
-                tc.placement = Placement::PinnedDram;
+                tc.placement = Placement::Pinned(MemoryKind::Dram);
                 dram += t.rows * t.row_bytes;
             }
             Decision::PinnedPmem => {
-                tc.placement = Placement::PinnedPmem;
+                tc.placement = Placement::Pinned(MemoryKind::Pmem);
                 pmem += t.rows * t.row_bytes;
             }
             Decision::Cached => {
@@ -183,13 +183,10 @@ fn store_config(
         }
         cfg.tables.push(tc);
     }
-    cfg.dram.capacity = ByteSize(dram);
+    cfg.tiers[0].capacity = ByteSize(dram);
     if pmem > 0 {
-        cfg.pmem = Some(embtier::config::PmemConfig {
-            path: None,
-            capacity: ByteSize(pmem),
-            policy: Default::default(),
-        });
+        cfg.tiers
+            .push(TierConfig::pmem(None, pmem, Default::default()));
     } else {
         for t in &mut cfg.tables {
             t.pmem_bytes = None;

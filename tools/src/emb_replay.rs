@@ -611,7 +611,8 @@ fn demo() -> Result<(), Fail> {
         .table(embtier::TableConfig::new("user", 2_000_000, 32))
         .table(embtier::TableConfig::new("item", 500_000, 32))
         .table(
-            embtier::TableConfig::new("country", 200, 32).placement(embtier::Placement::PinnedDram),
+            embtier::TableConfig::new("country", 200, 32)
+                .placement(embtier::Placement::Pinned(embtier::MemoryKind::Dram)),
         )
         .dram_capacity(50_000 * 128)
         .dram_policy(PolicyKind::Sieve)

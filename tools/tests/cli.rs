@@ -173,7 +173,7 @@ fn plan_emits_a_store_config_the_store_accepts() {
     assert_eq!(cfg.tables.len(), 3);
     assert_eq!(
         cfg.tables[0].placement,
-        embtier::Placement::PinnedDram,
+        embtier::Placement::Pinned(embtier::MemoryKind::Dram),
         "{text}"
     );
     let store = embtier::Store::create(dir.path().join("s"), cfg).unwrap();

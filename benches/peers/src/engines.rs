@@ -318,7 +318,7 @@ impl Engine for Embtier {
 
     fn cache(&self) -> CacheReport {
         let st = self.store.stats();
-        let rows: u64 = st.tables.iter().map(|t| t.dram.resident_rows).sum();
+        let rows: u64 = st.tables.iter().map(|t| t.dram().resident_rows).sum();
         CacheReport {
             rows,
             note: format!(
