@@ -271,7 +271,7 @@ impl RowGeometry {
     /// The SSD block (table, block index) of a row, as the store lays rows out.
     fn block(&self, table: u32, row: u64) -> (u32, u64) {
         let l = embtier_format::RowLayout::for_row_bytes(self.row_bytes[table as usize] as u32);
-        (table, l.group_of(row) * l.blocks_per_group as u64)
+        (table, l.locate(row).group * l.blocks_per_group as u64)
     }
 
     fn blocks_per_row(&self, table: u32) -> u64 {

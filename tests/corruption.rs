@@ -453,7 +453,7 @@ fn byte_class(file: &str, off: u64, batch_offsets: &[u64]) -> String {
                     (ce::ELEM, "elem"),
                     (ce::INIT, "init"),
                     (ce::OPTIMIZER, "optimizer"),
-                    (ce::RESERVED, "reserved"),
+                    (ce::ROW_MAP, "row_map"),
                     (ce::STATE_BYTES, "state_bytes"),
                     (ce::INIT_SCALE, "init_scale"),
                     (ce::SEED, "seed"),

@@ -37,14 +37,11 @@ impl Table {
             ctx.c.prefetched = ids.len() as u64;
         }
         match &self.kind {
-            TableKind::Pinned {
-                chunks,
-                rows_per_chunk,
-                tier,
-            } => {
+            TableKind::Pinned { chunks, tier } => {
                 for (pos, &id) in ids.iter().enumerate() {
-                    let ch = chunks[(id / rows_per_chunk) as usize].lock();
-                    self.decode(ch.row(id, rb), &mut out[pos * dim..(pos + 1) * dim]);
+                    let p = self.pinned_place(id);
+                    let ch = chunks[p.chunk].lock();
+                    self.decode(ch.row(p, rb), &mut out[pos * dim..(pos + 1) * dim]);
                 }
                 ctx.c.hits[*tier] = ids.len() as u64;
             }
@@ -394,17 +391,12 @@ impl Table {
         let mut ctx = Ctx::new();
         ctx.c.updates = items.len() as u64;
         match &self.kind {
-            TableKind::Pinned {
-                chunks,
-                rows_per_chunk,
-                tier,
-            } => {
-                let rpg = self.entry.layout.rows_per_group as u64;
+            TableKind::Pinned { chunks, tier } => {
                 for &(id, k) in items {
-                    let mut ch = chunks[(id / rows_per_chunk) as usize].lock();
-                    f(ch.row_mut(id, rb), k);
-                    let lg = ((id - ch.first_row) / rpg) as usize;
-                    ch.mark(lg);
+                    let p = self.pinned_place(id);
+                    let mut ch = chunks[p.chunk].lock();
+                    f(ch.row_mut(p, rb), k);
+                    ch.mark(p.local_group);
                 }
                 ctx.c.hits[*tier] = items.len() as u64;
             }

@@ -118,7 +118,6 @@ pub(crate) enum TableKind {
     },
     Pinned {
         chunks: Vec<Mutex<Chunk>>,
-        rows_per_chunk: u64,
         /// The tier it lives in.
         tier: usize,
     },
@@ -145,11 +144,24 @@ pub(crate) struct Shard {
     next_gen: u64,
 }
 
+/// [`GROUPS_PER_CHUNK`] consecutive block groups of a pinned table, laid
+/// out in memory as in their payloads: a row sits at its local group times
+/// the layout's slot bytes plus its offset in the group.
 pub(crate) struct Chunk {
-    first_row: u64,
-    rows: usize,
+    first_group: u64,
+    groups: usize,
     slab: Slab,
+    /// A dirty bit per local group.
     dirty: Vec<u64>,
+}
+
+/// Where a pinned table's row is: its chunk, its group in the chunk, and
+/// the byte offset of its bytes in the chunk's slab.
+#[derive(Clone, Copy, Debug)]
+struct PinnedPlace {
+    chunk: usize,
+    local_group: usize,
+    at: usize,
 }
 
 /// A row to write: its id and bytes.
@@ -168,7 +180,7 @@ struct Miss {
 impl Miss {
     fn loc(&self, e: &TableEntry) -> Loc {
         if self.log == NOT_LOGGED {
-            Loc::Home(e.layout.group_of(self.id))
+            Loc::Home(e.layout.locate(self.id).group)
         } else {
             Loc::Log(self.log)
         }
@@ -342,14 +354,12 @@ impl Shard {
 
 impl Chunk {
     #[inline]
-    fn row(&self, id: u64, rb: usize) -> &[u8] {
-        let i = (id - self.first_row) as usize;
-        &self.slab.bytes()[i * rb..(i + 1) * rb]
+    fn row(&self, p: PinnedPlace, rb: usize) -> &[u8] {
+        &self.slab.bytes()[p.at..p.at + rb]
     }
     #[inline]
-    fn row_mut(&mut self, id: u64, rb: usize) -> &mut [u8] {
-        let i = (id - self.first_row) as usize;
-        &mut self.slab.bytes_mut()[i * rb..(i + 1) * rb]
+    fn row_mut(&mut self, p: PinnedPlace, rb: usize) -> &mut [u8] {
+        &mut self.slab.bytes_mut()[p.at..p.at + rb]
     }
     fn mark(&mut self, local_group: usize) {
         self.dirty[local_group / 64] |= 1 << (local_group % 64);
@@ -457,24 +467,26 @@ impl Table {
                 }
             }
             Some(tier) => {
-                let rpc = GROUPS_PER_CHUNK * e.layout.rows_per_group as u64;
-                let nchunks = e.rows.div_ceil(rpc);
+                let total = e.layout.groups_for(e.rows);
+                let nchunks = total.div_ceil(GROUPS_PER_CHUNK);
                 let mut chunks = Vec::with_capacity(nchunks as usize);
                 for c in 0..nchunks {
-                    let first_row = c * rpc;
-                    let rows = (e.rows - first_row).min(rpc) as usize;
+                    let first_group = c * GROUPS_PER_CHUNK;
+                    let groups = (total - first_group).min(GROUPS_PER_CHUNK) as usize;
+                    // Whole slots for all but the last group, which holds
+                    // only the table's last rows.
+                    let last = e
+                        .layout
+                        .rows_in_group(first_group + groups as u64 - 1, e.rows);
+                    let len = (groups - 1) * e.layout.slot_bytes() + last * rb;
                     chunks.push(Mutex::new(Chunk {
-                        first_row,
-                        rows,
-                        slab: slab(tier, rows * rb, "the pinned table")?,
+                        first_group,
+                        groups,
+                        slab: slab(tier, len, "the pinned table")?,
                         dirty: vec![0; (GROUPS_PER_CHUNK as usize).div_ceil(64)],
                     }));
                 }
-                TableKind::Pinned {
-                    chunks,
-                    rows_per_chunk: rpc,
-                    tier,
-                }
+                TableKind::Pinned { chunks, tier }
             }
         };
         let top_rows = s.tier_rows.first().copied().unwrap_or(0);
@@ -572,6 +584,18 @@ impl Table {
                 let n = self.sr_epoch.fetch_add(1, Ordering::Relaxed);
                 Some(mix64(self.entry.seed ^ mix64(n.wrapping_add(0x5eed))))
             }
+        }
+    }
+
+    /// Where row `id` of a pinned table is in its chunks.
+    #[inline]
+    fn pinned_place(&self, id: u64) -> PinnedPlace {
+        let p = self.entry.layout.locate(id);
+        let local_group = (p.group % GROUPS_PER_CHUNK) as usize;
+        PinnedPlace {
+            chunk: (p.group / GROUPS_PER_CHUNK) as usize,
+            local_group,
+            at: local_group * self.entry.layout.slot_bytes() + p.offset,
         }
     }
 

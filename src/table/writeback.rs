@@ -22,7 +22,8 @@ impl Table {
         if snap.is_empty() {
             return Ok(());
         }
-        snap.sort_unstable_by_key(|s| s.0);
+        let layout = self.entry.layout;
+        snap.sort_unstable_by_key(|s| layout.locate(s.0));
         let rb = self.row_bytes;
         let rows: Vec<(u64, &[u8])> = snap
             .iter()
@@ -35,11 +36,10 @@ impl Table {
         let mut rows = rows;
         if self.log_rows > 0 {
             let e = &self.entry;
-            let rpg = e.layout.rows_per_group as u64;
             let (mut home, mut partial): (Vec<RowRef<'_>>, Vec<RowRef<'_>>) = (vec![], vec![]);
-            for run in rows.chunk_by(|a, b| e.layout.group_of(a.0) == e.layout.group_of(b.0)) {
-                let g = e.layout.group_of(run[0].0);
-                let whole = run.len() as u64 == (e.rows - g * rpg).min(rpg);
+            for run in rows.chunk_by(|a, b| layout.locate(a.0).group == layout.locate(b.0).group) {
+                let g = layout.locate(run[0].0).group;
+                let whole = run.len() == layout.rows_in_group(g, e.rows);
                 if whole { &mut home } else { &mut partial }.extend_from_slice(run);
             }
             let per_chunk = (WB_CHUNK_BYTES / BLOCK_SIZE) * self.log_rows;
@@ -52,7 +52,7 @@ impl Table {
                 }
             }
             home.extend_from_slice(&partial[start..]);
-            home.sort_unstable_by_key(|r| r.0);
+            home.sort_unstable_by_key(|r| layout.locate(r.0));
             rows = home;
         }
         let mut start = 0;
@@ -67,7 +67,7 @@ impl Table {
             let mut groups = 0;
             let mut last = u64::MAX;
             while end < rows.len() {
-                let g = self.entry.layout.group_of(rows[end].0);
+                let g = layout.locate(rows[end].0).group;
                 if g != last {
                     if groups == max_groups {
                         break;
@@ -94,7 +94,7 @@ impl Table {
         Ok(())
     }
 
-    /// Append `rows` (sorted by id, unique), or as many of the first of
+    /// Append `rows` (sorted by place (`RowLayout::locate`), unique), or as many of the first of
     /// them as the log has room for, to the row log, packed `log_rows` to a
     /// block, and point the shards' log maps at them. Returns the rows
     /// appended (0: the log is full or closed, nothing was written).
@@ -168,11 +168,12 @@ impl Table {
         if logged.is_empty() {
             return Ok(0);
         }
-        logged.sort_unstable();
+        let layout = self.entry.layout;
+        logged.sort_unstable_by_key(|&(id, _)| layout.locate(id));
         let rb = self.row_bytes;
         let mut wb = self.wb_lock.lock();
         let mut lbuf = AlignedBuf::new(BLOCK_SIZE);
-        // In id order, so that each home group is written once per chunk;
+        // In place order, so that each home group is written once per chunk;
         // a chunk reads at most WB_CHUNK_BYTES of log blocks.
         for chunk in logged.chunks(WB_CHUNK_BYTES / BLOCK_SIZE) {
             let mut blocks: Vec<u32> = chunk.iter().map(|&(_, b)| b).collect();
@@ -234,16 +235,11 @@ impl Table {
                     .insert(id, b);
                 false
             }
-            TableKind::Pinned {
-                chunks,
-                rows_per_chunk,
-                ..
-            } => {
-                let rpg = self.entry.layout.rows_per_group as u64;
-                let mut ch = chunks[(id / rows_per_chunk) as usize].lock();
-                ch.row_mut(id, self.row_bytes).copy_from_slice(bytes);
-                let lg = ((id - ch.first_row) / rpg) as usize;
-                ch.mark(lg);
+            TableKind::Pinned { chunks, .. } => {
+                let p = self.pinned_place(id);
+                let mut ch = chunks[p.chunk].lock();
+                ch.row_mut(p, self.row_bytes).copy_from_slice(bytes);
+                ch.mark(p.local_group);
                 true
             }
         }
@@ -259,7 +255,7 @@ impl Table {
         }
     }
 
-    /// Read-modify-write the block groups of `rows` (sorted by id, unique),
+    /// Read-modify-write the block groups of `rows` (sorted by place (`RowLayout::locate`), unique),
     /// and drop their row-log map entries (their logged copies are older).
     /// Caller holds `wb_lock` (and passes its buffer).
     pub(super) fn write_rows(
@@ -269,14 +265,14 @@ impl Table {
         buf: &mut AlignedBuf,
     ) -> Result<()> {
         let e = &self.entry;
-        let rpg = e.layout.rows_per_group as u64;
-        let gb = e.layout.group_bytes();
+        let l = e.layout;
+        let gb = l.group_bytes();
         // Groups, partly covered ones (which need a read) first.
         let mut runs: Vec<(u64, &[RowRef<'_>])> = rows
-            .chunk_by(|a, b| e.layout.group_of(a.0) == e.layout.group_of(b.0))
-            .map(|r| (e.layout.group_of(r[0].0), r))
+            .chunk_by(|a, b| l.locate(a.0).group == l.locate(b.0).group)
+            .map(|r| (l.locate(r[0].0).group, r))
             .collect();
-        let rows_in = |g: u64| (e.rows - g * rpg).min(rpg) as usize;
+        let rows_in = |g: u64| l.rows_in_group(g, e.rows);
         runs.sort_by_key(|(g, r)| (r.len() == rows_in(*g), *g));
         let nread = runs.iter().filter(|(g, r)| r.len() < rows_in(*g)).count();
         let groups: Vec<u64> = runs.iter().map(|(g, _)| *g).collect();
@@ -300,19 +296,18 @@ impl Table {
         let mut tmp = vec![0u8; self.row_bytes];
         for (gi, (g, run)) in runs.iter().enumerate() {
             let blocks = &mut buf.as_mut_slice()[gi * gb..(gi + 1) * gb];
-            let first = g * rpg;
             if let Some(&state) = states.get(gi) {
                 if state == BlockState::Hole {
-                    for id in first..first + rows_in(*g) as u64 {
+                    for id in l.rows_of(*g, e.rows) {
                         row_from_group(e, state, &[], id, &mut tmp);
-                        write_group_payload(blocks, e.layout.offset_in_group(id), &tmp);
+                        write_group_payload(blocks, l.locate(id).offset, &tmp);
                     }
                 }
             } else {
                 blocks.fill(0);
             }
             for (id, data) in run.iter() {
-                write_group_payload(blocks, e.layout.offset_in_group(*id), data);
+                write_group_payload(blocks, l.locate(*id).offset, data);
             }
         }
         self.wb_epoch.fetch_add(1, Ordering::AcqRel);
@@ -381,7 +376,7 @@ impl Table {
             .map_err(|source| Error::Corrupt {
                 path: ssd.path().to_path_buf(),
                 table: self.name.clone(),
-                id: g * self.entry.layout.rows_per_group as u64,
+                id: self.entry.layout.rows_of(g, self.entry.rows).start,
                 source,
             })
     }

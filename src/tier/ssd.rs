@@ -1,8 +1,9 @@
 //! The SSD tier: the home of every row, direct-mapped.
 //!
-//! A row's place is arithmetic: its table's base block, plus its group
-//! (`row / rows_per_group`) times the blocks per group, plus its offset inside
-//! the group's payload. No per-row index exists in memory.
+//! A row's place is its group and its offset in the group's payload, which
+//! only `RowLayout::locate` answers (the catalog records the table's row
+//! map); a group's first block is `TableEntry::first_block_of`. No per-row
+//! index exists in memory.
 
 use std::path::PathBuf;
 
@@ -134,10 +135,9 @@ impl Ssd {
     }
 
     fn offsets(e: &TableEntry, groups: &[u64]) -> Vec<u64> {
-        let bpg = e.layout.blocks_per_group as u64;
         groups
             .iter()
-            .map(|g| (e.base_block + g * bpg) * BLOCK_SIZE as u64)
+            .map(|&g| e.first_block_of(g) * BLOCK_SIZE as u64)
             .collect()
     }
 
@@ -153,9 +153,7 @@ impl Ssd {
     /// The byte offset of `loc` of table `e` in the data file.
     pub fn loc_offset(&self, e: &TableEntry, loc: Loc) -> u64 {
         match loc {
-            Loc::Home(g) => {
-                (e.base_block + g * e.layout.blocks_per_group as u64) * BLOCK_SIZE as u64
-            }
+            Loc::Home(g) => e.first_block_of(g) * BLOCK_SIZE as u64,
             Loc::Log(b) => self.log_block(b) * BLOCK_SIZE as u64,
         }
     }
@@ -269,7 +267,7 @@ impl Ssd {
         if state == BlockState::Sealed {
             let ep = block_epoch(blocks);
             if !self.dur.epoch_ok(ep) {
-                let first = e.base_block + g * e.layout.blocks_per_group as u64;
+                let first = e.first_block_of(g);
                 return Err(FormatError::InvalidField {
                     field: "epoch",
                     offset: first * BLOCK_SIZE as u64 + embtier_format::TRAILER_EPOCH as u64,
@@ -291,7 +289,7 @@ impl Ssd {
 /// Validate the blocks of group `g`: all holes (never written) or all sealed.
 fn check_group(e: &TableEntry, g: u64, blocks: &[u8]) -> Result<BlockState, FormatError> {
     let bpg = e.layout.blocks_per_group as u64;
-    let first = e.base_block + g * bpg;
+    let first = e.first_block_of(g);
     let mut state = None;
     for k in 0..bpg {
         let b = &blocks[k as usize * BLOCK_SIZE..(k as usize + 1) * BLOCK_SIZE];
@@ -329,7 +327,7 @@ pub(crate) fn row_from_group(
             e.dim as usize,
             out,
         ),
-        BlockState::Sealed => read_group_payload(blocks, e.layout.offset_in_group(row), out),
+        BlockState::Sealed => read_group_payload(blocks, e.layout.locate(row).offset, out),
     }
 }
 

@@ -131,8 +131,9 @@ pub mod te {
     pub const INIT: usize = 77;
     /// `u8` optimizer kind ([`super::OptimizerCode`]); 0 when not recorded.
     pub const OPTIMIZER: usize = 78;
-    /// `u8` reserved, zero.
-    pub const RESERVED: usize = 79;
+    /// `u8` row map ([`super::RowMap`]): how row ids map to places in the
+    /// table's block groups; 0 (dense) is the only one this build writes.
+    pub const ROW_MAP: usize = 79;
     /// `u32` bytes of optimizer state stored after the weights of each row.
     pub const STATE_BYTES: usize = 80;
     /// `f32` initialiser scale `s` of uniform(-s, s).
@@ -342,8 +343,44 @@ impl TryFrom<u8> for InitKind {
     }
 }
 
+/// How a table's row ids map to places in its block groups (catalog entry
+/// byte 79). The engine asks only [`RowLayout::locate`] and
+/// [`RowLayout::rows_of`] where a row is, so a new map (a co-access-aware
+/// one, a hot region) is a variant here and its arms in those two methods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(u8)]
+#[non_exhaustive]
+pub enum RowMap {
+    /// Row `r` is slot `r % rows_per_group` of group `r / rows_per_group`.
+    #[default]
+    Dense = 0,
+}
+
+impl TryFrom<u8> for RowMap {
+    type Error = u8;
+    fn try_from(v: u8) -> Result<Self, u8> {
+        Ok(match v {
+            0 => RowMap::Dense,
+            other => return Err(other),
+        })
+    }
+}
+
+/// Where one row is: its block group, and the byte offset of its bytes in
+/// the group's concatenated payload. Ordered by group, then offset: the
+/// order in which a write-back visits rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RowPlace {
+    /// The block group.
+    pub group: u64,
+    /// Byte offset in the group's payload.
+    pub offset: usize,
+}
+
 /// Where rows sit in the data file: rows are packed into *groups*; a group is
 /// either several rows in one block, or one row spread over several blocks.
+/// Which row is where is the [`RowMap`]'s; only [`RowLayout::locate`] and
+/// [`RowLayout::rows_of`] answer it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RowLayout {
     /// Bytes per row.
@@ -352,6 +389,8 @@ pub struct RowLayout {
     pub rows_per_group: u32,
     /// Blocks per group (1 when rows fit in one block).
     pub blocks_per_group: u32,
+    /// Which row is in which slot of which group.
+    pub map: RowMap,
 }
 
 impl RowLayout {
@@ -363,26 +402,57 @@ impl RowLayout {
                 row_bytes,
                 rows_per_group: (BLOCK_PAYLOAD / rb) as u32,
                 blocks_per_group: 1,
+                map: RowMap::Dense,
             }
         } else {
             RowLayout {
                 row_bytes,
                 rows_per_group: 1,
                 blocks_per_group: rb.div_ceil(BLOCK_PAYLOAD) as u32,
+                map: RowMap::Dense,
             }
         }
     }
 
-    /// Group holding `row`.
+    /// Where `row` is: its group and its offset in the group's payload.
     #[inline]
-    pub fn group_of(&self, row: u64) -> u64 {
-        row / self.rows_per_group as u64
+    pub fn locate(&self, row: u64) -> RowPlace {
+        match self.map {
+            RowMap::Dense => {
+                let rpg = self.rows_per_group.max(1) as u64;
+                RowPlace {
+                    group: row / rpg,
+                    offset: (row % rpg) as usize * self.row_bytes as usize,
+                }
+            }
+        }
     }
 
-    /// Byte offset of `row` within its group's concatenated payloads.
-    #[inline]
-    pub fn offset_in_group(&self, row: u64) -> usize {
-        (row % self.rows_per_group as u64) as usize * self.row_bytes as usize
+    /// The rows of `group` in a table of `table_rows` rows, in slot order.
+    pub fn rows_of(&self, group: u64, table_rows: u64) -> std::ops::Range<u64> {
+        match self.map {
+            RowMap::Dense => {
+                let rpg = self.rows_per_group.max(1) as u64;
+                let first = group.saturating_mul(rpg).min(table_rows);
+                first..first.saturating_add(rpg).min(table_rows)
+            }
+        }
+    }
+
+    /// Rows in `group` of a table of `table_rows` rows.
+    pub fn rows_in_group(&self, group: u64, table_rows: u64) -> usize {
+        let r = self.rows_of(group, table_rows);
+        (r.end - r.start) as usize
+    }
+
+    /// Groups of a table of `table_rows` rows.
+    pub fn groups_for(&self, table_rows: u64) -> u64 {
+        table_rows.div_ceil(self.rows_per_group.max(1) as u64)
+    }
+
+    /// Payload bytes of one group's row slots (`rows_per_group` rows).
+    pub fn slot_bytes(&self) -> usize {
+        self.rows_per_group as usize * self.row_bytes as usize
     }
 
     /// Data blocks needed for `rows` rows (saturating at `u64::MAX`).
@@ -392,7 +462,7 @@ impl RowLayout {
 
     /// Data blocks needed for `rows` rows, or `None` past `u64::MAX`.
     pub fn checked_blocks_for(&self, rows: u64) -> Option<u64> {
-        rows.div_ceil(self.rows_per_group.max(1) as u64)
+        self.groups_for(rows)
             .checked_mul(self.blocks_per_group as u64)
     }
 
@@ -1042,6 +1112,12 @@ pub struct TableEntry {
 }
 
 impl TableEntry {
+    /// The first data block of group `group` (its blocks follow it).
+    #[inline]
+    pub fn first_block_of(&self, group: u64) -> u64 {
+        self.base_block + group * self.layout.blocks_per_group as u64
+    }
+
     /// Row bytes for a table shape: weights + state, rounded up to 4.
     pub fn row_bytes_for(elem: ElemType, dim: u32, state_bytes: u32) -> u64 {
         (elem.weight_bytes(dim) + state_bytes as u64).next_multiple_of(4)
@@ -1063,6 +1139,7 @@ impl TableEntry {
         put_u32(b, te::ROW_BYTES, self.layout.row_bytes);
         put_u32(b, te::ROWS_PER_GROUP, self.layout.rows_per_group);
         put_u32(b, te::BLOCKS_PER_GROUP, self.layout.blocks_per_group);
+        b[te::ROW_MAP] = self.layout.map as u8;
     }
 
     fn decode_from(b: &[u8], at: u64) -> Result<TableEntry, FormatError> {
@@ -1099,14 +1176,21 @@ impl TableEntry {
                 ));
             }
         }
+        let map = RowMap::try_from(b[te::ROW_MAP])
+            .map_err(|v| bad("row_map", te::ROW_MAP, v.to_string()))?;
         let layout = RowLayout {
             row_bytes: get_u32(b, te::ROW_BYTES),
             rows_per_group: get_u32(b, te::ROWS_PER_GROUP),
             blocks_per_group: get_u32(b, te::BLOCKS_PER_GROUP),
+            map,
         };
         let expect_rb = TableEntry::row_bytes_for(elem, dim, state_bytes);
         if layout.row_bytes as u64 != expect_rb
-            || layout != RowLayout::for_row_bytes(layout.row_bytes)
+            || layout
+                != (RowLayout {
+                    map,
+                    ..RowLayout::for_row_bytes(layout.row_bytes)
+                })
         {
             return Err(bad("row_layout", te::ROW_BYTES, format!("{layout:?}")));
         }

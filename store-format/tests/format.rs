@@ -249,7 +249,7 @@ fn catalog_offsets_match_the_spec() {
             ("elem", te::ELEM, 1),
             ("init", te::INIT, 1),
             ("optimizer", te::OPTIMIZER, 1),
-            ("reserved", te::RESERVED, 1),
+            ("row_map", te::ROW_MAP, 1),
             ("state_bytes", te::STATE_BYTES, 4),
             ("init_scale", te::INIT_SCALE, 4),
             ("seed", te::SEED, 8),
@@ -458,6 +458,70 @@ fn layout_rules() {
     assert_eq!((l.rows_per_group, l.blocks_per_group), (1, 2));
     assert_eq!(l.blocks_for(10), 20);
     assert_eq!(RowLayout::for_row_bytes(16).rows_per_group, 254);
+}
+
+/// `locate` and `rows_of` agree: every row is in the group `locate` names,
+/// at a distinct offset inside the group's slots, and `rows_of` lists each
+/// row once; groups, slots and blocks add up.
+#[test]
+fn locate_and_rows_of_agree() {
+    for rb in [4u32, 16, 12, 500, 4072, 4076, 9000] {
+        let l = RowLayout::for_row_bytes(rb);
+        assert_eq!(l.map, RowMap::Dense);
+        for rows in [1u64, 7, 254, 255, 1000] {
+            let mut seen = vec![false; rows as usize];
+            for g in 0..l.groups_for(rows) {
+                let mut offsets = Vec::new();
+                for r in l.rows_of(g, rows) {
+                    assert!(
+                        !std::mem::replace(&mut seen[r as usize], true),
+                        "row {r} twice"
+                    );
+                    let p = l.locate(r);
+                    assert_eq!(p.group, g, "rb {rb} row {r}");
+                    assert!(p.offset + rb as usize <= l.slot_bytes().max(rb as usize));
+                    offsets.push(p.offset);
+                }
+                assert_eq!(offsets.len(), l.rows_in_group(g, rows));
+                offsets.sort_unstable();
+                offsets.dedup();
+                assert_eq!(offsets.len(), l.rows_in_group(g, rows), "distinct offsets");
+            }
+            assert!(
+                seen.iter().all(|&s| s),
+                "rb {rb}, {rows} rows: every row in a group"
+            );
+            assert_eq!(
+                l.groups_for(rows) * l.blocks_per_group as u64,
+                l.blocks_for(rows)
+            );
+            // Places are ordered as rows are (the dense map).
+            let places: Vec<RowPlace> = (0..rows).map(|r| l.locate(r)).collect();
+            assert!(places.windows(2).all(|w| w[0] < w[1]));
+        }
+    }
+}
+
+/// The row map is recorded in the catalog, and a map this build does not
+/// know is refused by name, not read as dense.
+#[test]
+fn unknown_row_maps_are_refused() {
+    let cat = Catalog {
+        tables: vec![entry("a", 100, 8, 0)],
+    };
+    let bytes = cat.encode();
+    assert_eq!(bytes[te::ROW_MAP], RowMap::Dense as u8);
+    let mut bad = bytes.clone();
+    bad[te::ROW_MAP] = 1;
+    let c = crc32c::crc32c(&bad);
+    match Catalog::decode(&bad, 1, 4096, c) {
+        Err(FormatError::InvalidField {
+            field: "row_map",
+            offset,
+            ..
+        }) => assert_eq!(offset, 4096 + te::ROW_MAP as u64),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]
