@@ -1,0 +1,188 @@
+//! Unit tests of the config: parsing, both tier forms, budgets.
+
+use super::*;
+
+#[test]
+fn byte_sizes_parse() {
+    assert_eq!("64MiB".parse::<ByteSize>().unwrap().0, 64 << 20);
+    assert_eq!("1.5GiB".parse::<ByteSize>().unwrap().0, 3 << 29);
+    assert_eq!("100MB".parse::<ByteSize>().unwrap().0, 100_000_000);
+    assert_eq!("4096".parse::<ByteSize>().unwrap().0, 4096);
+    assert!("12 parsecs".parse::<ByteSize>().is_err());
+    assert!("".parse::<ByteSize>().is_err());
+    assert_eq!(ByteSize(64 << 20).to_string(), "64MiB");
+}
+
+#[test]
+fn toml_round_trip() {
+    let cfg = StoreConfig::builder()
+        .table(TableConfig::new("a", 1000, 16).placement(Placement::Pinned(MemoryKind::Dram)))
+        .table(TableConfig::new("b", 1 << 40, 128).init(Init::Zeros))
+        .dram_capacity(1 << 30)
+        .pmem(None, 1 << 30, PolicyKind::Sieve)
+        .build();
+    let text = cfg.to_toml();
+    assert_eq!(StoreConfig::from_toml(&text).unwrap(), cfg);
+}
+
+#[test]
+fn legacy_sections_still_read_and_written() {
+    // A store.toml as every store so far was written.
+    let old = r#"
+        [dram]
+        capacity = "1MiB"
+        policy = "sieve"
+        shards = 4
+
+        [pmem]
+        capacity = "4MiB"
+        policy = "fifo"
+
+        [[tables]]
+        name = "t"
+        rows = 10
+        dim = 4
+        placement = "pinned-pmem"
+    "#;
+    let cfg = StoreConfig::from_toml(old).unwrap();
+    assert_eq!(
+        cfg.tiers,
+        [
+            TierConfig::dram(1 << 20, PolicyKind::Sieve),
+            TierConfig::pmem(None, 4 << 20, PolicyKind::Fifo)
+        ]
+    );
+    assert_eq!(cfg.shards, Some(4));
+    assert_eq!(cfg.tables[0].placement, Placement::Pinned(MemoryKind::Pmem));
+    // Such tiers are written back in the same form, so an older
+    // embtier still opens the store.
+    let text = cfg.to_toml();
+    assert!(text.contains("[dram]") && text.contains("[pmem]"), "{text}");
+    assert!(!text.contains("tiers"), "{text}");
+    assert_eq!(StoreConfig::from_toml(&text).unwrap(), cfg);
+    // No tier section at all: 256 MiB of DRAM, LRU.
+    let none = StoreConfig::from_toml("[[tables]]\nname = \"t\"\nrows = 1\ndim = 1\n").unwrap();
+    assert_eq!(none.tiers, default_tiers());
+}
+
+#[test]
+fn tier_lists_read_and_write() {
+    let cfg = StoreConfig::builder()
+        .table(TableConfig::new("t", 1 << 20, 4))
+        .tiers(vec![
+            TierConfig::dram(1 << 20, PolicyKind::Sieve),
+            TierConfig::dram(2 << 20, PolicyKind::Lru),
+            TierConfig::pmem(Some("/mnt/p".into()), 8 << 20, PolicyKind::Clock),
+        ])
+        .dram_shards(2)
+        .build();
+    let text = cfg.to_toml();
+    assert!(
+        text.contains("[[tiers]]") && !text.contains("[dram]"),
+        "{text}"
+    );
+    assert_eq!(StoreConfig::from_toml(&text).unwrap(), cfg);
+    let plan = cfg.plan().unwrap();
+    // 16-byte rows: each tier's capacity over 16.
+    assert_eq!(plan[0].rows, [1 << 16, 1 << 17, 1 << 19]);
+}
+
+#[test]
+fn tier_lists_are_checked() {
+    let both = "[dram]\ncapacity = 100\n[[tiers]]\nkind = \"dram\"\ncapacity = 100\n";
+    let e = StoreConfig::from_toml(both).unwrap_err().to_string();
+    assert!(e.contains("not both"), "{e}");
+    let shards = "shards = 2\n[dram]\ncapacity = 100\nshards = 3\n";
+    let e = StoreConfig::from_toml(shards).unwrap_err().to_string();
+    assert!(e.contains("not both"), "{e}");
+    let unknown = "[[tiers]]\nkind = \"hbm\"\ncapacity = 100\n";
+    let e = StoreConfig::from_toml(unknown).unwrap_err().to_string();
+    assert!(e.contains("hbm"), "{e}");
+    let t = || TableConfig::new("t", 1000, 4);
+    let check = |tiers: Vec<TierConfig>, placement: Placement| {
+        StoreConfig::builder()
+            .table(t().placement(placement))
+            .tiers(tiers)
+            .build()
+            .validate()
+            .unwrap_err()
+            .to_string()
+    };
+    let e = check(vec![], Placement::Cached);
+    assert!(e.contains("0 cache tiers"), "{e}");
+    let e = check(
+        vec![TierConfig::dram(1 << 20, PolicyKind::Lru); 5],
+        Placement::Cached,
+    );
+    assert!(e.contains("5 cache tiers"), "{e}");
+    let e = check(
+        vec![TierConfig::dram(1 << 20, PolicyKind::Lru)],
+        Placement::Pinned(MemoryKind::Pmem),
+    );
+    assert!(e.contains("no pmem tier"), "{e}");
+    let mut d = TierConfig::dram(1 << 20, PolicyKind::Lru);
+    d.path = Some("/x".into());
+    let e = check(vec![d], Placement::Cached);
+    assert!(e.contains("DRAM tier has no path"), "{e}");
+    let p = TierConfig::pmem(Some("/x".into()), 1 << 20, PolicyKind::Lru);
+    let e = check(
+        vec![TierConfig::dram(1 << 20, PolicyKind::Lru), p.clone(), p],
+        Placement::Cached,
+    );
+    assert!(e.contains("tiers[2]: its path is another tier's"), "{e}");
+    let e = check(
+        vec![
+            TierConfig::dram(1 << 20, PolicyKind::Lru),
+            TierConfig::dram(1 << 20, PolicyKind::Slru),
+        ],
+        Placement::Cached,
+    );
+    assert!(e.starts_with("invalid config: tiers[1].policy slru"), "{e}");
+}
+
+#[test]
+fn budgets_split_by_size() {
+    let cfg = StoreConfig::builder()
+        .table(TableConfig::new("small", 100, 1).placement(Placement::Pinned(MemoryKind::Dram)))
+        .table(TableConfig::new("a", 3000, 1))
+        .table(TableConfig::new("b", 1000, 1))
+        .dram_capacity(400 + 4 * 400)
+        .build();
+    let plan = cfg.plan().unwrap();
+    assert_eq!(plan[0].rows[0], 100);
+    assert_eq!(plan[1].rows[0], 300);
+    assert_eq!(plan[2].rows[0], 100);
+}
+
+#[test]
+fn simulation_only_policies_are_refused() {
+    let cfg = StoreConfig::builder()
+        .table(TableConfig::new("a", 1000, 4))
+        .dram_policy(PolicyKind::Slru)
+        .build();
+    assert!(cfg
+        .plan()
+        .unwrap_err()
+        .to_string()
+        .contains("simulation only"));
+}
+
+#[test]
+fn tier_too_small_is_an_error() {
+    let cfg = StoreConfig::builder()
+        .table(TableConfig::new("a", 1000, 128))
+        .dram_capacity(100)
+        .build();
+    assert!(matches!(cfg.plan(), Err(Error::TierTooSmall { .. })));
+    let cfg = StoreConfig::builder()
+        .table(TableConfig::new("a", 1000, 128).placement(Placement::Pinned(MemoryKind::Dram)))
+        .dram_capacity(1000)
+        .build();
+    assert!(matches!(
+        cfg.plan(),
+        Err(Error::TierTooSmall {
+            needed: 512_000,
+            ..
+        })
+    ));
+}

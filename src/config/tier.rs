@@ -1,0 +1,148 @@
+//! The cache tiers and the SSD tier.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::ByteSize;
+use crate::io::IoEngineKind;
+use crate::policy::PolicyKind;
+
+/// A kind of memory a cache tier lives in. Adding one is a variant here and
+/// a slab backend in `tier::slab`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum MemoryKind {
+    /// Ordinary heap memory.
+    Dram,
+    /// A memory-mapped file: persistent memory on a DAX file system, CXL
+    /// memory exposed as a file, or (to emulate) any file system.
+    Pmem,
+}
+
+impl MemoryKind {
+    /// The name used in `store.toml` and in errors (`dram`, `pmem`).
+    pub fn name(self) -> &'static str {
+        match self {
+            MemoryKind::Dram => "dram",
+            MemoryKind::Pmem => "pmem",
+        }
+    }
+}
+
+impl fmt::Display for MemoryKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Most cache tiers a store may have.
+pub const MAX_TIERS: usize = 4;
+
+/// One cache tier. The tiers of a store form an exclusive hierarchy, fastest
+/// first: a row lives in at most one of them, a lookup that finds it below
+/// the first tier moves it up to the first, and each tier's victims move
+/// down one tier (dirty victims of the last tier are written to SSD).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TierConfig {
+    /// The memory it lives in.
+    pub kind: MemoryKind,
+    /// Bytes of row payload the tier may hold, pinned tables included.
+    pub capacity: ByteSize,
+    /// Eviction policy of its caches.
+    #[serde(default)]
+    pub policy: PolicyKind,
+    /// For a file-backed kind, the file; by default `pmem.emb` in the store
+    /// directory (`pmem.N.emb` for the N-th such tier, N >= 1). Put it on a
+    /// DAX file system (or tmpfs, to emulate) to get byte-addressable memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+}
+
+impl TierConfig {
+    /// A DRAM tier of `bytes` with `policy`.
+    pub fn dram(bytes: u64, policy: PolicyKind) -> TierConfig {
+        TierConfig {
+            kind: MemoryKind::Dram,
+            capacity: ByteSize(bytes),
+            policy,
+            path: None,
+        }
+    }
+
+    /// A PMem tier of `bytes` at `path` (None: in the store directory).
+    pub fn pmem(path: Option<PathBuf>, bytes: u64, policy: PolicyKind) -> TierConfig {
+        TierConfig {
+            kind: MemoryKind::Pmem,
+            capacity: ByteSize(bytes),
+            policy,
+            path,
+        }
+    }
+}
+
+/// The SSD tier.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SsdConfig {
+    /// The data file or block device; by default `data.emb` in the store directory.
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    /// I/O engine; `EMBTIER_IO_ENGINE` overrides it.
+    #[serde(default)]
+    pub io_engine: IoEngineKind,
+    /// io_uring queue depth: reads in flight per batch.
+    #[serde(default = "default_qd")]
+    pub queue_depth: u32,
+    /// Threads of the psync engine.
+    #[serde(default = "default_psync_threads")]
+    pub psync_threads: usize,
+    /// Open with O_DIRECT (falls back to buffered I/O where refused).
+    #[serde(default = "default_true")]
+    pub direct_io: bool,
+    /// Capacity of the row log, the region after the tables where dirty
+    /// rows written back are appended packed (15 rows of 256 bytes a block)
+    /// instead of read-modify-writing each row's 4 KiB block. `None` (the
+    /// default): half the bytes of the cached tables, at least 16 MiB. `0`
+    /// turns it off. Only a data file that is a regular file gets one.
+    #[serde(default)]
+    pub row_log: Option<ByteSize>,
+}
+
+impl SsdConfig {
+    /// What the I/O layer needs of these settings to open an engine.
+    pub fn engine_options(&self) -> crate::io::EngineOptions {
+        crate::io::EngineOptions {
+            kind: self.io_engine,
+            queue_depth: self.queue_depth,
+            psync_threads: self.psync_threads,
+            direct_io: self.direct_io,
+        }
+    }
+}
+
+fn default_qd() -> u32 {
+    128
+}
+fn default_psync_threads() -> usize {
+    4
+}
+fn default_true() -> bool {
+    true
+}
+
+impl Default for SsdConfig {
+    fn default() -> SsdConfig {
+        SsdConfig {
+            path: None,
+            io_engine: IoEngineKind::Auto,
+            queue_depth: default_qd(),
+            psync_threads: default_psync_threads(),
+            direct_io: true,
+            row_log: None,
+        }
+    }
+}

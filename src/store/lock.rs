@@ -1,0 +1,92 @@
+//! The store's lock: one process, and one open in it, at a time.
+
+use super::*;
+
+/// The store directories this process holds open, by (device, inode) of
+/// the directory, so that a path alias (a symlink, a bind mount) is the
+/// same store.
+pub(super) static OPEN_STORES: parking_lot::Mutex<Vec<(u64, u64)>> =
+    parking_lot::Mutex::new(Vec::new());
+
+/// The store's exclusive lock: a POSIX record lock (`fcntl(F_SETLK)`) on
+/// the LOCK file against other processes, and [`OPEN_STORES`] against a
+/// second open in this one. Released when dropped or when the process dies
+/// (so a dead process's lock never blocks).
+///
+/// Not `flock`: a child forked while the store is open (a DataLoader
+/// worker, or any subprocess between its fork and its exec) inherits the
+/// descriptor, and an `flock` stays held until every copy is closed, so the
+/// store stayed locked after its owner closed it. A record lock belongs to
+/// the process and is not inherited. Its one hazard, that closing *any*
+/// descriptor of the file releases it, is why a second open in this
+/// process is refused by the registry before the file is opened again.
+pub(super) struct LockFile {
+    file: Option<File>,
+    key: (u64, u64),
+}
+
+impl LockFile {
+    pub(super) fn acquire(dir: &Path) -> Result<LockFile> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
+        let path = dir.join(LOCK_FILE);
+        let meta = std::fs::metadata(dir).map_err(|e| Error::io(dir, "stat", e))?;
+        let key = (meta.dev(), meta.ino());
+        let mut open = OPEN_STORES.lock();
+        if open.contains(&key) {
+            return Err(Error::Locked {
+                path,
+                pid: std::process::id(),
+            });
+        }
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| Error::io(&path, "open", e))?;
+        // SAFETY: `flock` is a plain C struct for which all-zero bytes are
+        // valid; the fields that matter are set below.
+        let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+        lock.l_type = libc::F_WRLCK as _;
+        lock.l_whence = libc::SEEK_SET as _;
+        // l_start = 0, l_len = 0: the whole file.
+        // SAFETY: fcntl(F_SETLK) on a valid open descriptor with a pointer
+        // to an initialised `flock` that outlives the call.
+        let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLK, &lock) };
+        if rc != 0 {
+            let err = std::io::Error::last_os_error();
+            if matches!(err.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EACCES)) {
+                // Another process holds it. Closing this descriptor is
+                // harmless: this process holds no lock on the file.
+                let mut s = String::new();
+                let _ = file.read_to_string(&mut s);
+                return Err(Error::Locked {
+                    path,
+                    pid: s.trim().parse().unwrap_or(0),
+                });
+            }
+            return Err(Error::io(&path, "fcntl(F_SETLK)", err));
+        }
+        file.set_len(0)
+            .map_err(|e| Error::io(&path, "truncate", e))?;
+        write!(file, "{}", std::process::id()).map_err(|e| Error::io(&path, "write", e))?;
+        open.push(key);
+        Ok(LockFile {
+            file: Some(file),
+            key,
+        })
+    }
+}
+
+impl Drop for LockFile {
+    fn drop(&mut self) {
+        // Release the record lock (by closing its descriptor) before the
+        // registry lets this process open the store again: the other order
+        // would let a new open's lock be released by this close.
+        let mut open = OPEN_STORES.lock();
+        drop(self.file.take());
+        open.retain(|k| *k != self.key);
+    }
+}

@@ -1,0 +1,168 @@
+//! A cached table's shards: which shard a row is in, how many there are,
+//! and the moves of a row between a shard's tiers and its pending map.
+
+use super::*;
+
+/// Positions `0..ids.len()` ordered by shard (stable: each shard sees its
+/// ids in batch order), and the start of each shard's run.
+pub(super) fn by_shard(
+    ids: &[u64],
+    n: usize,
+    shard_of: impl Fn(u64) -> usize,
+) -> (Vec<u32>, Vec<u32>) {
+    let sh: Vec<u32> = ids.iter().map(|&id| shard_of(id) as u32).collect();
+    let mut start = vec![0u32; n + 1];
+    for &s in &sh {
+        start[s as usize + 1] += 1;
+    }
+    for i in 0..n {
+        start[i + 1] += start[i];
+    }
+    let mut next = start.clone();
+    let mut order = vec![0u32; ids.len()];
+    for (pos, &s) in sh.iter().enumerate() {
+        order[next[s as usize] as usize] = pos as u32;
+        next[s as usize] += 1;
+    }
+    (order, start)
+}
+
+impl Shard {
+    /// The row-log block of `id`'s newest written copy, or [`NOT_LOGGED`].
+    pub(super) fn logged_at(&self, id: u64) -> u32 {
+        if self.logged.is_empty() {
+            return NOT_LOGGED;
+        }
+        self.logged.get(&id).copied().unwrap_or(NOT_LOGGED)
+    }
+
+    /// Add a dirty row leaving the cache tiers to the pending map.
+    pub(super) fn add_pending(
+        pending: &mut HashMap<u64, PendingRow>,
+        next_gen: &mut u64,
+        id: u64,
+        bytes: &[u8],
+        ctx: &mut Ctx,
+    ) {
+        *next_gen += 1;
+        let old = pending.insert(
+            id,
+            PendingRow {
+                gen: *next_gen,
+                bytes: bytes.into(),
+            },
+        );
+        if old.is_none() {
+            ctx.pending_delta += bytes.len() as isize;
+        }
+        ctx.new_pending += 1;
+    }
+
+    /// The first tier's slice: where hits are served and rows are pinned.
+    #[inline]
+    pub(super) fn top(&mut self) -> &mut SlotCache {
+        &mut self.tiers[0]
+    }
+
+    /// Insert a row into the first tier; each tier's victim moves down one
+    /// tier, and the last tier's victim, if dirty, to the pending map.
+    pub(super) fn insert_top(&mut self, id: u64, src: &[u8], dirty: bool, ctx: &mut Ctx) -> usize {
+        let Shard {
+            tiers,
+            tier_index,
+            pending,
+            next_gen,
+            ..
+        } = self;
+        let mut spill = std::mem::take(&mut ctx.spill);
+        let mut next = std::mem::take(&mut ctx.spill2);
+        spill.clear();
+        let slot = tiers[0].insert(id, src, dirty, &mut spill);
+        ctx.c.inserts[0] += 1;
+        let mut k = 0;
+        while let Some(&(vid, vdirty)) = spill.rows.first() {
+            let t = tier_index[k];
+            ctx.c.evictions[t] += 1;
+            ctx.c.dirty_evictions[t] += vdirty as u64;
+            k += 1;
+            let Some(below) = tiers.get_mut(k) else {
+                if vdirty {
+                    Self::add_pending(pending, next_gen, vid, &spill.bytes, ctx);
+                }
+                break;
+            };
+            next.clear();
+            below.insert(vid, &spill.bytes, vdirty, &mut next);
+            ctx.c.inserts[tier_index[k]] += 1;
+            std::mem::swap(&mut spill, &mut next);
+        }
+        ctx.spill = spill;
+        ctx.spill2 = next;
+        slot
+    }
+
+    /// The first tier's slot of `id`, moving it up from a lower tier or
+    /// pending if it is there.
+    #[inline]
+    pub(super) fn locate(&mut self, id: u64, ctx: &mut Ctx) -> Option<usize> {
+        let top = self.top();
+        if let Some(s) = top.get(id) {
+            top.touch(s);
+            ctx.c.hits[0] += 1;
+            return Some(s);
+        }
+        self.locate_below(id, ctx)
+    }
+
+    pub(super) fn locate_below(&mut self, id: u64, ctx: &mut Ctx) -> Option<usize> {
+        let mut tmp = std::mem::take(&mut ctx.scratch);
+        let mut found = None;
+        for k in 1..self.tiers.len() {
+            if let Some(dirty) = self.tiers[k].take(id, &mut tmp) {
+                ctx.c.hits[self.tier_index[k]] += 1;
+                found = Some(self.insert_top(id, &tmp, dirty, ctx));
+                break;
+            }
+        }
+        if found.is_none() {
+            if let Some(p) = self.pending.remove(&id) {
+                ctx.c.pending_hits += 1;
+                ctx.pending_delta -= p.bytes.len() as isize;
+                found = Some(self.insert_top(id, &p.bytes, true, ctx));
+            }
+        }
+        ctx.scratch = tmp;
+        found
+    }
+}
+
+/// Number of shards for a cached table with `tier_rows` rows in each tier.
+pub(super) fn shard_count(
+    name: &str,
+    tier_rows: &[u64],
+    requested: Option<usize>,
+) -> Result<usize> {
+    let max = MAX_SHARD_ROWS as u64;
+    let top = tier_rows[0];
+    let need = tier_rows
+        .iter()
+        .map(|r| r.div_ceil(max))
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let want = requested
+        .map(|r| r as u64)
+        .unwrap_or_else(|| (top / 1024).clamp(1, 64));
+    let n = want.max(need).min(top);
+    if n < need {
+        return Err(Error::config(format!(
+            "table {name:?}: its lower tiers' rows need {need} shards, but the first tier's share holds only {top} rows (one per shard at least)"
+        )));
+    }
+    Ok(n as usize)
+}
+
+/// Split `total` over `n` parts as evenly as possible.
+pub(super) fn part(total: u64, n: usize, i: usize) -> usize {
+    (total / n as u64 + u64::from((i as u64) < total % n as u64)) as usize
+}
