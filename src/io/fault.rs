@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::{AlignedBuf, IoEngine, IoFailure, LatencyRecorder};
+use super::{AlignedBuf, EngineFile, IoEngine, IoFailure};
 
 /// Sector size of torn writes and short reads.
 pub const SECTOR: usize = 512;
@@ -360,11 +360,7 @@ impl IoEngine for FaultyEngine {
         format!("faulty({})", self.inner.name())
     }
 
-    fn direct(&self) -> bool {
-        self.inner.direct()
-    }
-
-    fn read_latency(&self) -> &LatencyRecorder {
-        self.inner.read_latency()
+    fn file(&self) -> &EngineFile {
+        self.inner.file()
     }
 }

@@ -23,7 +23,7 @@ mod uring;
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Once;
 
 pub use aligned::AlignedBuf;
@@ -141,14 +141,66 @@ pub trait IoEngine: Send + Sync {
     /// Write extent `i` from `buf[i * len..]` to byte offset `offsets[i]`.
     fn write_extents(&self, offsets: &[u64], len: usize, buf: &AlignedBuf)
         -> Result<(), IoFailure>;
-    /// Make every completed write durable (fdatasync).
-    fn sync(&self) -> Result<(), IoFailure>;
     /// `uring` or `psync` (wrappers may add to it).
     fn name(&self) -> String;
+    /// The file the engine reads and writes, with its O_DIRECT flag and
+    /// read latencies (a wrapper returns its inner engine's).
+    fn file(&self) -> &EngineFile;
+    /// Make every completed write durable (fdatasync).
+    fn sync(&self) -> Result<(), IoFailure> {
+        self.file().sync()
+    }
     /// Whether the file is open with O_DIRECT.
-    fn direct(&self) -> bool;
+    fn direct(&self) -> bool {
+        self.file().direct()
+    }
     /// Latency of single read operations since open.
-    fn read_latency(&self) -> &LatencyRecorder;
+    fn read_latency(&self) -> &LatencyRecorder {
+        self.file().read_latency()
+    }
+}
+
+/// What every engine holds whatever its way of issuing I/O: the open file,
+/// whether it was opened with O_DIRECT, and the latencies of its reads.
+#[derive(Debug)]
+pub struct EngineFile {
+    file: File,
+    direct: bool,
+    lat: LatencyRecorder,
+}
+
+impl EngineFile {
+    pub(crate) fn new(file: File, direct: bool) -> EngineFile {
+        EngineFile {
+            file,
+            direct,
+            lat: LatencyRecorder::default(),
+        }
+    }
+
+    /// The open file.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// Whether the file is open with O_DIRECT.
+    pub fn direct(&self) -> bool {
+        self.direct
+    }
+
+    /// Latency of single read operations since open.
+    pub fn read_latency(&self) -> &LatencyRecorder {
+        &self.lat
+    }
+
+    /// fdatasync the file.
+    pub fn sync(&self) -> Result<(), IoFailure> {
+        self.file.sync_data().map_err(|error| IoFailure {
+            op: "fsync",
+            offset: 0,
+            error,
+        })
+    }
 }
 
 /// Hand each of the `n` extents of a completed read in `buf` to `done`, in
@@ -244,7 +296,6 @@ pub fn probe_uring() -> std::result::Result<(), String> {
 pub fn open_engine(path: &Path, cfg: &EngineOptions) -> Result<(Box<dyn IoEngine>, EngineChoice)> {
     let kind = requested_engine(cfg.kind)?;
     let (file, direct) = open_file(path, cfg.direct_io)?;
-    let path: PathBuf = path.to_path_buf();
     let use_uring = match kind {
         IoEngineKind::Psync => Err("psync requested".to_string()),
         IoEngineKind::Uring => {
@@ -266,7 +317,7 @@ pub fn open_engine(path: &Path, cfg: &EngineOptions) -> Result<(Box<dyn IoEngine
     match use_uring {
         #[cfg(target_os = "linux")]
         Ok(reason) => {
-            let e = uring::UringEngine::new(file, path, direct, cfg.queue_depth)
+            let e = uring::UringEngine::new(file, direct, cfg.queue_depth)
                 .map_err(|e| Error::io("io_uring", "setup", e))?;
             Ok((
                 Box::new(e),

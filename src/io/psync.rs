@@ -5,23 +5,19 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
-use super::{check_extents, AlignedBuf, IoEngine, IoFailure, LatencyRecorder};
+use super::{check_extents, AlignedBuf, EngineFile, IoEngine, IoFailure};
 
 /// pread/pwrite on up to `threads` scoped threads per batch.
 pub(crate) struct PsyncEngine {
-    file: File,
-    direct: bool,
+    f: EngineFile,
     threads: usize,
-    lat: LatencyRecorder,
 }
 
 impl PsyncEngine {
     pub(crate) fn new(file: File, direct: bool, threads: usize) -> PsyncEngine {
         PsyncEngine {
-            file,
-            direct,
+            f: EngineFile::new(file, direct),
             threads: threads.max(1),
-            lat: LatencyRecorder::default(),
         }
     }
 
@@ -38,7 +34,7 @@ impl PsyncEngine {
             for (off, c) in offsets.iter().zip(chunks) {
                 op(*off, c, &mut lat)?;
             }
-            self.lat.record_all(&lat);
+            self.f.read_latency().record_all(&lat);
             return Ok(());
         }
         let per = n.div_ceil(threads);
@@ -69,7 +65,7 @@ impl PsyncEngine {
         });
         let mut first_err = None;
         for (r, l) in results {
-            self.lat.record_all(&l);
+            self.f.read_latency().record_all(&l);
             if let Err(e) = r {
                 first_err.get_or_insert(e);
             }
@@ -111,7 +107,7 @@ impl IoEngine for PsyncEngine {
             .chunks_mut(len)
             .take(offsets.len())
             .collect();
-        let file = &self.file;
+        let file = self.f.file();
         self.run(offsets, chunks, |off, chunk, lat| {
             let t = Instant::now();
             read_full(file, off, chunk).map_err(|error| IoFailure {
@@ -132,7 +128,7 @@ impl IoEngine for PsyncEngine {
     ) -> Result<(), IoFailure> {
         check_extents(offsets, len, buf.len());
         let chunks: Vec<&[u8]> = buf.as_slice().chunks(len).take(offsets.len()).collect();
-        let file = &self.file;
+        let file = self.f.file();
         self.run(offsets, chunks, |off, chunk, _| {
             file.write_all_at(chunk, off).map_err(|error| IoFailure {
                 op: "write",
@@ -142,23 +138,11 @@ impl IoEngine for PsyncEngine {
         })
     }
 
-    fn sync(&self) -> Result<(), IoFailure> {
-        self.file.sync_data().map_err(|error| IoFailure {
-            op: "fsync",
-            offset: 0,
-            error,
-        })
-    }
-
     fn name(&self) -> String {
         "psync".into()
     }
 
-    fn direct(&self) -> bool {
-        self.direct
-    }
-
-    fn read_latency(&self) -> &LatencyRecorder {
-        &self.lat
+    fn file(&self) -> &EngineFile {
+        &self.f
     }
 }

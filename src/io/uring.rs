@@ -13,13 +13,12 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use io_uring::{opcode, squeue, types, IoUring};
 use parking_lot::Mutex;
 
-use super::{check_extents, AlignedBuf, IoEngine, IoFailure, LatencyRecorder};
+use super::{check_extents, AlignedBuf, EngineFile, IoEngine, IoFailure};
 
 pub(crate) fn probe() -> io::Result<()> {
     let mut ring = IoUring::new(4)?;
@@ -39,25 +38,18 @@ pub(crate) fn probe() -> io::Result<()> {
 }
 
 pub(crate) struct UringEngine {
-    file: File,
-    #[allow(dead_code)]
-    path: PathBuf,
-    direct: bool,
+    f: EngineFile,
     qd: u32,
     rings: Mutex<Vec<IoUring>>,
-    lat: LatencyRecorder,
 }
 
 impl UringEngine {
-    pub(crate) fn new(file: File, path: PathBuf, direct: bool, qd: u32) -> io::Result<UringEngine> {
+    pub(crate) fn new(file: File, direct: bool, qd: u32) -> io::Result<UringEngine> {
         let first = IoUring::new(qd.next_power_of_two())?;
         Ok(UringEngine {
-            file,
-            path,
-            direct,
+            f: EngineFile::new(file, direct),
             qd,
             rings: Mutex::new(vec![first]),
-            lat: LatencyRecorder::default(),
         })
     }
 
@@ -218,7 +210,7 @@ impl UringEngine {
             }
         }
         self.rings.lock().push(ring);
-        self.lat.record_all(&lat);
+        self.f.read_latency().record_all(&lat);
         first_err.map_or(Ok(()), Err)
     }
 }
@@ -241,7 +233,7 @@ impl IoEngine for UringEngine {
         done: &mut dyn FnMut(usize, &[u8]),
     ) -> Result<(), IoFailure> {
         check_extents(offsets, len, buf.len());
-        let fd = types::Fd(self.file.as_raw_fd());
+        let fd = types::Fd(self.f.file().as_raw_fd());
         let base = buf.as_mut_ptr() as usize;
         self.run(
             "read",
@@ -276,7 +268,7 @@ impl IoEngine for UringEngine {
         buf: &AlignedBuf,
     ) -> Result<(), IoFailure> {
         check_extents(offsets, len, buf.len());
-        let fd = types::Fd(self.file.as_raw_fd());
+        let fd = types::Fd(self.f.file().as_raw_fd());
         let base = buf.as_ptr() as usize;
         self.run(
             "write",
@@ -293,23 +285,11 @@ impl IoEngine for UringEngine {
         )
     }
 
-    fn sync(&self) -> Result<(), IoFailure> {
-        self.file.sync_data().map_err(|error| IoFailure {
-            op: "fsync",
-            offset: 0,
-            error,
-        })
-    }
-
     fn name(&self) -> String {
         "uring".into()
     }
 
-    fn direct(&self) -> bool {
-        self.direct
-    }
-
-    fn read_latency(&self) -> &LatencyRecorder {
-        &self.lat
+    fn file(&self) -> &EngineFile {
+        &self.f
     }
 }
