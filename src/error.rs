@@ -121,6 +121,12 @@ pub enum Error {
         #[source]
         source: FormatError,
     },
+    /// The warm restart's read-back failed (see `Store::wait_warm`).
+    #[error("warm restart: {reason}")]
+    Warm {
+        /// What failed.
+        reason: String,
+    },
     /// The configuration is invalid.
     #[error("invalid config: {reason}")]
     Config {

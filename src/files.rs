@@ -13,3 +13,6 @@ pub const PMEM_FILE: &str = "pmem.emb";
 pub const LOCK_FILE: &str = "LOCK";
 /// Journal file name.
 pub const JOURNAL_FILE: &str = "journal.emb";
+/// The hot set: the rows each cache tier held at the last checkpoint, read
+/// back at open (a warm restart). A hint: losing it costs only time.
+pub const HOT_FILE: &str = "hot.emb";

@@ -48,7 +48,7 @@ counters!(
     Counters, Local {
     lookups, updates, pending_hits, ssd_rows_read, ssd_rows_written,
     ssd_read_ops, ssd_write_ops, ssd_bytes_read, ssd_bytes_written, writeback_errors,
-    prefetched, prefetch_pinned, log_rows_read, log_rows_written, log_blocks_written, log_rows_merged,
+    prefetched, prefetch_pinned, filled, warmed, log_rows_read, log_rows_written, log_blocks_written, log_rows_merged,
     } per tier {
     /// Rows found in the tier (for a pinned table: every access).
     hits,
@@ -189,6 +189,14 @@ pub struct TableStats {
     /// Pins taken by prefetches (at most one per prefetched id; fewer when
     /// the pin bound is reached).
     pub prefetch_pinned: u64,
+    /// Rows installed into the first tier from block groups read for other
+    /// rows, while it had free room (a cold cache filling at a group's rows
+    /// per read); counted in the first tier's inserts, not in `lookups`.
+    pub filled: u64,
+    /// Rows read back at open from the hot set the last checkpoint wrote
+    /// (a warm restart; see [`crate::Store::wait_warm`]), not counted in
+    /// `lookups`.
+    pub warmed: u64,
     /// The cache tiers, in the store's order (`StoreConfig::tiers`). A
     /// table pinned to a tier counts every access as a hit there, and
     /// nothing in the others.

@@ -364,6 +364,9 @@ fn faulty() -> (Arc<FaultPlan>, OpenOptionsExt) {
         wrap_engine: Some(Arc::new(move |path: &std::path::Path, e| {
             Box::new(FaultyEngine::new(e, p2.clone(), path))
         })),
+        // Cold: a warm-up reading in the background would take reads
+        // from the counts the faults are planned by.
+        cold: true,
     };
     (plan, opts)
 }

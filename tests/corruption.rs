@@ -80,6 +80,7 @@ fn generate_crashed_fixture() {
                 e
             }
         })),
+        ..Default::default()
     };
     drop(Store::create(&dir, config()).unwrap());
     let s = Store::open_with(&dir, config(), opts).unwrap();

@@ -110,6 +110,13 @@ pub struct SsdConfig {
     /// turns it off. Only a data file that is a regular file gets one.
     #[serde(default)]
     pub row_log: Option<ByteSize>,
+    /// Filling a cold cache: a miss's read of a home block group also
+    /// installs the group's other rows into the first tier while it has
+    /// free room (never evicting for them), until a shard is first full.
+    /// On by default; `emb-replay simulate` does not model it, so turn it
+    /// off to compare a run with a simulation exactly.
+    #[serde(default = "default_true")]
+    pub cold_fill: bool,
 }
 
 impl SsdConfig {
@@ -143,6 +150,7 @@ impl Default for SsdConfig {
             psync_threads: default_psync_threads(),
             direct_io: true,
             row_log: None,
+            cold_fill: true,
         }
     }
 }

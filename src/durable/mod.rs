@@ -75,6 +75,9 @@ pub struct Checkpoint {
     pub row_log_merged_rows: u64,
     /// Row-log blocks committed (0 after a merge).
     pub row_log_blocks: u64,
+    /// Rows recorded in the hot set for a warm restart (0 if it could not
+    /// be written: the next open then starts cold).
+    pub hot_rows: u64,
 }
 
 struct State {
@@ -371,6 +374,7 @@ impl Durable {
             journal_bytes: st.len,
             row_log_merged_rows: 0,
             row_log_blocks: rowlog_blocks,
+            hot_rows: 0,
         };
         st.epoch = st.sb.next_epoch;
         self.current

@@ -29,7 +29,7 @@ use crate::tier::rowlog::RowLog;
 use crate::tier::slab::{PmemFile, TierMemory};
 use crate::tier::ssd::Ssd;
 
-pub use crate::files::{CONFIG_FILE, DATA_FILE, LOCK_FILE, META_FILE, PMEM_FILE};
+pub use crate::files::{CONFIG_FILE, DATA_FILE, HOT_FILE, LOCK_FILE, META_FILE, PMEM_FILE};
 
 mod lock;
 mod open;
@@ -37,6 +37,7 @@ mod prefetch;
 mod restore;
 mod stats;
 mod undo;
+mod warm;
 mod write;
 
 pub use prefetch::Prefetch;
@@ -52,6 +53,9 @@ pub type EngineWrapper = Arc<dyn Fn(&Path, Box<dyn IoEngine>) -> Box<dyn IoEngin
 pub struct OpenOptionsExt {
     /// Wrap the store's engines (fault injection in tests).
     pub wrap_engine: Option<EngineWrapper>,
+    /// Open cold: do not read back the hot set of the last checkpoint
+    /// (see [`Store::wait_warm`]).
+    pub cold: bool,
 }
 
 /// One table's batch in [`Store::lookup_many`]: the ids to look up and
@@ -128,6 +132,9 @@ pub struct Store {
     recovery: Recovery,
     /// Merges of the row log since open.
     log_merges: std::sync::atomic::AtomicU64,
+    /// The warm restart's read-back, while it runs (cancelled and joined
+    /// when the store is dropped, before anything else is).
+    warm: parking_lot::Mutex<Option<warm::Warm>>,
     _lock: LockFile,
 }
 
@@ -423,6 +430,7 @@ impl Store {
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         done.row_log_merged_rows = merged;
+        done.hot_rows = self.write_hot_set(done.generation);
         Ok(done)
     }
 

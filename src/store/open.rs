@@ -276,7 +276,12 @@ impl Store {
             }
         }
         let lock = LockFile::acquire(dir)?;
-        Store::assemble(dir, config, sb, catalog, lock, false, opts)
+        let cold = opts.cold;
+        let store = Store::assemble(dir, config, sb, catalog, lock, false, opts)?;
+        if !cold {
+            store.start_warm()?;
+        }
+        Ok(store)
     }
 
     fn assemble(
@@ -339,6 +344,7 @@ impl Store {
                 policies: policies.clone(),
                 pin_tier,
                 shards: config.shards,
+                cold_fill: config.ssd.cold_fill,
                 memory: &mut memory,
                 ssd: &ssd,
                 fresh,
@@ -361,6 +367,7 @@ impl Store {
             superblock,
             recovery,
             log_merges: 0.into(),
+            warm: parking_lot::Mutex::new(None),
             _lock: lock,
         })
     }

@@ -74,6 +74,8 @@ impl Store {
                     updates: c.updates,
                     prefetched: c.prefetched,
                     prefetch_pinned: c.prefetch_pinned,
+                    filled: c.filled,
+                    warmed: c.warmed,
                     tiers,
                     ssd: SsdStats {
                         rows_read: c.ssd_rows_read,

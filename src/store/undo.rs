@@ -25,7 +25,7 @@ pub(super) struct CreateUndo {
 }
 
 /// The files a store keeps in its directory.
-pub(super) const STORE_FILES: [&str; 7] = [
+pub(super) const STORE_FILES: [&str; 9] = [
     LOCK_FILE,
     CONFIG_FILE,
     META_FILE,
@@ -33,6 +33,8 @@ pub(super) const STORE_FILES: [&str; 7] = [
     DATA_FILE,
     crate::durable::JOURNAL_FILE,
     PMEM_FILE,
+    HOT_FILE,
+    "hot.emb.tmp",
 ];
 
 impl CreateUndo {

@@ -375,6 +375,112 @@ impl Table {
             };
             act(&mut sh, slot, same);
         }
+        if let (Loc::Home(g), Some(state)) = (loc, home) {
+            self.fill_from_group(i, g, state, blocks, run);
+        }
+    }
+
+    /// Warm restart: read `ids` (unique, in range) into the tiers through
+    /// the miss path, without counting them as lookups; rows already in
+    /// memory stay where they are. Returns the rows read.
+    pub(crate) fn warm(&self, ssd: &Ssd, ids: &[u64]) -> Result<u64> {
+        let TableKind::Cached { shards, .. } = &self.kind else {
+            return Ok(0);
+        };
+        let n = shards.len();
+        let mut misses = Vec::with_capacity(ids.len());
+        let (order, start) = by_shard(ids, n, |id| self.shard_of(id, n));
+        for s in 0..n {
+            let sh = shards[s].lock();
+            for &p in &order[start[s] as usize..start[s + 1] as usize] {
+                let id = ids[p as usize];
+                if !sh.holds(id) {
+                    misses.push(Miss {
+                        id,
+                        seq: sh.wb_seq,
+                        k: 0,
+                        log: sh.logged_at(id),
+                    });
+                }
+            }
+        }
+        let mut ctx = Ctx::new();
+        let r = self.resolve_misses(ssd, shards, misses, &mut ctx, |_, _, _| {});
+        ctx.c.warmed = ctx.c.ssd_rows_read;
+        let read = ctx.c.ssd_rows_read;
+        self.finish(ssd, &mut ctx);
+        ctx.c.publish(&self.counters);
+        r.map(|()| read)
+    }
+
+    /// The ids resident in each of the store's `tiers` tiers, ascending
+    /// (empty for a pinned table, which is loaded whole at open anyway).
+    pub(crate) fn resident_ids(&self, tiers: usize) -> Vec<Vec<u64>> {
+        let mut out = vec![Vec::new(); tiers];
+        if let TableKind::Cached { shards, .. } = &self.kind {
+            for sh in shards {
+                let sh = sh.lock();
+                for (c, &t) in sh.tiers.iter().zip(&sh.tier_index) {
+                    out[t].extend(c.ids());
+                }
+            }
+        }
+        for ids in &mut out {
+            ids.sort_unstable();
+        }
+        out
+    }
+
+    /// Stop filling the first tier from block reads (a warm restart knows
+    /// better which rows to bring back).
+    pub(crate) fn close_fill(&self) {
+        self.fill_open.store(false, Ordering::Relaxed);
+    }
+
+    /// Filling a cold cache: install the other rows of home group `g`, just
+    /// read for the misses `run`, into the first tier while it has free
+    /// room, so that a cold cache warms at a group's rows per read instead
+    /// of one. Admission: only into free slots (nothing is evicted for a
+    /// row nobody asked for), and the first time a shard has no room the
+    /// table stops filling for good. Consistency: the group's bytes are a
+    /// row's newest copy only if the row is in no tier, not pending and not
+    /// in the row log, and no write-back of the table has started since the
+    /// read was issued (`wb_epoch` unchanged and even), all checked under
+    /// the row's shard lock.
+    fn fill_from_group(
+        &self,
+        i: &mut Install<'_>,
+        g: u64,
+        state: BlockState,
+        blocks: &[u8],
+        run: &[Miss],
+    ) {
+        if !self.fill_open.load(Ordering::Relaxed) || i.epoch % 2 == 1 {
+            return;
+        }
+        let e = &self.entry;
+        let mut asked = run.iter().map(|m| m.id).peekable();
+        for id in e.layout.rows_of(g, e.rows) {
+            while asked.next_if(|&a| a < id).is_some() {}
+            if asked.next_if_eq(&id).is_some() {
+                while asked.next_if_eq(&id).is_some() {}
+                continue;
+            }
+            let mut sh = i.shards[self.shard_of(id, i.shards.len())].lock();
+            if !sh.top().has_room() {
+                self.fill_open.store(false, Ordering::Relaxed);
+                return;
+            }
+            if sh.holds(id) || sh.logged_at(id) != NOT_LOGGED {
+                continue;
+            }
+            if self.wb_epoch.load(Ordering::Acquire) != i.epoch {
+                return;
+            }
+            row_from_group(e, state, blocks, id, i.row);
+            sh.insert_top(id, i.row, false, i.ctx);
+            i.ctx.c.filled += 1;
+        }
     }
 
     /// Apply `f(row_bytes, k)` to the rows `items = [(id, k)]` (ids unique,

@@ -112,6 +112,9 @@ pub(crate) struct Table {
     log_rows: usize,
     /// The table's index in the catalog.
     index: u32,
+    /// Whether misses still fill the first tier with the other rows of the
+    /// groups they read (until a shard is first found full).
+    fill_open: std::sync::atomic::AtomicBool,
 }
 
 pub(crate) enum TableKind {
@@ -251,6 +254,8 @@ pub(crate) struct TableSetup<'a> {
     /// The tier a pinned table lives in.
     pub pin_tier: Option<usize>,
     pub shards: Option<usize>,
+    /// Whether misses fill a cold first tier (`SsdConfig::cold_fill`).
+    pub cold_fill: bool,
     /// Each tier's memory.
     pub memory: &'a mut [TierMemory],
     pub ssd: &'a Ssd,
@@ -350,6 +355,9 @@ impl Table {
         };
         let log_rows = if log_rows >= 2 { log_rows } else { 0 };
         let t = Table {
+            fill_open: std::sync::atomic::AtomicBool::new(
+                s.cold_fill && matches!(kind, TableKind::Cached { .. }),
+            ),
             log_rows,
             index: s.index,
             name: e.name.clone(),

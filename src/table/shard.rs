@@ -101,6 +101,11 @@ impl Shard {
         slot
     }
 
+    /// Whether `id` is anywhere in this shard's memory: a tier, or pending.
+    pub(super) fn holds(&self, id: u64) -> bool {
+        self.tiers.iter().any(|c| c.get(id).is_some()) || self.pending.contains_key(&id)
+    }
+
     /// The first tier's slot of `id`, moving it up from a lower tier or
     /// pending if it is there.
     #[inline]

@@ -137,6 +137,11 @@ impl SlotCache {
         self.pins.len()
     }
 
+    /// Whether a row can be inserted without evicting one.
+    pub fn has_room(&self) -> bool {
+        self.len < self.cap
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -348,6 +353,14 @@ impl SlotCache {
                 f(k & ID_MASK, self.row(slot));
             }
         }
+    }
+
+    /// The ids of the resident rows, in slot order.
+    pub fn ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.keys[..self.next_unused]
+            .iter()
+            .filter(|&&k| k & FREE == 0)
+            .map(|&k| k & ID_MASK)
     }
 
     /// Resident dirty rows.

@@ -19,6 +19,7 @@
 
 use thiserror::Error;
 
+pub mod hotset;
 pub mod journal;
 pub mod rowlog;
 pub mod trace;
