@@ -97,14 +97,11 @@ fn the_fill_never_brings_back_an_older_copy() {
     // Cold again, with room: a miss on row 0 reads group 0 from home, whose
     // copies of rows 1 and 2 may be older than the row log's.
     // Opened cold: a warm restart would bring back the hot set instead.
-    let cfg =
-        StoreConfig::from_toml(&std::fs::read_to_string(path.join(embtier::CONFIG_FILE)).unwrap())
-            .unwrap();
     let cold = OpenOptionsExt {
         cold: true,
         ..Default::default()
     };
-    let s = Store::open_with(&path, cfg, cold).unwrap();
+    let s = Store::open_ext(&path, cold).unwrap();
     let logged = s.stats().table("t").unwrap().ssd.logged_rows;
     assert!(logged >= 2, "rows 1 and 2 are in the row log: {logged}");
     s.lookup("t", &[0], &mut one).unwrap();

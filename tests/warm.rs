@@ -135,16 +135,11 @@ fn a_damaged_or_stale_hot_set_costs_only_time() {
     assert!(out.iter().all(|&v| v == 3.0));
     drop(s);
     // Asked to open cold.
-    let s = Store::open_with(
-        &path,
-        StoreConfig::from_toml(&std::fs::read_to_string(path.join(embtier::CONFIG_FILE)).unwrap())
-            .unwrap(),
-        OpenOptionsExt {
-            cold: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let cold = OpenOptionsExt {
+        cold: true,
+        ..Default::default()
+    };
+    let s = Store::open_ext(&path, cold).unwrap();
     assert_eq!(s.wait_warm().unwrap(), 0);
 }
 

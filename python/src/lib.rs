@@ -432,10 +432,21 @@ impl PyStore {
         })
     }
 
-    /// Open the store in `path`.
+    /// Open the store in `path`. Unless `cold`, the rows each cache tier
+    /// held at the last checkpoint are read back in the background (a warm
+    /// restart; see `wait_warm`).
     #[staticmethod]
-    fn open(py: Python<'_>, path: PathBuf) -> PyResult<PyStore> {
-        let s = py.detach(|| Store::open(&path)).map_err(|e| to_py(py, e))?;
+    #[pyo3(signature = (path, cold = false))]
+    fn open(py: Python<'_>, path: PathBuf, cold: bool) -> PyResult<PyStore> {
+        let s = py
+            .detach(|| {
+                let opts = embtier::OpenOptionsExt {
+                    cold,
+                    ..Default::default()
+                };
+                Store::open_ext(&path, opts)
+            })
+            .map_err(|e| to_py(py, e))?;
         Ok(PyStore {
             inner: RwLock::new(Some(Arc::new(s))),
         })
@@ -792,6 +803,14 @@ impl PyStore {
         checkpoint_dict(py, &c)
     }
 
+    /// Wait until the warm restart's read-back has finished; returns the
+    /// rows it read (0 when there was nothing to read back). The store
+    /// serves calls while it runs.
+    fn wait_warm(&self, py: Python<'_>) -> PyResult<u64> {
+        let s = self.get(py)?;
+        py.detach(|| s.wait_warm()).map_err(|e| to_py(py, e))
+    }
+
     /// A checkpoint, for callers that need no report.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
         let s = self.get(py)?;
@@ -827,6 +846,8 @@ impl PyStore {
             td.set_item("updates", t.updates)?;
             td.set_item("prefetched", t.prefetched)?;
             td.set_item("prefetch_pinned", t.prefetch_pinned)?;
+            td.set_item("filled", t.filled)?;
+            td.set_item("warmed", t.warmed)?;
             let tier_dict = |tier: &embtier::TierStats| -> PyResult<Bound<'py, PyDict>> {
                 let x = PyDict::new(py);
                 x.set_item("kind", tier.kind.name())?;
@@ -970,5 +991,6 @@ fn checkpoint_dict<'py>(py: Python<'py>, c: &embtier::Checkpoint) -> PyResult<Bo
     d.set_item("journal_bytes", c.journal_bytes)?;
     d.set_item("row_log_merged_rows", c.row_log_merged_rows)?;
     d.set_item("row_log_blocks", c.row_log_blocks)?;
+    d.set_item("hot_rows", c.hot_rows)?;
     Ok(d)
 }

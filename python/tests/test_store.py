@@ -214,6 +214,25 @@ def test_a_tier_list_config_and_its_stats(store_dir):
     assert t["placement"] == "cached"
 
 
+def test_a_reopened_store_warms_its_hot_set(store_dir):
+    cfg = config([{"name": "t", "rows": 100_000, "dim": 8}], dram={"capacity": 2000 * 32})
+    hot = np.arange(0, 100_000, 97, dtype=np.int64)[:1000]
+    with embtier.Store.create(store_dir, cfg) as s:
+        want = s.lookup("t", hot)
+        c = s.checkpoint()
+    assert c["hot_rows"] >= len(hot)
+    with embtier.Store.open(store_dir) as s:
+        assert s.wait_warm() == c["hot_rows"]
+        t = s.stats()["tables"]["t"]
+        assert t["warmed"] == c["hot_rows"] and t["lookups"] == 0
+        np.testing.assert_array_equal(s.lookup("t", hot), want)
+        t = s.stats()["tables"]["t"]
+        assert t["dram"]["hits"] == len(hot) and t["ssd"]["rows_read"] == t["warmed"]
+    with embtier.Store.open(store_dir, cold=True) as s:
+        assert s.wait_warm() == 0
+        np.testing.assert_array_equal(s.lookup("t", hot), want)
+
+
 def test_merge_row_log_writes_every_logged_row_home(store_dir):
     # A DRAM cache of 64 rows: a bulk import evicts most rows to the row log.
     cfg = config([{"name": "t", "rows": 5000, "dim": 16}], dram={"capacity": 64 * 80})

@@ -163,6 +163,12 @@ impl Store {
 
     /// Open the store in `dir` with the tier settings of its `store.toml`.
     pub fn open(dir: impl AsRef<Path>) -> Result<Store> {
+        Store::open_ext(dir, OpenOptionsExt::default())
+    }
+
+    /// [`Store::open`] with extra options (for example `cold`, which skips
+    /// the warm restart).
+    pub fn open_ext(dir: impl AsRef<Path>, opts: OpenOptionsExt) -> Result<Store> {
         let dir = dir.as_ref();
         let cfg_path = dir.join(CONFIG_FILE);
         if !dir.join(META_FILE).exists() {
@@ -178,7 +184,7 @@ impl Store {
             },
             other => other,
         })?;
-        Store::open_with(dir, cfg, OpenOptionsExt::default())
+        Store::open_with(dir, cfg, opts)
     }
 
     /// Open the store in `dir` with new tier settings. The tables of `config`

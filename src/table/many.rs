@@ -18,6 +18,7 @@ pub(super) struct PartRound {
     epoch: u64,
     retry: Vec<Miss>,
     corrupt: Option<Error>,
+    left: usize,
 }
 
 /// Look up several tables' batches with one submission of every table's
@@ -43,6 +44,7 @@ pub(crate) fn lookup_many(ssd: &Ssd, parts: &mut [Part<'_>]) -> Result<()> {
         };
         let (locs, ranges) = t.group_misses(&mut misses);
         rounds.push(PartRound {
+            left: misses.len(),
             ctx,
             misses,
             locs,
@@ -90,6 +92,7 @@ pub(crate) fn lookup_many(ssd: &Ssd, parts: &mut [Part<'_>]) -> Result<()> {
                 ctx: &mut r.ctx,
                 retry: &mut r.retry,
                 corrupt: &mut r.corrupt,
+                left: &mut r.left,
             };
             t.install_group(
                 ssd,

@@ -187,6 +187,7 @@ impl Table {
             let epoch = self.wb_epoch.load(Ordering::Acquire);
             let mut retry: Vec<Miss> = Vec::new();
             let mut corrupt: Option<Error> = None;
+            let mut left = misses.len();
             let misses_ref = &misses;
             let offsets: Vec<u64> = locs
                 .iter()
@@ -202,6 +203,7 @@ impl Table {
                     ctx: &mut *ctx,
                     retry: &mut retry,
                     corrupt: &mut corrupt,
+                    left: &mut left,
                 };
                 self.install_group(ssd, &mut i, locs[gi], blocks, &misses_ref[lo..hi], act);
             });
@@ -347,6 +349,7 @@ impl Table {
         }
         for same in run.chunk_by(|a, b| a.id == b.id) {
             let id = same[0].id;
+            *i.left = i.left.saturating_sub(same.len());
             match (&home, &log) {
                 (Some(state), _) => row_from_group(e, *state, blocks, id, i.row),
                 (_, Some(lb)) => match self.logged_row(ssd, loc, lb, id) {
@@ -440,9 +443,10 @@ impl Table {
     /// Filling a cold cache: install the other rows of home group `g`, just
     /// read for the misses `run`, into the first tier while it has free
     /// room, so that a cold cache warms at a group's rows per read instead
-    /// of one. Admission: only into free slots (nothing is evicted for a
-    /// row nobody asked for), and the first time a shard has no room the
-    /// table stops filling for good. Consistency: the group's bytes are a
+    /// of one. Admission: only into free slots beyond those the round's
+    /// other misses will take (nothing is evicted for a row nobody asked
+    /// for, neither now nor by the rest of the round), and the first time
+    /// a shard is full the table stops filling for good. Consistency: the group's bytes are a
     /// row's newest copy only if the row is in no tier, not pending and not
     /// in the row log, and no write-back of the table has started since the
     /// read was issued (`wb_epoch` unchanged and even), all checked under
@@ -467,8 +471,10 @@ impl Table {
                 continue;
             }
             let mut sh = i.shards[self.shard_of(id, i.shards.len())].lock();
-            if !sh.top().has_room() {
-                self.fill_open.store(false, Ordering::Relaxed);
+            if sh.top().room() <= *i.left {
+                if !sh.top().has_room() {
+                    self.fill_open.store(false, Ordering::Relaxed);
+                }
                 return;
             }
             if sh.holds(id) || sh.logged_at(id) != NOT_LOGGED {

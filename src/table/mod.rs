@@ -204,6 +204,9 @@ struct Install<'a> {
     ctx: &'a mut Ctx,
     retry: &'a mut Vec<Miss>,
     corrupt: &'a mut Option<Error>,
+    /// Misses of the round not yet installed: a fill leaves that much room
+    /// free, so that it never makes the round evict a row it asked for.
+    left: &'a mut usize,
 }
 
 /// Per-call counts and scratch buffers (kept out of the shards, so that a

@@ -142,6 +142,11 @@ impl SlotCache {
         self.len < self.cap
     }
 
+    /// Free slots.
+    pub fn room(&self) -> usize {
+        self.cap - self.len
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
