@@ -46,17 +46,14 @@ mod files;
 mod hash;
 pub mod init;
 pub mod io;
-pub mod locality;
 pub mod optim;
 pub mod policy;
 pub mod pooled;
 pub mod precision;
-pub mod replay;
 pub mod stats;
 mod store;
 mod table;
 mod tier;
-pub mod trace;
 
 pub use config::{
     ByteSize, Init, IoEngineKind, Placement, RoundingMode, StoreConfig, StoreConfigBuilder,

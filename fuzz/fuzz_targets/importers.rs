@@ -1,7 +1,7 @@
 //! Every trace importer: the first byte picks the format and the CSV
 //! options, the rest is the file.
 #![no_main]
-use embtier::trace::{import, CsvSpec, Format};
+use embtier_sim::trace::{import, CsvSpec, Format};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -3,23 +3,23 @@
 //!
 //! A policy orders *slots*: small dense integers `0..capacity` that the caller
 //! maps to whatever it caches. The store's DRAM and PMem shards hand a policy
-//! their row slots; [`SimCache`] maps plain u64 ids to slots for trace
-//! simulation. Both therefore run the very same code, so a simulated hit
-//! ratio predicts the store's.
+//! their row slots; the simulator (crate `embtier-sim`, its `SimCache` and
+//! `DenseCache`) maps trace ids to slots. Both therefore run the very same
+//! code, so a simulated hit ratio predicts the store's.
 //!
 //! The link width is a type parameter ([`Link`]): store shards use `u16`
 //! links, so that per-row bookkeeping stays within 16 bytes; the simulator
 //! uses `u32`.
 //!
 //! ```
-//! use embtier::policy::{PolicyKind, SimCache};
-//! let mut c = SimCache::new(PolicyKind::Lru, 2);
-//! assert!(!c.access(1));
-//! assert!(!c.access(2));
-//! assert!(c.access(1));
-//! assert!(!c.access(3)); // evicts 2, the least recently used
-//! assert!(!c.access(2));
-//! assert!(c.access(3));
+//! use embtier::policy::{AnyPolicy, EvictionPolicy, PolicyKind};
+//! let mut p = AnyPolicy::<u32>::new(PolicyKind::Lru, 2);
+//! p.insert(0, 10); // slot 0 holds key 10
+//! p.insert(1, 20); // slot 1 holds key 20
+//! p.hit(0);
+//! assert_eq!(p.evict(), 1); // key 20, the least recently used
+//! p.insert(1, 30);
+//! assert_eq!(p.evict(), 0); // then key 10
 //! ```
 
 mod arc;
@@ -28,10 +28,8 @@ mod clock;
 mod lfu;
 mod list;
 mod lru;
-pub mod offline;
 mod s3fifo;
 mod sieve;
-mod sim;
 mod slru;
 mod twoq;
 mod wtinylfu;
@@ -46,7 +44,6 @@ pub use list::{Link, List};
 pub use lru::{Fifo, Lru};
 pub use s3fifo::S3Fifo;
 pub use sieve::Sieve;
-pub use sim::{densify, simulate, simulate_dense, DenseCache, SimCache, SimResult};
 pub use slru::Slru;
 pub use twoq::TwoQ;
 pub use wtinylfu::WTinyLfu;

@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use embtier::trace::{import, CsvSpec, Format, Trace};
+use embtier_sim::trace::{import, CsvSpec, Format, Trace};
 
 /// A failure: exit status (2 usage, 1 data) and a one-line message.
 #[derive(Debug)]

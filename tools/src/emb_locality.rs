@@ -1,8 +1,8 @@
 //! `emb-locality`: characterise an embedding access trace.
 //!
 //! A thin shell: argument parsing, progress and rendering over
-//! `embtier::trace` and `embtier::locality`. Errors are one line naming the
-//! file, record or argument; exit status 2 for usage, 1 for data.
+//! `embtier_sim::trace` and `embtier_sim::locality`. Errors are one line
+//! naming the file, record or argument; exit status 2 for usage, 1 for data.
 
 #![forbid(unsafe_code)]
 // The doc comments of the command-line arguments are clap's --help text,
@@ -17,11 +17,11 @@ use embtier_tools::cli::{data, emit, load, main_with, progress, usage, Fail, Inp
 use embtier_tools::plot;
 
 use clap::{Parser, Subcommand};
-use embtier::locality::plan::{plan, Budgets, DeviceProfile};
-use embtier::locality::shards::Sampling;
-use embtier::locality::{analyze, Log2Hist, Options, Report, TableReport, COUNT_BIN_EDGES};
-use embtier::trace::gen::{GenSpec, GenTable};
-use embtier::trace::row_bytes_of;
+use embtier_sim::locality::plan::{plan, Budgets, DeviceProfile};
+use embtier_sim::locality::shards::Sampling;
+use embtier_sim::locality::{analyze, Log2Hist, Options, Report, TableReport, COUNT_BIN_EDGES};
+use embtier_sim::trace::gen::{GenSpec, GenTable};
+use embtier_sim::trace::row_bytes_of;
 
 #[derive(Parser)]
 #[command(
@@ -151,11 +151,11 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
 /// The store.toml of a plan: explicit per-table shares of payload bytes;
 /// `tables[i]` gives table i's dim, element type and optimizer.
 fn store_config(
-    p: &embtier::locality::plan::Plan,
+    p: &embtier_sim::locality::plan::Plan,
     tables: &[embtier::TableConfig],
 ) -> embtier::StoreConfig {
-    use embtier::locality::plan::Decision;
     use embtier::{ByteSize, Placement, StoreConfig, TableConfig};
+    use embtier_sim::locality::plan::Decision;
     let mut cfg = StoreConfig::default();
     let (mut dram, mut pmem) = (0u64, 0u64);
     for (t, shape) in p.tables.iter().zip(tables) {
@@ -267,8 +267,8 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 print_text(&mut o, &r);
             }
             if let Some(p) = &compare_dlrm {
-                let stats = embtier::locality::dlrm::read(p).map_err(data)?;
-                let (dr, da) = embtier::locality::dlrm::mean(&stats);
+                let stats = embtier_sim::locality::dlrm::read(p).map_err(data)?;
+                let (dr, da) = embtier_sim::locality::dlrm::mean(&stats);
                 let _ = writeln!(
                     o,
                     "access-count histogram, this trace (overall) vs the mean of {} batch files of {}:",

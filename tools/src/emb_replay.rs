@@ -1,8 +1,8 @@
 //! `emb-replay`: replay embedding access traces through eviction policies.
 //!
-//! A thin shell over `embtier::policy` (the store's own policy code) and
-//! `embtier::trace`. Errors are one line naming the file, record or
-//! argument; exit status 2 for usage, 1 for data.
+//! A thin shell over `embtier_sim`: its simulated caches run the store's
+//! own policy code (`embtier::policy`). Errors are one line naming the
+//! file, record or argument; exit status 2 for usage, 1 for data.
 
 #![forbid(unsafe_code)]
 // The doc comments of the command-line arguments are clap's --help text,
@@ -17,13 +17,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use embtier::policy::offline::{belady, set_associative, SetPolicy};
-use embtier::policy::{densify, simulate_dense, PolicyKind, SimResult};
-use embtier::replay::{
+use embtier::PolicyKind;
+use embtier_sim::offline::{belady, set_associative, SetPolicy};
+use embtier_sim::replay::{
     calibrate, run_store, simulate_hierarchy, DeviceProfile, Hierarchy, Profiles, RowGeometry,
     TierSpec,
 };
-use embtier::trace::{row_bytes_of, Trace};
+use embtier_sim::trace::{row_bytes_of, Trace};
+use embtier_sim::{densify, simulate_dense, SimResult};
 use rayon::prelude::*;
 
 #[derive(Parser)]
@@ -485,7 +486,7 @@ fn replay_store(a: RunArgs) -> Result<(), Fail> {
 }
 
 fn demo() -> Result<(), Fail> {
-    use embtier::trace::gen::{GenSpec, GenTable};
+    use embtier_sim::trace::gen::{GenSpec, GenTable};
     let spec = GenSpec {
         seed: 7,
         batches: 200,

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use embtier::locality::{Log2Hist, Report, TableReport, COUNT_BIN_EDGES};
+use embtier_sim::locality::{Log2Hist, Report, TableReport, COUNT_BIN_EDGES};
 use plotters::prelude::*;
 
 type Res = Result<(), String>;

@@ -20,7 +20,7 @@
 use std::collections::{BinaryHeap, HashMap};
 
 use super::{Log2Hist, MrcPoint};
-use crate::hash::mix64;
+use embtier::init::mix64;
 
 const P: u64 = 1 << 24;
 

@@ -140,20 +140,3 @@ pub fn row_bytes_of(t: &TraceTable, default: u64) -> u64 {
         default
     }
 }
-
-/// Dense ids in order of first appearance.
-#[derive(Debug, Default)]
-pub(crate) struct Densify<K: std::hash::Hash + Eq> {
-    map: std::collections::HashMap<K, u64, crate::init::FastHash>,
-}
-
-impl<K: std::hash::Hash + Eq> Densify<K> {
-    #[inline]
-    pub fn id(&mut self, key: K) -> u64 {
-        let n = self.map.len() as u64;
-        *self.map.entry(key).or_insert(n)
-    }
-    pub fn len(&self) -> u64 {
-        self.map.len() as u64
-    }
-}

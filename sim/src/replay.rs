@@ -21,100 +21,10 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::policy::{AnyPolicy, EvictionPolicy, PolicyKind};
+use embtier::PolicyKind;
+
+use crate::cache::{DenseCache, Victim};
 use crate::trace::{AccessKind, Trace};
-
-const NONE: u32 = u32::MAX;
-
-/// A cache tier over dense ids, with dirty bits.
-struct TierCache {
-    policy: AnyPolicy<u32>,
-    slot_of: Vec<u32>,
-    keys: Vec<u32>,
-    dirty: Vec<bool>,
-    free: Vec<u32>,
-    len: usize,
-    cap: usize,
-}
-
-impl TierCache {
-    fn new(kind: PolicyKind, cap: usize, n: usize) -> TierCache {
-        TierCache {
-            policy: AnyPolicy::new(kind, cap.max(1)),
-            slot_of: vec![NONE; n],
-            keys: Vec::new(),
-            dirty: Vec::new(),
-            free: Vec::new(),
-            len: 0,
-            cap: cap.max(1),
-        }
-    }
-
-    fn contains(&self, id: u32) -> bool {
-        self.slot_of[id as usize] != NONE
-    }
-
-    /// Record a hit; the policy may drop slots (returned as victims).
-    fn touch(&mut self, id: u32, out: &mut Vec<(u32, bool)>) {
-        let s = self.slot_of[id as usize] as usize;
-        self.policy.hit(s);
-        self.drain(out);
-    }
-
-    fn set_dirty(&mut self, id: u32) {
-        let s = self.slot_of[id as usize] as usize;
-        self.dirty[s] = true;
-    }
-
-    fn drain(&mut self, out: &mut Vec<(u32, bool)>) {
-        while let Some(v) = self.policy.overflow() {
-            out.push(self.release(v));
-        }
-    }
-
-    fn release(&mut self, v: usize) -> (u32, bool) {
-        let id = self.keys[v];
-        self.slot_of[id as usize] = NONE;
-        self.free.push(v as u32);
-        self.len -= 1;
-        (id, self.dirty[v])
-    }
-
-    /// Insert `id` (not resident); victims are appended to `out`. The store
-    /// always admits, so a policy's refusal is not honoured.
-    fn insert(&mut self, id: u32, dirty: bool, out: &mut Vec<(u32, bool)>) {
-        let _ = self.policy.miss(id as u64);
-        self.drain(out);
-        if self.len == self.cap {
-            let v = self.policy.evict();
-            out.push(self.release(v));
-        }
-        let slot = match self.free.pop() {
-            Some(f) => f as usize,
-            None => {
-                self.keys.push(0);
-                self.dirty.push(false);
-                self.keys.len() - 1
-            }
-        };
-        self.keys[slot] = id;
-        self.dirty[slot] = dirty;
-        self.slot_of[id as usize] = slot as u32;
-        self.len += 1;
-        self.policy.insert(slot, id as u64);
-        self.drain(out);
-    }
-
-    /// Remove `id` if resident; returns its dirty bit.
-    fn remove(&mut self, id: u32) -> Option<bool> {
-        let s = self.slot_of[id as usize];
-        if s == NONE {
-            return None;
-        }
-        self.policy.remove(s as usize);
-        Some(self.release(s as usize).1)
-    }
-}
 
 /// One cache tier of a hierarchy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -294,7 +204,7 @@ struct BatchIo {
 struct Sim<'a> {
     h: &'a Hierarchy,
     geo: &'a RowGeometry,
-    tiers: Vec<TierCache>,
+    tiers: Vec<DenseCache>,
     rep: HierarchyReport,
     /// (table, row) of each dense id.
     origin: &'a [(u32, u64)],
@@ -314,13 +224,13 @@ impl Sim<'_> {
         self.tiers[i].insert(id, dirty, &mut victims);
         self.rep.tiers[i].bytes_written += rb;
         self.io.tier_written[i] += rb;
-        for (v, d) in victims {
-            self.evicted_from(i, v, d);
+        for v in victims {
+            self.evicted_from(i, v);
         }
     }
 
-    /// `v` left tier `i` (dirty `d`).
-    fn evicted_from(&mut self, i: usize, v: u32, d: bool) {
+    /// `v` left tier `i`.
+    fn evicted_from(&mut self, i: usize, Victim { id: v, dirty: d }: Victim) {
         self.rep.tiers[i].evictions += 1;
         if d {
             self.rep.tiers[i].dirty_writebacks += 1;
@@ -353,9 +263,9 @@ impl Sim<'_> {
     fn promote(&mut self, i: usize, id: u32, make_dirty: bool) {
         if self.h.inclusive {
             let mut victims = Vec::new();
-            self.tiers[i].touch(id, &mut victims);
-            for (v, d) in victims {
-                self.evicted_from(i, v, d);
+            self.tiers[i].hit(id, &mut victims);
+            for v in victims {
+                self.evicted_from(i, v);
             }
             for j in (0..i).rev() {
                 self.insert_at(j, id, make_dirty && j == 0);
@@ -378,9 +288,9 @@ impl Sim<'_> {
                 self.io.tier_read[i] += rb;
                 if i == 0 {
                     let mut victims = Vec::new();
-                    self.tiers[0].touch(id, &mut victims);
-                    for (v, d) in victims {
-                        self.evicted_from(0, v, d);
+                    self.tiers[0].hit(id, &mut victims);
+                    for v in victims {
+                        self.evicted_from(0, v);
                     }
                     if make_dirty {
                         self.tiers[0].set_dirty(id);
@@ -457,8 +367,7 @@ pub fn simulate_hierarchy(
     profiles: Option<&[DeviceProfile]>,
 ) -> HierarchyReport {
     // Dense ids over (table, row).
-    let mut map: std::collections::HashMap<(u32, u64), u32, crate::init::FastHash> =
-        Default::default();
+    let mut map: std::collections::HashMap<(u32, u64), u32, crate::FastHash> = Default::default();
     let mut origin: Vec<(u32, u64)> = Vec::new();
     let dense: Vec<u32> = trace
         .accesses
@@ -477,7 +386,7 @@ pub fn simulate_hierarchy(
         tiers: h
             .tiers
             .iter()
-            .map(|t| TierCache::new(t.policy, t.rows as usize, n))
+            .map(|t| DenseCache::new(t.policy, (t.rows as usize).max(1), n))
             .collect(),
         rep: HierarchyReport {
             tiers: h
@@ -575,7 +484,7 @@ pub type Profiles = std::collections::BTreeMap<String, DeviceProfile>;
 /// from `dir`, as the store's PMem tier), SSD (O_DIRECT 4 KiB random reads
 /// at queue depth 64, and 1 MiB sequential writes, through the store's own
 /// I/O engine, on a file in `dir`). `mib` sizes the buffers and files.
-pub fn calibrate(dir: &std::path::Path, mib: usize) -> crate::Result<Profiles> {
+pub fn calibrate(dir: &std::path::Path, mib: usize) -> embtier::Result<Profiles> {
     use std::time::Instant;
     let bytes = mib.max(16) << 20;
     let row = 256usize;
@@ -588,7 +497,7 @@ pub fn calibrate(dir: &std::path::Path, mib: usize) -> crate::Result<Profiles> {
         let mut sink = 0u64;
         let start = Instant::now();
         for _ in 0..n {
-            x = crate::hash::mix64(x);
+            x = embtier::init::mix64(x);
             let r = (x % rows as u64) as usize * row;
             out.copy_from_slice(&region[r..r + row]);
             sink = sink.wrapping_add(out[7] as u64);
@@ -620,63 +529,66 @@ pub fn calibrate(dir: &std::path::Path, mib: usize) -> crate::Result<Profiles> {
         // Blocks reserved, so that `fill` below cannot raise SIGBUS on a
         // full file system: the calibration fails with an error instead.
         let f =
-            crate::io::reserve::create_reserved(&pmem_path, bytes as u64).inspect_err(|_| {
+            embtier::io::reserve::create_reserved(&pmem_path, bytes as u64).inspect_err(|_| {
                 let _ = std::fs::remove_file(&pmem_path);
             })?;
         // SAFETY: the file was just created by us in the calibration
         // directory and is not shared; the mapping lives only in this block.
         // Its blocks are allocated, so no store into it can fault for want
         // of space.
-        let mut map = unsafe { memmap2::MmapMut::map_mut(&f) }
-            .map_err(|e| crate::Error::io(&pmem_path, "mmap", e))?;
+        let mut map =
+            unsafe { memmap2::MmapMut::map_mut(&f) }.map_err(|source| embtier::Error::Io {
+                path: pmem_path.clone(),
+                op: "mmap",
+                offset: 0,
+                source,
+            })?;
         map.fill(1);
         profiles.insert("pmem".into(), measure_mem(&mut map));
     }
     let _ = std::fs::remove_file(&pmem_path);
     // SSD: a real file, fully written, read back with O_DIRECT.
     let ssd_path = dir.join("calibrate.ssd");
-    let cfg = crate::config::SsdConfig {
+    let cfg = embtier::config::SsdConfig {
         queue_depth: 64,
         ..Default::default()
     };
-    let (engine, _) = crate::io::open_engine(&ssd_path, &cfg.engine_options())?;
-    let mut buf = crate::io::AlignedBuf::new(1 << 20);
+    let (engine, _) = embtier::io::open_engine(&ssd_path, &cfg.engine_options())?;
+    let mut buf = embtier::io::AlignedBuf::new(1 << 20);
     buf.as_mut_slice().fill(7);
     let chunks = (bytes >> 20) as u64;
     let start = Instant::now();
     for c in 0..chunks {
         engine
             .write_extents(&[c << 20], 1 << 20, &buf)
-            .map_err(|f| crate::Error::io(&ssd_path, f.op, f.error))?;
+            .map_err(|f| f.into_error(&ssd_path))?;
     }
-    engine
-        .sync()
-        .map_err(|f| crate::Error::io(&ssd_path, f.op, f.error))?;
+    engine.sync().map_err(|f| f.into_error(&ssd_path))?;
     let write_gbps = bytes as f64 / start.elapsed().as_secs_f64() / 1e9;
     let blocks = (bytes / 4096) as u64;
     let mut x = 99u64;
     let offsets: Vec<u64> = (0..4096)
         .map(|_| {
-            x = crate::hash::mix64(x);
+            x = embtier::init::mix64(x);
             (x % blocks) * 4096
         })
         .collect();
-    let mut rbuf = crate::io::AlignedBuf::new(offsets.len() * 4096);
+    let mut rbuf = embtier::io::AlignedBuf::new(offsets.len() * 4096);
     let start = Instant::now();
     let mut reads = 0u64;
     while start.elapsed().as_secs_f64() < 2.0 {
         engine
             .read_extents(&offsets, 4096, &mut rbuf)
-            .map_err(|f| crate::Error::io(&ssd_path, f.op, f.error))?;
+            .map_err(|f| f.into_error(&ssd_path))?;
         reads += offsets.len() as u64;
     }
     let iops = reads as f64 / start.elapsed().as_secs_f64();
-    let lat = crate::stats::LatencySummary::of(&engine.read_latency().snapshot());
+    let lat = engine.read_latency().snapshot();
     let _ = std::fs::remove_file(&ssd_path);
     profiles.insert(
         "ssd".into(),
         DeviceProfile {
-            latency_us: lat.p50 as f64 / 1e3,
+            latency_us: lat.value_at_quantile(0.5) as f64 / 1e3,
             read_gbps: iops * 4096.0 / 1e9,
             write_gbps,
             iops,
@@ -690,7 +602,7 @@ pub fn calibrate(dir: &std::path::Path, mib: usize) -> crate::Result<Profiles> {
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
     /// Write-backs that failed during the replay (the store kept the rows
-    /// in memory and retried; see [`crate::SsdStats::writeback_errors`]).
+    /// in memory and retried; see [`embtier::SsdStats::writeback_errors`]).
     pub writeback_errors: u64,
     /// Rows left waiting in memory for a write-back at the end.
     pub pending_rows: u64,
@@ -737,18 +649,18 @@ pub struct RunReport {
 /// `update_ratio` share of the lookups) with small gradients. Trace tables
 /// map to store tables by name. `progress(done, total)` is called per batch.
 pub fn run_store(
-    store: &crate::Store,
+    store: &embtier::Store,
     trace: &Trace,
     update_ratio: f64,
     seed: u64,
     mut progress: impl FnMut(u64, u64),
-) -> crate::Result<RunReport> {
+) -> embtier::Result<RunReport> {
     let dims: Vec<(String, usize)> = trace
         .tables
         .iter()
         .map(|t| Ok((t.name.clone(), store.table_shape(&t.name)?.1 as usize)))
-        .collect::<crate::Result<_>>()?;
-    let hist = crate::io::LatencyRecorder::default();
+        .collect::<embtier::Result<_>>()?;
+    let hist = embtier::io::LatencyRecorder::default();
     let mut lat = Vec::with_capacity(trace.batch_ends.len());
     let before = store.stats();
     let mut rng = crate::trace::gen::Xoshiro::new(seed);
@@ -800,22 +712,23 @@ pub fn run_store(
     let seconds = start.elapsed().as_secs_f64();
     let after = store.stats();
     // Counter deltas over the replay, summed over tables.
-    let d = |f: &dyn Fn(&crate::TableStats) -> u64| {
+    let d = |f: &dyn Fn(&embtier::TableStats) -> u64| {
         after.tables.iter().map(f).sum::<u64>() - before.tables.iter().map(f).sum::<u64>()
     };
     let dram_hits = d(&|t| t.dram.hits);
     let dram_lookups = d(&|t| t.dram.lookups);
     let pmem_hits = d(&|t| t.pmem.hits);
     let pmem_lookups = d(&|t| t.pmem.lookups);
-    let h = crate::stats::LatencySummary::of(&hist.snapshot());
+    let h = hist.snapshot();
+    let us = |q: f64| h.value_at_quantile(q) as f64 / 1e3;
     Ok(RunReport {
         accesses: trace.accesses.len() as u64,
         batches: total,
         seconds,
         rows_per_s: trace.accesses.len() as f64 / seconds.max(1e-9),
-        batch_p50_us: h.p50 as f64 / 1e3,
-        batch_p99_us: h.p99 as f64 / 1e3,
-        batch_p999_us: h.p999 as f64 / 1e3,
+        batch_p50_us: us(0.5),
+        batch_p99_us: us(0.99),
+        batch_p999_us: us(0.999),
         dram_hit_ratio: dram_hits as f64 / dram_lookups.max(1) as f64,
         pmem_hit_ratio: pmem_hits as f64 / pmem_lookups.max(1) as f64,
         dram_hits,
@@ -835,7 +748,7 @@ pub fn run_store(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::simulate;
+    use crate::simulate;
     use crate::trace::gen::{GenSpec, GenTable};
 
     fn trace(batch_size: u64) -> Trace {

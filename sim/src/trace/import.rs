@@ -6,7 +6,8 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::str::FromStr;
 
-use super::{Access, AccessKind, Densify, Trace, TraceError, TraceTable};
+use super::{Access, AccessKind, Trace, TraceError, TraceTable};
+use crate::densify::Densify;
 
 /// Input formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,7 +50,7 @@ impl Format {
 impl FromStr for Format {
     type Err = String;
     fn from_str(s: &str) -> Result<Format, String> {
-        let n = crate::hash::canonical_name(s);
+        let n = embtier::canonical_name(s);
         Ok(match n.as_str() {
             "auto" => Format::Auto,
             "etrace" => Format::Etrace,
@@ -412,13 +413,13 @@ fn delimited(path: &Path, spec: &CsvSpec, batch: usize) -> Result<Trace, TraceEr
         b.push(t as u32, row);
         b.end_sample();
     }
-    let mut names: Vec<(String, u64)> = tables.map.into_iter().collect();
-    names.sort_by_key(|(_, i)| *i);
-    let tables = names
+    let tables = tables
+        .into_keys()
         .into_iter()
-        .map(|(n, i)| TraceTable {
+        .zip(&ids)
+        .map(|(n, ids)| TraceTable {
             name: if n.is_empty() { "ids".into() } else { n },
-            rows: ids[i as usize].len().max(1),
+            rows: ids.len().max(1),
             dim: 0,
             row_bytes: 0,
         })

@@ -4,11 +4,11 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use embtier::trace::{import, CsvSpec, Format, Trace};
+use embtier_sim::trace::{import, CsvSpec, Format, Trace};
 
 fn shared(name: &str) -> Option<PathBuf> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/traces")
+        .join("../../shared/traces")
         .join(name);
     if p.exists() {
         Some(p)
