@@ -291,7 +291,7 @@ pub struct DramConfig {
     /// Bytes of row payload the DRAM tier may hold, pinned tables included.
     pub capacity: ByteSize,
     /// Eviction policy of the DRAM cache.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "PolicyKind::deserialize_for_store")]
     pub policy: PolicyKind,
     /// Shards per table; by default chosen from the capacity.
     #[serde(default)]
@@ -319,7 +319,7 @@ pub struct PmemConfig {
     /// Bytes of row payload the PMem tier may hold.
     pub capacity: ByteSize,
     /// Eviction policy of the PMem cache.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "PolicyKind::deserialize_for_store")]
     pub policy: PolicyKind,
 }
 
