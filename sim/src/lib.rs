@@ -30,8 +30,10 @@ pub mod cache;
 pub mod densify;
 pub mod locality;
 pub mod offline;
+pub mod policy;
 pub mod replay;
 pub mod trace;
 
 pub use cache::{simulate, simulate_dense, DenseCache, SimCache, SimResult, Victim};
 pub use densify::{densify, FastHash};
+pub use policy::SimPolicy;

@@ -58,7 +58,7 @@ pub fn belady(ids: &[u64], capacity: usize) -> SimResult {
 }
 
 /// Replacement within a set of a set-associative cache.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SetPolicy {
     /// Least recently used way.
     Lru,

@@ -90,8 +90,24 @@ pub fn main_with<C: clap::Parser>(name: &str, run: impl FnOnce(C) -> Result<(), 
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Fail(code, msg)) => {
-            eprintln!("{name}: error: {msg}");
+            eprintln!("{name}: error: {}", one_line(&msg));
             ExitCode::from(code)
         }
     }
+}
+
+/// A message on one line: the lines of a multi-line error (a TOML parse
+/// error's source excerpt and caret, which only repeat the line and column
+/// it names) dropped, the rest joined with `: `.
+pub fn one_line(msg: &str) -> String {
+    let excerpt = |l: &str| {
+        l.trim_start_matches(|c: char| c.is_ascii_digit() || c == ' ')
+            .starts_with('|')
+    };
+    let parts: Vec<&str> = msg
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !excerpt(l))
+        .collect();
+    parts.join(": ")
 }

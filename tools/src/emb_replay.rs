@@ -18,13 +18,13 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use embtier::PolicyKind;
-use embtier_sim::offline::{belady, set_associative, SetPolicy};
+use embtier_sim::offline::SetPolicy;
 use embtier_sim::replay::{
     calibrate, run_store, simulate_hierarchy, DeviceProfile, Hierarchy, Profiles, RowGeometry,
     TierSpec,
 };
 use embtier_sim::trace::{row_bytes_of, Trace};
-use embtier_sim::{densify, simulate_dense, SimResult};
+use embtier_sim::{densify, SimPolicy, SimResult};
 use rayon::prelude::*;
 
 #[derive(Parser)]
@@ -66,7 +66,9 @@ enum Cmd {
 struct SimulateArgs {
     #[command(flatten)]
     input: Input,
-    /// Policies, comma separated (case, '-' and '_' ignored).
+    /// Policies, comma separated: lru, fifo, clock, lfu, 2q, slru, arc,
+    /// wtinylfu, s3fifo, sieve, belady, lru-32way, lfu-32way (case, '-' and
+    /// '_' ignored: S3-FIFO, W-TinyLFU and twoq work too).
     #[arg(long, value_delimiter = ',', default_value = "lru")]
     policies: Vec<String>,
     /// Cache sizes: rows (1000), bytes (64MiB, at the trace's mean row
@@ -86,7 +88,8 @@ struct SimulateArgs {
     #[arg(long)]
     plot: Option<PathBuf>,
     /// A tier hierarchy instead of a sweep, e.g.
-    /// dram:lru:64MiB,pmem:sieve:1GiB,ssd (sizes in rows or bytes).
+    /// dram:lru:64MiB,pmem:sieve:1GiB,ssd (sizes in rows or bytes; a tier
+    /// runs lru, fifo, clock, lfu, 2q, slru, arc, wtinylfu, s3fifo or sieve).
     #[arg(long)]
     tiers: Option<String>,
     /// Inclusive tiers (default: exclusive, as the store).
@@ -125,52 +128,8 @@ struct RunArgs {
     json: bool,
 }
 
-/// What `--policies` accepts.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Sim {
-    Online(PolicyKind),
-    Belady,
-    SetAssoc(SetPolicy),
-}
-
-impl Sim {
-    /// Run this policy at `size` rows over `keys` (`dense` is `keys`
-    /// densified to `0..n`).
-    fn run(self, size: u64, keys: &[u64], dense: &[u32], n: usize) -> SimResult {
-        match self {
-            Sim::Online(k) => simulate_dense(k, size as usize, dense, n),
-            Sim::Belady => belady(keys, size as usize),
-            Sim::SetAssoc(p) => set_associative(keys, size as usize, 32, p),
-        }
-    }
-
-    fn name(self) -> String {
-        match self {
-            Sim::Online(k) => k.name().to_string(),
-            Sim::Belady => "belady".into(),
-            Sim::SetAssoc(SetPolicy::Lru) => "lru-32way".into(),
-            Sim::SetAssoc(SetPolicy::Lfu) => "lfu-32way".into(),
-        }
-    }
-}
-
-const KNOWN: &str =
-    "lru, fifo, clock, lfu, 2q, slru, arc, s3fifo, sieve, belady, lru-32way, lfu-32way";
-
-fn parse_policy(s: &str) -> Result<Sim, Fail> {
-    let n = embtier::canonical_name(s);
-    match n.as_str() {
-        "belady" | "min" | "opt" => Ok(Sim::Belady),
-        "lru32way" => Ok(Sim::SetAssoc(SetPolicy::Lru)),
-        "lfu32way" => Ok(Sim::SetAssoc(SetPolicy::Lfu)),
-        "wtinylfu" => Err(usage(
-            "--policies: wtinylfu is not implemented yet (see docs/replay.md)",
-        )),
-        _ => n
-            .parse::<PolicyKind>()
-            .map(Sim::Online)
-            .map_err(|_| usage(format!("--policies: unknown policy {s:?} (known: {KNOWN})"))),
-    }
+fn parse_policy(s: &str) -> Result<SimPolicy, Fail> {
+    s.parse().map_err(|e| usage(format!("--policies: {e}")))
 }
 
 fn mean_row_bytes(t: &Trace, default: u64) -> u64 {
@@ -273,10 +232,13 @@ fn simulate(a: SimulateArgs) -> Result<(), Fail> {
             json,
         );
     }
-    let sims: Vec<Sim> = policies
-        .iter()
-        .map(|p| parse_policy(p))
-        .collect::<Result<_, _>>()?;
+    let mut sims: Vec<SimPolicy> = Vec::new();
+    for p in &policies {
+        let p = parse_policy(p)?;
+        if !sims.contains(&p) {
+            sims.push(p); // `lru,LRU` is one policy
+        }
+    }
     let t = load(&input)?;
     // One id space over (table, row); dense once, no hashing per request after.
     let keys: Vec<u64> = t.accesses.iter().map(|a| a.key()).collect();
@@ -286,12 +248,12 @@ fn simulate(a: SimulateArgs) -> Result<(), Fail> {
         n as u64,
         mean_row_bytes(&t, row_bytes.unwrap_or(256)),
     )?;
-    let jobs: Vec<(Sim, u64)> = sims
+    let jobs: Vec<(SimPolicy, u64)> = sims
         .iter()
         .flat_map(|&s| sizes.iter().map(move |&z| (s, z)))
         .collect();
     let start = std::time::Instant::now();
-    let results: Vec<(Sim, u64, SimResult)> = jobs
+    let results: Vec<(SimPolicy, u64, SimResult)> = jobs
         .par_iter()
         .map(|&(s, z)| (s, z, s.run(z, &keys, &dense, n)))
         .collect();
@@ -313,7 +275,7 @@ fn simulate(a: SimulateArgs) -> Result<(), Fail> {
                     .filter(|r| r.0 == *s)
                     .map(|r| (r.1 as f64, r.2.miss_ratio()))
                     .collect();
-                (s.name(), pts)
+                (s.name().to_string(), pts)
             })
             .collect();
         let path = dir.join("mrc.svg");
@@ -530,20 +492,20 @@ fn demo() -> Result<(), Fail> {
     let keys: Vec<u64> = t.accesses.iter().map(|a| a.key()).collect();
     let (dense, n) = densify(&keys);
     let sims = [
-        Sim::Online(PolicyKind::Lru),
-        Sim::Online(PolicyKind::Clock),
-        Sim::Online(PolicyKind::Arc),
-        Sim::Online(PolicyKind::S3Fifo),
-        Sim::Online(PolicyKind::Sieve),
-        Sim::SetAssoc(SetPolicy::Lru),
-        Sim::Belady,
+        SimPolicy::Online(PolicyKind::Lru),
+        SimPolicy::Online(PolicyKind::Clock),
+        SimPolicy::Online(PolicyKind::Arc),
+        SimPolicy::Online(PolicyKind::S3Fifo),
+        SimPolicy::Online(PolicyKind::Sieve),
+        SimPolicy::SetAssoc(SetPolicy::Lru),
+        SimPolicy::Belady,
     ];
     let sizes = [1_000u64, 10_000, 50_000, 200_000];
-    let jobs: Vec<(Sim, u64)> = sims
+    let jobs: Vec<(SimPolicy, u64)> = sims
         .iter()
         .flat_map(|&s| sizes.iter().map(move |&z| (s, z)))
         .collect();
-    let res: Vec<(Sim, u64, f64)> = jobs
+    let res: Vec<(SimPolicy, u64, f64)> = jobs
         .par_iter()
         .map(|&(s, z)| (s, z, s.run(z, &keys, &dense, n).miss_ratio()))
         .collect();
@@ -664,15 +626,17 @@ fn parse_tiers(spec: &str, row_bytes: u64, unique: u64) -> Result<Hierarchy, Fai
                 "--tiers: {part:?} is not NAME:POLICY:SIZE (e.g. dram:lru:64MiB)"
             )));
         }
-        let kind = match parse_policy(f[1])? {
-            Sim::Online(k) => k,
-            _ => {
-                return Err(usage(format!(
-                    "--tiers: {:?} cannot run in a tier (online policies only)",
-                    f[1]
-                )))
-            }
-        };
+        let kind = f[1]
+            .parse::<SimPolicy>()
+            .ok()
+            .and_then(SimPolicy::online)
+            .ok_or_else(|| {
+                usage(format!(
+                    "--tiers: {:?} is not a policy a tier runs; a tier runs {}",
+                    f[1],
+                    PolicyKind::list(PolicyKind::ALL.iter().copied())
+                ))
+            })?;
         let rows = parse_sizes(&[f[2].to_string()], unique, row_bytes)?[0];
         h.tiers.push(TierSpec {
             name: f[0].to_string(),
@@ -834,10 +798,10 @@ fn main() -> ExitCode {
 /// size (headed by `label`).
 fn miss_ratio_table(
     o: &mut String,
-    sims: &[Sim],
+    sims: &[SimPolicy],
     sizes: &[u64],
     label: impl Fn(u64) -> String,
-    ratio: impl Fn(Sim, u64) -> f64,
+    ratio: impl Fn(SimPolicy, u64) -> f64,
 ) {
     let _ = write!(o, "| policy |");
     for &z in sizes {
