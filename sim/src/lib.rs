@@ -27,10 +27,12 @@
 //! ```
 
 pub mod cache;
+pub mod calibrate;
 pub mod densify;
 pub mod locality;
 pub mod offline;
 pub mod policy;
+pub mod profile;
 pub mod replay;
 pub mod trace;
 

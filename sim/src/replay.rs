@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use embtier::PolicyKind;
 
 use crate::cache::{DenseCache, Victim};
+use crate::profile::DeviceProfile;
 use crate::trace::{AccessKind, Trace};
 
 /// One cache tier of a hierarchy.
@@ -108,55 +109,6 @@ pub struct HierarchyReport {
     pub est_seconds: f64,
     /// Estimated seconds per batch.
     pub est_seconds_per_batch: f64,
-}
-
-/// Latency, bandwidth and IOPS of one device.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DeviceProfile {
-    /// Latency of one access, microseconds.
-    pub latency_us: f64,
-    /// Read bandwidth, GB/s.
-    pub read_gbps: f64,
-    /// Write bandwidth, GB/s.
-    pub write_gbps: f64,
-    /// Operations per second (random 4 KiB for SSDs, row accesses otherwise).
-    pub iops: f64,
-    /// Operations in flight at once.
-    pub parallelism: f64,
-}
-
-impl DeviceProfile {
-    /// A built-in profile by name: `dram`, `optane-pmem`, `optane-ssd`,
-    /// `nand-nvme` (sources in docs/replay.md).
-    pub fn builtin(name: &str) -> Option<DeviceProfile> {
-        let p = |latency_us, read_gbps, write_gbps, iops, parallelism| DeviceProfile {
-            latency_us,
-            read_gbps,
-            write_gbps,
-            iops,
-            parallelism,
-        };
-        match name {
-            "dram" => Some(p(0.1, 20.0, 15.0, 1e9, 10.0)),
-            "optane-pmem" => Some(p(0.305, 6.6, 2.3, 1e8, 10.0)),
-            "optane-ssd" => Some(p(10.0, 7.2, 6.2, 1.5e6, 64.0)),
-            "nand-nvme" => Some(p(80.0, 6.9, 4.1, 1.0e6, 64.0)),
-            _ => None,
-        }
-    }
-
-    /// Seconds for `ops` operations moving `read` and `written` bytes: the
-    /// largest of the IOPS, bandwidth and latency/parallelism bounds.
-    pub fn seconds(&self, ops: u64, read: u64, written: u64) -> f64 {
-        if ops == 0 && read == 0 && written == 0 {
-            return 0.0;
-        }
-        let by_iops = ops as f64 / self.iops;
-        let by_bw = read as f64 / (self.read_gbps * 1e9) + written as f64 / (self.write_gbps * 1e9);
-        let by_lat = ops as f64 * self.latency_us * 1e-6 / self.parallelism.max(1.0);
-        by_iops.max(by_bw).max(by_lat)
-    }
 }
 
 /// Bytes and rows-per-block of each table.
@@ -450,11 +402,15 @@ pub fn simulate_hierarchy(
             let io = &sim.io;
             let mut s = 0.0;
             for (i, dev) in p.iter().enumerate().take(sim.tiers.len()) {
-                s += dev.seconds(io.tier_hits[i], io.tier_read[i], io.tier_written[i]);
+                s += dev.seconds(
+                    io.tier_hits[i] as f64,
+                    io.tier_read[i] as f64,
+                    io.tier_written[i] as f64,
+                );
             }
             if h.ssd {
                 if let Some(ssd) = p.get(sim.tiers.len()) {
-                    s += ssd.seconds(io.ssd_ops, io.ssd_read, io.ssd_written);
+                    s += ssd.seconds(io.ssd_ops as f64, io.ssd_read as f64, io.ssd_written as f64);
                 }
             }
             total_secs += s;
@@ -474,128 +430,6 @@ pub fn simulate_hierarchy(
     rep.est_seconds = total_secs;
     rep.est_seconds_per_batch = total_secs / rep.batches.max(1) as f64;
     rep
-}
-
-/// Device profiles of a hierarchy's tiers, by name, as read from or written
-/// to a profile TOML (`[dram]`, `[pmem]`, `[ssd]`).
-pub type Profiles = std::collections::BTreeMap<String, DeviceProfile>;
-
-/// Measure this machine's tiers: DRAM (a heap buffer), PMem (a file mapped
-/// from `dir`, as the store's PMem tier), SSD (O_DIRECT 4 KiB random reads
-/// at queue depth 64, and 1 MiB sequential writes, through the store's own
-/// I/O engine, on a file in `dir`). `mib` sizes the buffers and files.
-pub fn calibrate(dir: &std::path::Path, mib: usize) -> embtier::Result<Profiles> {
-    use std::time::Instant;
-    let bytes = mib.max(16) << 20;
-    let row = 256usize;
-    let rows = bytes / row;
-    // Random row gathers and sequential copies over a byte region.
-    let measure_mem = |region: &mut [u8]| -> DeviceProfile {
-        let mut x = 0x1234_5678u64;
-        let n = 2_000_000usize;
-        let mut out = [0u8; 256];
-        let mut sink = 0u64;
-        let start = Instant::now();
-        for _ in 0..n {
-            x = embtier::init::mix64(x);
-            let r = (x % rows as u64) as usize * row;
-            out.copy_from_slice(&region[r..r + row]);
-            sink = sink.wrapping_add(out[7] as u64);
-        }
-        let per_op = start.elapsed().as_secs_f64() / n as f64;
-        std::hint::black_box(sink);
-        let half = region.len() / 2;
-        let (a, b) = region.split_at_mut(half);
-        let start = Instant::now();
-        for _ in 0..4 {
-            b[..half].copy_from_slice(&a[..half]);
-        }
-        let gbps = (4 * half) as f64 / start.elapsed().as_secs_f64() / 1e9;
-        DeviceProfile {
-            latency_us: per_op * 1e6,
-            read_gbps: gbps,
-            write_gbps: gbps,
-            iops: 1.0 / per_op,
-            parallelism: 1.0,
-        }
-    };
-    let mut profiles = Profiles::new();
-    let mut dram = vec![1u8; bytes];
-    profiles.insert("dram".into(), measure_mem(&mut dram));
-    drop(dram);
-    // PMem: a mapped file, as the store maps its PMem tier.
-    let pmem_path = dir.join("calibrate.pmem");
-    {
-        // Blocks reserved, so that `fill` below cannot raise SIGBUS on a
-        // full file system: the calibration fails with an error instead.
-        let f =
-            embtier::io::reserve::create_reserved(&pmem_path, bytes as u64).inspect_err(|_| {
-                let _ = std::fs::remove_file(&pmem_path);
-            })?;
-        // SAFETY: the file was just created by us in the calibration
-        // directory and is not shared; the mapping lives only in this block.
-        // Its blocks are allocated, so no store into it can fault for want
-        // of space.
-        let mut map =
-            unsafe { memmap2::MmapMut::map_mut(&f) }.map_err(|source| embtier::Error::Io {
-                path: pmem_path.clone(),
-                op: "mmap",
-                offset: 0,
-                source,
-            })?;
-        map.fill(1);
-        profiles.insert("pmem".into(), measure_mem(&mut map));
-    }
-    let _ = std::fs::remove_file(&pmem_path);
-    // SSD: a real file, fully written, read back with O_DIRECT.
-    let ssd_path = dir.join("calibrate.ssd");
-    let cfg = embtier::config::SsdConfig {
-        queue_depth: 64,
-        ..Default::default()
-    };
-    let (engine, _) = embtier::io::open_engine(&ssd_path, &cfg.engine_options())?;
-    let mut buf = embtier::io::AlignedBuf::new(1 << 20);
-    buf.as_mut_slice().fill(7);
-    let chunks = (bytes >> 20) as u64;
-    let start = Instant::now();
-    for c in 0..chunks {
-        engine
-            .write_extents(&[c << 20], 1 << 20, &buf)
-            .map_err(|f| f.into_error(&ssd_path))?;
-    }
-    engine.sync().map_err(|f| f.into_error(&ssd_path))?;
-    let write_gbps = bytes as f64 / start.elapsed().as_secs_f64() / 1e9;
-    let blocks = (bytes / 4096) as u64;
-    let mut x = 99u64;
-    let offsets: Vec<u64> = (0..4096)
-        .map(|_| {
-            x = embtier::init::mix64(x);
-            (x % blocks) * 4096
-        })
-        .collect();
-    let mut rbuf = embtier::io::AlignedBuf::new(offsets.len() * 4096);
-    let start = Instant::now();
-    let mut reads = 0u64;
-    while start.elapsed().as_secs_f64() < 2.0 {
-        engine
-            .read_extents(&offsets, 4096, &mut rbuf)
-            .map_err(|f| f.into_error(&ssd_path))?;
-        reads += offsets.len() as u64;
-    }
-    let iops = reads as f64 / start.elapsed().as_secs_f64();
-    let lat = engine.read_latency().snapshot();
-    let _ = std::fs::remove_file(&ssd_path);
-    profiles.insert(
-        "ssd".into(),
-        DeviceProfile {
-            latency_us: lat.value_at_quantile(0.5) as f64 / 1e3,
-            read_gbps: iops * 4096.0 / 1e9,
-            write_gbps,
-            iops,
-            parallelism: 64.0,
-        },
-    );
-    Ok(profiles)
 }
 
 /// What a replay against the real store measured.

@@ -1,10 +1,12 @@
 //! What both command-line tools share: the trace input arguments, errors
 //! with their exit status, output that tolerates a closed pipe, and `main`.
 
+use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use embtier_sim::profile::{self, DeviceProfile, Profiles, TierDevices};
 use embtier_sim::trace::{import, CsvSpec, Format, Trace};
 
 /// A failure: exit status (2 usage, 1 data) and a one-line message.
@@ -35,6 +37,50 @@ pub struct Input {
     /// Accesses per batch (samples per batch for criteo and movielens).
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch_size: u64,
+}
+
+/// The device options of every command that estimates time.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct Devices {
+    /// Built-in device profiles per tier, TIER=PROFILE, comma separated
+    /// (built-ins: dram, optane-pmem, optane-ssd, nand-nvme; by default
+    /// dram=dram,pmem=optane-pmem,ssd=nand-nvme).
+    #[arg(long, value_delimiter = ',')]
+    pub devices: Vec<String>,
+    /// A device profile file, as `emb-replay calibrate` writes it: [dram],
+    /// [pmem], [ssd] (or any tier name), each with latency_us, read_gbps,
+    /// write_gbps, iops and parallelism. Its tiers override --devices.
+    #[arg(long)]
+    pub profile: Option<PathBuf>,
+}
+
+impl Devices {
+    fn parts(&self) -> Result<(Profiles, HashMap<String, String>), Fail> {
+        let file = match &self.profile {
+            Some(p) => profile::read_profiles(p).map_err(data)?,
+            None => Profiles::new(),
+        };
+        let mut chosen = HashMap::new();
+        for d in &self.devices {
+            let (tier, dev) = d
+                .split_once('=')
+                .ok_or_else(|| usage(format!("--devices: {d:?} is not TIER=PROFILE")))?;
+            chosen.insert(tier.trim().to_string(), dev.trim().to_string());
+        }
+        Ok((file, chosen))
+    }
+
+    /// The device of each of `tiers`.
+    pub fn resolve(&self, tiers: &[&str]) -> Result<Vec<DeviceProfile>, Fail> {
+        let (file, chosen) = self.parts()?;
+        profile::resolve(tiers, &file, &chosen).map_err(|e| usage(format!("--devices: {e}")))
+    }
+
+    /// The devices of a store's DRAM, PMem and SSD.
+    pub fn tiers(&self) -> Result<TierDevices, Fail> {
+        let (file, chosen) = self.parts()?;
+        TierDevices::resolve(&file, &chosen).map_err(|e| usage(format!("--devices: {e}")))
+    }
 }
 
 /// Read the input, with a spinner on a terminal; says which format `auto` chose.

@@ -13,11 +13,11 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use embtier_tools::cli::{data, emit, load, main_with, progress, usage, Fail, Input};
+use embtier_tools::cli::{data, emit, load, main_with, progress, usage, Devices, Fail, Input};
 use embtier_tools::plot;
 
 use clap::{Parser, Subcommand};
-use embtier_sim::locality::plan::{plan, Budgets, DeviceProfile};
+use embtier_sim::locality::plan::{plan, Budgets};
 use embtier_sim::locality::shards::Sampling;
 use embtier_sim::locality::{analyze, Log2Hist, Options, Report, TableReport, COUNT_BIN_EDGES};
 use embtier_sim::trace::gen::{GenSpec, GenTable};
@@ -88,10 +88,8 @@ enum Cmd {
         /// SSD budget: the data file must hold every table (default: unchecked).
         #[arg(long, value_parser = parse_bytes)]
         ssd: Option<u64>,
-        /// A device profile TOML ([dram], [pmem], [ssd] with latency_us,
-        /// bandwidth_gbps, parallelism); default: DRAM, Optane PMem, NAND NVMe.
-        #[arg(long)]
-        profile: Option<PathBuf>,
+        #[command(flatten)]
+        devices: Devices,
         /// Bytes per row where the trace does not say (default 256). Trace
         /// and flag row sizes are of f32 weights: dim = row bytes / 4.
         #[arg(long, value_parser = clap::value_parser!(u64).range(4..))]
@@ -299,7 +297,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
             dram,
             pmem,
             ssd,
-            profile,
+            devices,
             row_bytes,
             out,
             json,
@@ -308,15 +306,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
             optimizer,
         } => {
             let t = load(&input)?;
-            let profile = match profile {
-                Some(p) => {
-                    let text = std::fs::read_to_string(&p)
-                        .map_err(|e| data(format!("{}: {e}", p.display())))?;
-                    toml::from_str::<DeviceProfile>(&text)
-                        .map_err(|e| data(format!("{}: {e}", p.display())))?
-                }
-                None => DeviceProfile::default(),
-            };
+            let devices = devices.tiers()?;
             let r = analyze(
                 &t,
                 &Options {
@@ -342,7 +332,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 &r,
                 &rb,
                 Budgets { dram, pmem },
-                &profile,
+                &devices,
                 t.batch_ends.len() as u64,
             );
             let cfg = store_config(&p, &shapes);

@@ -9,7 +9,7 @@
 // where `[dram]` or `id=COL[,header=yes|no]` are literal, not links.
 #![allow(rustdoc::broken_intra_doc_links)]
 
-use embtier_tools::cli::{data, emit, load, main_with, usage, Fail, Input};
+use embtier_tools::cli::{data, emit, load, main_with, usage, Devices, Fail, Input};
 use embtier_tools::plot;
 
 use std::fmt::Write as _;
@@ -18,13 +18,13 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use embtier::PolicyKind;
+use embtier_sim::calibrate::calibrate;
 use embtier_sim::offline::SetPolicy;
-use embtier_sim::replay::{
-    calibrate, run_store, simulate_hierarchy, DeviceProfile, Hierarchy, Profiles, RowGeometry,
-    TierSpec,
-};
+use embtier_sim::profile::{profiles_toml, DeviceProfile};
+use embtier_sim::replay::{run_store, simulate_hierarchy, Hierarchy, RowGeometry, TierSpec};
 use embtier_sim::trace::{row_bytes_of, Trace};
 use embtier_sim::{densify, SimPolicy, SimResult};
+use embtier_tools::table::Table;
 use rayon::prelude::*;
 
 #[derive(Parser)]
@@ -95,12 +95,8 @@ struct SimulateArgs {
     /// Inclusive tiers (default: exclusive, as the store).
     #[arg(long, requires = "tiers")]
     inclusive: bool,
-    /// Built-in device profiles per tier, e.g. dram=dram,pmem=optane-pmem,ssd=nand-nvme.
-    #[arg(long, value_delimiter = ',')]
-    devices: Vec<String>,
-    /// A profile TOML ([dram], [pmem], [ssd]; see `calibrate`), overriding built-ins.
-    #[arg(long)]
-    profile: Option<PathBuf>,
+    #[command(flatten)]
+    devices: Devices,
 }
 
 /// The options of `run`.
@@ -185,24 +181,80 @@ fn run(cli: Cli) -> Result<(), Fail> {
         Cmd::Simulate(a) => simulate(a),
         Cmd::Run(a) => replay_store(a),
         Cmd::Demo => demo(),
-        Cmd::Calibrate { dir, mib } => {
-            std::fs::create_dir_all(&dir).map_err(|e| data(format!("{}: {e}", dir.display())))?;
-            eprintln!(
-                "measuring DRAM, PMem (a mapped file) and SSD (O_DIRECT) in {} ...",
-                dir.display()
-            );
-            let p = calibrate(&dir, mib).map_err(data)?;
-            let text = format!(
-                "# measured by emb-replay calibrate in {} ({mib} MiB)\n{}",
-                dir.display(),
-                toml::to_string_pretty(&p).map_err(data)?
-            );
-            let path = dir.join("profile.toml");
-            std::fs::write(&path, &text).map_err(|e| data(format!("{}: {e}", path.display())))?;
-            eprintln!("{}: written", path.display());
-            emit(&text)
-        }
+        Cmd::Calibrate { dir, mib } => calibrate_cmd(&dir, mib),
     }
+}
+
+/// `emb-replay calibrate`: measure, print the figures, write the profile.
+fn calibrate_cmd(dir: &std::path::Path, mib: usize) -> Result<(), Fail> {
+    std::fs::create_dir_all(dir).map_err(|e| data(format!("{}: {e}", dir.display())))?;
+    eprintln!(
+        "measuring DRAM, PMem (a file mapped from {0}) and SSD (a file in {0}) with {mib} MiB each ...",
+        dir.display()
+    );
+    let c = calibrate(dir, mib).map_err(data)?;
+    let on = match &c.medium {
+        Some(m) => m.describe(),
+        None => "unknown (/proc/mounts unreadable)".to_string(),
+    };
+    if !c.medium.as_ref().is_some_and(|m| m.is_pmem()) {
+        eprintln!(
+            "warning: {} is not on persistent memory ({on}): the pmem figures measure that memory, not PMem; calibrate in a directory on a DAX mount (mount -o dax) to measure PMem",
+            dir.display()
+        );
+    }
+    if !c.ssd_direct {
+        eprintln!(
+            "warning: O_DIRECT was refused in {}: the ssd figures include the page cache",
+            dir.display()
+        );
+    }
+    let mut t = Table::new([
+        "tier",
+        "latency (us)",
+        "read (GB/s)",
+        "write (GB/s)",
+        "IOPS",
+        "parallelism",
+        "measured on",
+    ]);
+    for (name, where_) in [
+        ("dram", "a heap buffer".to_string()),
+        ("pmem", format!("a mapped file on {on}")),
+        (
+            "ssd",
+            format!(
+                "a file, {} engine, {}",
+                c.ssd_engine,
+                if c.ssd_direct { "O_DIRECT" } else { "buffered" }
+            ),
+        ),
+    ] {
+        let p = &c.profiles[name];
+        t.row([
+            name.to_string(),
+            format!("{:.3}", p.latency_us),
+            format!("{:.2}", p.read_gbps),
+            format!("{:.2}", p.write_gbps),
+            format!("{:.0}", p.iops),
+            format!("{:.1}", p.parallelism),
+            where_,
+        ]);
+    }
+    let path = dir.join("profile.toml");
+    let header = format!(
+        "measured by emb-replay calibrate in {} ({mib} MiB per device)\npmem: {on}\nlatency: one access alone; IOPS: random accesses (256-byte rows; 4 KiB at queue depth 64)\nparallelism: IOPS x latency; GB/s: 10^9 bytes per second, sequential",
+        dir.display()
+    );
+    std::fs::write(&path, profiles_toml(&c.profiles, &header))
+        .map_err(|e| data(format!("{}: {e}", path.display())))?;
+    let mut o = t.markdown();
+    let _ = writeln!(
+        o,
+        "\nlatency: one access with nothing else in flight; IOPS: random accesses (256-byte row copies; 4 KiB reads at queue depth 64); parallelism: IOPS x latency; GB/s: 10^9 bytes per second, sequential\n{}: written (read by emb-replay simulate --profile and emb-locality plan --profile)",
+        path.display()
+    );
+    emit(&o)
 }
 
 /// `emb-replay simulate`: a policy x size sweep, or a tier hierarchy.
@@ -218,19 +270,10 @@ fn simulate(a: SimulateArgs) -> Result<(), Fail> {
         tiers,
         inclusive,
         devices,
-        profile,
     } = a;
     if let Some(spec) = tiers {
         let t = load(&input)?;
-        return hierarchy(
-            &t,
-            &spec,
-            inclusive,
-            &devices,
-            profile.as_deref(),
-            row_bytes,
-            json,
-        );
+        return hierarchy(&t, &spec, inclusive, &devices, row_bytes, json);
     }
     let mut sims: Vec<SimPolicy> = Vec::new();
     for p in &policies {
@@ -650,57 +693,11 @@ fn parse_tiers(spec: &str, row_bytes: u64, unique: u64) -> Result<Hierarchy, Fai
     Ok(h)
 }
 
-/// The device of each tier (and the SSD, last).
-fn profiles_for(
-    h: &Hierarchy,
-    devices: &[String],
-    file: Option<&std::path::Path>,
-) -> Result<Vec<DeviceProfile>, Fail> {
-    let from_file: Profiles = match file {
-        Some(p) => {
-            let text =
-                std::fs::read_to_string(p).map_err(|e| data(format!("{}: {e}", p.display())))?;
-            toml::from_str(&text).map_err(|e| data(format!("{}: {e}", p.display())))?
-        }
-        None => Profiles::new(),
-    };
-    let mut chosen: std::collections::HashMap<String, String> = std::collections::HashMap::new();
-    for d in devices {
-        let (tier, dev) = d
-            .split_once('=')
-            .ok_or_else(|| usage(format!("--devices: {d:?} is not TIER=PROFILE")))?;
-        chosen.insert(tier.to_string(), dev.to_string());
-    }
-    let pick = |tier: &str, default: &str| -> Result<DeviceProfile, Fail> {
-        if let Some(p) = from_file.get(tier) {
-            return Ok(*p);
-        }
-        let name = chosen.get(tier).map(String::as_str).unwrap_or(default);
-        DeviceProfile::builtin(name).ok_or_else(|| {
-            usage(format!(
-                "--devices: unknown profile {name:?} (built-in: dram, optane-pmem, optane-ssd, nand-nvme)"
-            ))
-        })
-    };
-    let mut out = Vec::new();
-    for t in &h.tiers {
-        let default = if t.name == "pmem" {
-            "optane-pmem"
-        } else {
-            "dram"
-        };
-        out.push(pick(&t.name, default)?);
-    }
-    out.push(pick("ssd", "nand-nvme")?);
-    Ok(out)
-}
-
 fn hierarchy(
     t: &Trace,
     spec: &str,
     inclusive: bool,
-    devices: &[String],
-    profile: Option<&std::path::Path>,
+    devices: &Devices,
     row_bytes: Option<u64>,
     json: bool,
 ) -> Result<(), Fail> {
@@ -713,7 +710,13 @@ fn hierarchy(
         unique as u64,
     )?;
     h.inclusive = inclusive;
-    let profiles = profiles_for(&h, devices, profile)?;
+    let names: Vec<&str> = h
+        .tiers
+        .iter()
+        .map(|t| t.name.as_str())
+        .chain(std::iter::once("ssd"))
+        .collect();
+    let profiles = devices.resolve(&names)?;
     let r = simulate_hierarchy(t, &h, &geo, Some(&profiles));
     let mut o = String::new();
     let to_ssd = r.ssd.rows_read;
