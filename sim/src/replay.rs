@@ -65,8 +65,11 @@ pub struct TierReport {
     pub hits: u64,
     /// Of those, not found here.
     pub misses: u64,
-    /// hits / lookups.
+    /// hits / lookups: the tier's own hit ratio.
     pub hit_ratio: f64,
+    /// hits / the row requests of the whole hierarchy (the first tier's
+    /// lookups): the share of requests this tier served.
+    pub request_share: f64,
     /// Row bytes read from this tier (hits).
     pub bytes_read: u64,
     /// Row bytes written into this tier (inserts, dirty write-downs).
@@ -420,12 +423,10 @@ pub fn simulate_hierarchy(
     }
     let mut rep = sim.rep;
     rep.accesses = trace.accesses.len() as u64;
+    let requests = rep.tiers.first().map_or(0, |t| t.lookups);
     for t in &mut rep.tiers {
-        t.hit_ratio = if t.lookups == 0 {
-            0.0
-        } else {
-            t.hits as f64 / t.lookups as f64
-        };
+        t.hit_ratio = t.hits as f64 / t.lookups.max(1) as f64;
+        t.request_share = t.hits as f64 / requests.max(1) as f64;
     }
     rep.est_seconds = total_secs;
     rep.est_seconds_per_batch = total_secs / rep.batches.max(1) as f64;
@@ -440,8 +441,13 @@ pub struct RunReport {
     pub writeback_errors: u64,
     /// Rows left waiting in memory for a write-back at the end.
     pub pending_rows: u64,
-    /// Accesses replayed (lookups and updates).
+    /// Accesses replayed (the trace's lookups and updates).
     pub accesses: u64,
+    /// Row requests the store served: ids looked up, plus ids updated
+    /// (deduplicated within a call), over all tables.
+    pub requests: u64,
+    /// Of those, updates.
+    pub updates: u64,
     /// Batches replayed.
     pub batches: u64,
     /// Wall-clock seconds of the replay.
@@ -454,10 +460,17 @@ pub struct RunReport {
     pub batch_p99_us: f64,
     /// 99.9th percentile.
     pub batch_p999_us: f64,
-    /// The store's DRAM hits over lookups and updates.
+    /// DRAM's hit ratio: its hits over the requests that reached it.
     pub dram_hit_ratio: f64,
-    /// The store's PMem hits over the accesses that reached PMem.
+    /// PMem's hit ratio: its hits over the requests that reached it (those
+    /// DRAM missed).
     pub pmem_hit_ratio: f64,
+    /// DRAM hits over all row requests (pinned tables' hits included).
+    pub dram_share: f64,
+    /// PMem hits over all row requests.
+    pub pmem_share: f64,
+    /// Row requests neither DRAM nor PMem served, over all requests.
+    pub miss_share: f64,
     /// DRAM hits.
     pub dram_hits: u64,
     /// PMem hits.
@@ -553,10 +566,15 @@ pub fn run_store(
     let dram_lookups = d(&|t| t.dram.lookups);
     let pmem_hits = d(&|t| t.pmem.hits);
     let pmem_lookups = d(&|t| t.pmem.lookups);
+    let updates = d(&|t| t.updates);
+    let requests = d(&|t| t.lookups) + updates;
+    let share = |x: u64| x as f64 / requests.max(1) as f64;
     let h = hist.snapshot();
     let us = |q: f64| h.value_at_quantile(q) as f64 / 1e3;
     Ok(RunReport {
         accesses: trace.accesses.len() as u64,
+        requests,
+        updates,
         batches: total,
         seconds,
         rows_per_s: trace.accesses.len() as f64 / seconds.max(1e-9),
@@ -565,6 +583,9 @@ pub fn run_store(
         batch_p999_us: us(0.999),
         dram_hit_ratio: dram_hits as f64 / dram_lookups.max(1) as f64,
         pmem_hit_ratio: pmem_hits as f64 / pmem_lookups.max(1) as f64,
+        dram_share: share(dram_hits),
+        pmem_share: share(pmem_hits),
+        miss_share: share(requests.saturating_sub(dram_hits + pmem_hits)),
         dram_hits,
         pmem_hits,
         ssd_rows_read: d(&|t| t.ssd.rows_read),

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use embtier_sim::profile::{self, DeviceProfile, Profiles, TierDevices};
-use embtier_sim::trace::{import, CsvSpec, Format, Trace};
+use embtier_sim::trace::{import, row_bytes_of, CsvSpec, Format, Trace};
 
 /// A failure: exit status (2 usage, 1 data) and a one-line message.
 #[derive(Debug)]
@@ -37,6 +37,106 @@ pub struct Input {
     /// Accesses per batch (samples per batch for criteo and movielens).
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch_size: u64,
+}
+
+/// How a report is printed: markdown tables (the default), JSON or CSV.
+#[derive(clap::Args, Clone, Copy, Debug, Default)]
+pub struct Output {
+    /// Print JSON (its fields: docs/replay.md and docs/locality.md).
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print CSV: the report's table, one header line.
+    #[arg(long)]
+    pub csv: bool,
+}
+
+/// Bytes per row where a trace does not say: the `--row-bytes` default.
+pub const DEFAULT_ROW_BYTES: u64 = 256;
+
+/// The mean bytes per access of `t` (rows of `default` bytes where the
+/// trace does not say).
+pub fn mean_row_bytes(t: &Trace, default: u64) -> u64 {
+    let rb: Vec<u64> = t
+        .tables
+        .iter()
+        .map(|tt| row_bytes_of(tt, default))
+        .collect();
+    let total: u64 = t.accesses.iter().map(|a| rb[a.table as usize]).sum();
+    (total / t.accesses.len().max(1) as u64).max(1)
+}
+
+/// Cache sizes in rows from `--sizes`: rows (`1000`), bytes (`64MiB`, a
+/// unit suffix, at `row_bytes` a row), or `auto` (16 log-spaced sizes up to
+/// the `unique` rows). A size beyond the unique rows gets a note.
+pub fn parse_sizes(spec: &[String], unique: u64, row_bytes: u64) -> Result<Vec<u64>, Fail> {
+    if spec.len() == 1 && spec[0].trim() == "auto" {
+        let mut v: Vec<u64> = (0..16)
+            .map(|i| ((unique.max(2) as f64).powf((i + 1) as f64 / 16.0)).round() as u64)
+            .collect();
+        v.dedup();
+        return Ok(v);
+    }
+    let mut out = Vec::new();
+    for s in spec {
+        let t = s.trim();
+        let rows = if t.chars().all(|c| c.is_ascii_digit()) && !t.is_empty() {
+            t.parse::<u64>()
+                .map_err(|_| usage(format!("--sizes: {t:?} is too large")))?
+        } else {
+            let b = t.parse::<embtier::ByteSize>().map_err(|e| {
+                usage(format!(
+                    "--sizes: {e} (rows like 1000, bytes like 64MiB, or auto)"
+                ))
+            })?;
+            b.0 / row_bytes
+        };
+        if rows == 0 {
+            return Err(usage(format!(
+                "--sizes: {t:?} is zero rows (a row is {row_bytes} bytes); a cache holds at least one row"
+            )));
+        }
+        if rows > u32::MAX as u64 - 1 {
+            return Err(usage(format!("--sizes: {t:?} is more than 2^32 rows")));
+        }
+        if rows > unique {
+            eprintln!("note: size {rows} exceeds the trace's {unique} unique rows: only cold misses remain");
+        }
+        out.push(rows);
+    }
+    Ok(out)
+}
+
+/// `--sizes` checked before the trace is read: `auto`, or sizes that are
+/// whole rows or byte sizes, none zero.
+pub fn check_sizes(spec: &[String]) -> Result<(), Fail> {
+    if spec.len() == 1 && spec[0].trim() == "auto" {
+        return Ok(());
+    }
+    for s in spec {
+        let t = s.trim();
+        match t.parse::<embtier::ByteSize>() {
+            Ok(b) if b.0 > 0 => {}
+            Ok(_) => {
+                return Err(usage(format!(
+                    "--sizes: {t:?} is zero; a cache holds at least one row"
+                )))
+            }
+            Err(e) => {
+                return Err(usage(format!(
+                    "--sizes: {e} (rows like 1000, bytes like 64MiB, or auto)"
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A sampling rate in (0, 1] (`--sample`).
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r > 0.0 && r <= 1.0 => Ok(r),
+        _ => Err(format!("{s:?} is not a rate in (0, 1]")),
+    }
 }
 
 /// The device options of every command that estimates time.
@@ -98,6 +198,14 @@ pub fn load(input: &Input) -> Result<Trace, Fail> {
     }
     if input.format == Format::Auto {
         eprintln!("{}: read as {}", input.trace.display(), f.name());
+    }
+    if f != Format::Etrace && t.batch_ends.len() == 1 && t.accesses.len() > 1 {
+        eprintln!(
+            "warning: {}: the whole trace is one batch ({} accesses; --batch-size {}): per-batch figures (working sets, bandwidth, time per batch) describe that one batch; set --batch-size to the trainer's",
+            input.trace.display(),
+            t.accesses.len(),
+            input.batch_size
+        );
     }
     Ok(t)
 }

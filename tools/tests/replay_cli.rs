@@ -182,10 +182,15 @@ fn hierarchy_and_calibrate() {
         "| ssd |",
         "latency (us)",
         "read (GB/s)",
-        "written",
+        "IOPS",
     ] {
         assert!(out.contains(k), "{k}: {out}");
     }
+    assert!(
+        stderr(&o).contains("profile.toml: written"),
+        "{}",
+        stderr(&o)
+    );
     let prof = cal.join("profile.toml");
     let profiles = embtier_sim::profile::read_profiles(&prof).unwrap();
     for tier in ["dram", "pmem", "ssd"] {

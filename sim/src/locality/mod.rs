@@ -13,6 +13,7 @@ use serde::Serialize;
 pub mod dlrm;
 pub mod plan;
 pub mod shards;
+pub mod store_toml;
 
 use crate::trace::Trace;
 
