@@ -96,6 +96,12 @@ fn trace_importers_never_panic() {
             .into_bytes(),
         ),
         (
+            Format::Avazu,
+            "a.csv",
+            b"id,click,hour,C1,site_id\n1,0,14102100,1005,1fbe01fe\n2,1,14102100,1002,85f751fd\n"
+                .to_vec(),
+        ),
+        (
             Format::Movielens,
             "u.data",
             b"196\t242\t3\t881250949\n186\t302\t3\t891717742\n".to_vec(),
@@ -120,13 +126,13 @@ fn trace_importers_never_panic() {
         CsvSpec {
             id: "id".into(),
             table: Some("table".into()),
-            header: true,
+            header: Some(true),
             delimiter: b',',
         },
         CsvSpec {
             id: "7".into(),
             table: Some("99".into()),
-            header: false,
+            header: Some(false),
             delimiter: b'\t',
         },
     ];

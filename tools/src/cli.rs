@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use embtier_sim::profile::{self, DeviceProfile, Profiles, TierDevices};
-use embtier_sim::trace::{import, row_bytes_of, CsvSpec, Format, Trace};
+use embtier_sim::trace::{import_noting, row_bytes_of, CsvSpec, Format, Trace};
 
 /// A failure: exit status (2 usage, 1 data) and a one-line message.
 #[derive(Debug)]
@@ -28,10 +28,12 @@ pub fn usage(e: impl std::fmt::Display) -> Fail {
 pub struct Input {
     /// The trace file.
     pub trace: PathBuf,
-    /// Input format: auto, etrace, oracle-general, csv, txt, criteo, movielens.
+    /// Input format: auto, etrace, oracle-general, csv, txt, criteo, avazu,
+    /// movielens.
     #[arg(long, default_value = "auto", value_parser = |s: &str| s.parse::<Format>())]
     pub format: Format,
-    /// Column spec for csv: id=COL[,table=COL][,header=yes|no][,delim=C|tab].
+    /// Column spec for csv: id=COL[,table=COL][,header=yes|no|auto][,delim=C|tab]
+    /// (COL: a 0-based index or a header name; the header is detected by default).
     #[arg(long, default_value = "id=0", value_parser = |s: &str| s.parse::<CsvSpec>())]
     pub columns: CsvSpec,
     /// Accesses per batch (samples per batch for criteo and movielens).
@@ -186,7 +188,7 @@ impl Devices {
 /// Read the input, with a spinner on a terminal; says which format `auto` chose.
 pub fn load(input: &Input) -> Result<Trace, Fail> {
     let spinner = progress(&format!("reading {}", input.trace.display()));
-    let (t, f) = import(
+    let imported = import_noting(
         &input.trace,
         input.format,
         &input.columns,
@@ -196,8 +198,13 @@ pub fn load(input: &Input) -> Result<Trace, Fail> {
     if let Some(s) = spinner {
         s.finish_and_clear();
     }
+    let (t, f) = (imported.trace, imported.format);
     if input.format == Format::Auto {
         eprintln!("{}: read as {}", input.trace.display(), f.name());
+    }
+    for n in &imported.notes {
+        let w = if n.warning { "warning: " } else { "" };
+        eprintln!("{w}{}: {}", input.trace.display(), n.text);
     }
     if f != Format::Etrace && t.batch_ends.len() == 1 && t.accesses.len() > 1 {
         eprintln!(

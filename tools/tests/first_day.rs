@@ -328,3 +328,40 @@ fn one_batch_is_warned_of() {
     );
     assert!(!stderr(&o).contains("one batch"), "{}", stderr(&o));
 }
+
+/// CSV input: the header is detected, a doubtful id column is named, and
+/// Avazu is read as Avazu, all said on stderr.
+#[test]
+fn csv_input_says_what_it_read() {
+    let shared = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/traces");
+    let (cp, av) = (
+        shared.join("cloudPhysicsIO.csv"),
+        shared.join("avazu_sample.csv"),
+    );
+    if !cp.exists() || !av.exists() {
+        eprintln!("SKIP: {} or {} is absent", cp.display(), av.display());
+        return;
+    }
+    let o = ok(
+        locality(&["analyze", cp.to_str().unwrap(), "--csv"]),
+        "cloudPhysicsIO.csv",
+    );
+    let e = stderr(&o);
+    assert!(e.contains("the first line is a header"), "{e}");
+    assert!(
+        e.contains("warning:") && e.contains("column 0 (version)") && e.contains("looks constant"),
+        "{e}"
+    );
+    let o = ok(
+        locality(&[
+            "analyze",
+            av.to_str().unwrap(),
+            "--batch-size",
+            "10",
+            "--csv",
+        ]),
+        "avazu_sample.csv",
+    );
+    assert!(stderr(&o).contains("read as avazu"), "{}", stderr(&o));
+    assert!(stdout(&o).contains("\nsite_id,"), "{}", stdout(&o));
+}
