@@ -74,3 +74,8 @@ pub use store::{
 /// The on-disk format crate.
 pub use embtier_format as format;
 pub use hash::canonical_name;
+
+/// The README's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
