@@ -1,6 +1,7 @@
-//! The simulator's modules form layers too: `densify` and `trace` at the
-//! bottom, then the simulated caches (`cache`, `offline`), then `locality`
-//! and `replay` (`docs/architecture.md`, "Layers"). This test reads
+//! The simulator's modules form layers too: `densify`, `trace` and
+//! `profile` at the bottom, then the simulated caches (`cache`, `offline`,
+//! `policy`), then `locality`, `replay` and `calibrate`
+//! (`docs/architecture.md`, "Layers"). This test reads
 //! `sim/src/` and fails when a module cycle appears, naming the modules and
 //! the edges that close it (the engine's check, `tests/module_graph.rs`,
 //! shares the code). `EMBTIER_PRINT_MODULE_GRAPH=1` prints the edges.
