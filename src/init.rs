@@ -105,33 +105,3 @@ mod tests {
         assert_eq!(&b[1200..], &[0, 0, 0, 0]);
     }
 }
-
-/// A fast hasher for integer keys (the SplitMix64 finaliser), for the hash
-/// maps that densify trace ids. Not DoS-resistant: only for keys from traces
-/// the user analyses, never for untrusted network input.
-#[derive(Default, Clone, Copy)]
-pub struct MixHasher(u64);
-
-impl std::hash::Hasher for MixHasher {
-    #[inline]
-    fn finish(&self) -> u64 {
-        mix64(self.0)
-    }
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ b as u64).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-    #[inline]
-    fn write_u64(&mut self, n: u64) {
-        self.0 ^= n;
-    }
-    #[inline]
-    fn write_u32(&mut self, n: u32) {
-        self.0 ^= n as u64;
-    }
-}
-
-/// `BuildHasher` of [`MixHasher`].
-pub type FastHash = std::hash::BuildHasherDefault<MixHasher>;

@@ -46,17 +46,14 @@ mod files;
 mod hash;
 pub mod init;
 pub mod io;
-pub mod locality;
 pub mod optim;
 pub mod policy;
 pub mod pooled;
 pub mod precision;
-pub mod replay;
 pub mod stats;
 mod store;
 mod table;
 mod tier;
-pub mod trace;
 
 pub use config::{
     ByteSize, Init, IoEngineKind, MemoryKind, Placement, RoundingMode, StoreConfig,
@@ -77,3 +74,8 @@ pub use store::{
 /// The on-disk format crate.
 pub use embtier_format as format;
 pub use hash::canonical_name;
+
+/// The README's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

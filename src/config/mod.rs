@@ -41,7 +41,7 @@ pub use tier::{MemoryKind, SsdConfig, TierConfig, MAX_TIERS};
 #[serde(deny_unknown_fields)]
 struct LegacyDram {
     capacity: ByteSize,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "PolicyKind::deserialize_for_store")]
     policy: PolicyKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     shards: Option<usize>,
@@ -54,7 +54,7 @@ struct LegacyPmem {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     path: Option<PathBuf>,
     capacity: ByteSize,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "PolicyKind::deserialize_for_store")]
     policy: PolicyKind,
 }
 

@@ -32,6 +32,17 @@ impl MemoryKind {
     }
 }
 
+impl std::str::FromStr for MemoryKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<MemoryKind, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "dram" => Ok(MemoryKind::Dram),
+            "pmem" => Ok(MemoryKind::Pmem),
+            other => Err(format!("unknown memory kind {other:?} (dram or pmem)")),
+        }
+    }
+}
+
 impl fmt::Display for MemoryKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -53,7 +64,7 @@ pub struct TierConfig {
     /// Bytes of row payload the tier may hold, pinned tables included.
     pub capacity: ByteSize,
     /// Eviction policy of its caches.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "PolicyKind::deserialize_for_store")]
     pub policy: PolicyKind,
     /// For a file-backed kind, the file; by default `pmem.emb` in the store
     /// directory (`pmem.N.emb` for the N-th such tier, N >= 1). Put it on a

@@ -17,7 +17,7 @@ mod aligned;
 pub mod fault;
 mod latency;
 mod psync;
-pub(crate) mod reserve;
+pub mod reserve;
 #[cfg(target_os = "linux")]
 mod uring;
 
@@ -90,7 +90,7 @@ pub struct IoFailure {
 impl IoFailure {
     /// The error of this failure on `path`: a full disk is
     /// [`Error::DiskFull`], anything else [`Error::Io`].
-    pub(crate) fn into_error(self, path: &Path) -> Error {
+    pub fn into_error(self, path: &Path) -> Error {
         if self.error.raw_os_error() == Some(libc::ENOSPC) {
             Error::DiskFull {
                 path: path.into(),

@@ -53,7 +53,7 @@ pub(crate) fn reserve_blocks(file: &File, len: u64) -> io::Result<()> {
 /// allocated, ready to be mapped for writing. On failure the file is
 /// truncated to nothing again, so that blocks reserved before the file
 /// system ran out are given back; the error is [`Error::MapReserve`].
-pub(crate) fn create_reserved(path: &Path, len: u64) -> Result<File> {
+pub fn create_reserved(path: &Path, len: u64) -> Result<File> {
     let f = OpenOptions::new()
         .read(true)
         .write(true)

@@ -3,23 +3,23 @@
 //!
 //! A policy orders *slots*: small dense integers `0..capacity` that the caller
 //! maps to whatever it caches. The store's DRAM and PMem shards hand a policy
-//! their row slots; [`SimCache`] maps plain u64 ids to slots for trace
-//! simulation. Both therefore run the very same code, so a simulated hit
-//! ratio predicts the store's.
+//! their row slots; the simulator (crate `embtier-sim`, its `SimCache` and
+//! `DenseCache`) maps trace ids to slots. Both therefore run the very same
+//! code, so a simulated hit ratio predicts the store's.
 //!
 //! The link width is a type parameter ([`Link`]): store shards use `u16`
 //! links, so that per-row bookkeeping stays within 16 bytes; the simulator
 //! uses `u32`.
 //!
 //! ```
-//! use embtier::policy::{PolicyKind, SimCache};
-//! let mut c = SimCache::new(PolicyKind::Lru, 2);
-//! assert!(!c.access(1));
-//! assert!(!c.access(2));
-//! assert!(c.access(1));
-//! assert!(!c.access(3)); // evicts 2, the least recently used
-//! assert!(!c.access(2));
-//! assert!(c.access(3));
+//! use embtier::policy::{AnyPolicy, EvictionPolicy, PolicyKind};
+//! let mut p = AnyPolicy::<u32>::new(PolicyKind::Lru, 2);
+//! p.insert(0, 10); // slot 0 holds key 10
+//! p.insert(1, 20); // slot 1 holds key 20
+//! p.hit(0);
+//! assert_eq!(p.evict(), 1); // key 20, the least recently used
+//! p.insert(1, 30);
+//! assert_eq!(p.evict(), 0); // then key 10
 //! ```
 
 mod arc;
@@ -28,10 +28,8 @@ mod clock;
 mod lfu;
 mod list;
 mod lru;
-pub mod offline;
 mod s3fifo;
 mod sieve;
-mod sim;
 mod slru;
 mod twoq;
 mod wtinylfu;
@@ -46,7 +44,6 @@ pub use list::{Link, List};
 pub use lru::{Fifo, Lru};
 pub use s3fifo::S3Fifo;
 pub use sieve::Sieve;
-pub use sim::{densify, simulate, simulate_dense, DenseCache, SimCache, SimResult};
 pub use slru::Slru;
 pub use twoq::TwoQ;
 pub use wtinylfu::WTinyLfu;
@@ -83,10 +80,12 @@ pub trait EvictionPolicy {
 }
 
 /// The policies available by name.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
+///
+/// One vocabulary everywhere (the command-line tools, `store.toml`, the
+/// Python binding): a name is compared after [`crate::canonical_name`]
+/// (case, `-` and `_` ignored), so `S3-FIFO`, `s3_fifo` and `s3fifo` are one
+/// name, and 2Q is `2q` or `twoq`. Serialised as [`PolicyKind::name`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum PolicyKind {
     /// Least recently used.
@@ -139,6 +138,46 @@ impl PolicyKind {
         )
     }
 
+    /// The policies the store's tiers run ([`PolicyKind::store_supported`]),
+    /// in the order of [`PolicyKind::ALL`].
+    pub fn store_policies() -> impl Iterator<Item = PolicyKind> {
+        PolicyKind::ALL
+            .iter()
+            .copied()
+            .filter(|p| p.store_supported())
+    }
+
+    /// `kinds` as a comma-separated list of names, for error messages.
+    pub fn list(kinds: impl IntoIterator<Item = PolicyKind>) -> String {
+        let names: Vec<&str> = kinds.into_iter().map(|p| p.name()).collect();
+        names.join(", ")
+    }
+
+    /// Parse a policy for a store tier: any spelling [`FromStr`] takes, and
+    /// only a policy the store runs. The errors name the policies the
+    /// store's tiers accept, and nothing else.
+    pub fn parse_for_store(s: &str) -> Result<PolicyKind, String> {
+        let accepted = PolicyKind::list(PolicyKind::store_policies());
+        match s.parse::<PolicyKind>() {
+            Ok(p) if p.store_supported() => Ok(p),
+            Ok(p) => Err(format!(
+                "policy {p} runs in simulation only (emb-replay simulate); the store's tiers accept {accepted}"
+            )),
+            Err(_) => Err(format!(
+                "unknown policy {s:?}; the store's tiers accept {accepted}"
+            )),
+        }
+    }
+
+    /// Deserialise a store tier's policy with [`PolicyKind::parse_for_store`]
+    /// (for `#[serde(deserialize_with = ...)]` on a tier's `policy` field).
+    pub fn deserialize_for_store<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<PolicyKind, D::Error> {
+        let s = <String as serde::Deserialize>::deserialize(d)?;
+        PolicyKind::parse_for_store(&s).map_err(serde::de::Error::custom)
+    }
+
     /// Whether the policy's decisions depend on key values (W-TinyLFU's
     /// sketch hashes them), so that only the trace's own ids reproduce other
     /// simulators' results exactly.
@@ -171,20 +210,37 @@ impl fmt::Display for PolicyKind {
 
 impl FromStr for PolicyKind {
     type Err = String;
-    /// Case, `-` and `_` are ignored: `S3-FIFO`, `s3_fifo` and `s3fifo` are one name.
+    /// Case, `-` and `_` are ignored: `S3-FIFO`, `s3_fifo` and `s3fifo` are
+    /// one name; 2Q is also `twoq` (the name `store.toml` once required).
     fn from_str(s: &str) -> Result<Self, String> {
         let norm = crate::hash::canonical_name(s);
+        if norm == "twoq" {
+            return Ok(PolicyKind::TwoQ);
+        }
         PolicyKind::ALL
             .iter()
             .copied()
             .find(|p| p.name() == norm)
             .ok_or_else(|| {
-                let names: Vec<_> = PolicyKind::ALL.iter().map(|p| p.name()).collect();
                 format!(
                     "unknown policy {s:?} (expected one of {})",
-                    names.join(", ")
+                    PolicyKind::list(PolicyKind::ALL.iter().copied())
                 )
             })
+    }
+}
+
+impl serde::Serialize for PolicyKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for PolicyKind {
+    /// Any spelling [`FromStr`] takes.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<PolicyKind, D::Error> {
+        let s = <String as serde::Deserialize>::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -286,6 +342,64 @@ mod tests {
     fn names_ignore_case_and_separators() {
         assert_eq!("LRU".parse::<PolicyKind>().unwrap(), PolicyKind::Lru);
         assert_eq!("Si-e_ve".parse::<PolicyKind>().unwrap(), PolicyKind::Sieve);
+        assert_eq!("S3-FIFO".parse::<PolicyKind>().unwrap(), PolicyKind::S3Fifo);
+        assert_eq!(
+            "W-TinyLFU".parse::<PolicyKind>().unwrap(),
+            PolicyKind::WTinyLfu
+        );
+        for two_q in ["2q", "2Q", "twoq", "Two-Q"] {
+            assert_eq!(two_q.parse::<PolicyKind>().unwrap(), PolicyKind::TwoQ);
+        }
         assert!("belady2".parse::<PolicyKind>().is_err());
+        // Every name parses back to its policy.
+        for p in PolicyKind::ALL {
+            assert_eq!(p.name().parse::<PolicyKind>().unwrap(), *p);
+        }
+    }
+
+    /// A store tier takes the same spellings, refuses simulation-only
+    /// policies, and its errors list only what a store tier accepts.
+    #[test]
+    fn store_tiers_take_the_same_names_and_list_only_theirs() {
+        assert_eq!(
+            PolicyKind::parse_for_store("S3-FIFO"),
+            Ok(PolicyKind::S3Fifo)
+        );
+        for bad in ["2q", "twoq", "SLRU", "w-tinylfu", "bogus"] {
+            let e = PolicyKind::parse_for_store(bad).unwrap_err();
+            assert!(
+                e.ends_with("the store's tiers accept lru, fifo, clock, lfu, arc, s3fifo, sieve"),
+                "{e}"
+            );
+            for sim_only in ["slru", "2q", "wtinylfu", "twoq"] {
+                assert!(!e.contains(&format!(" {sim_only},")), "{e}");
+            }
+        }
+        #[derive(serde::Deserialize)]
+        struct Tier {
+            #[serde(deserialize_with = "PolicyKind::deserialize_for_store")]
+            policy: PolicyKind,
+        }
+        let t: Tier = toml::from_str("policy = \"Sieve\"").unwrap();
+        assert_eq!(t.policy, PolicyKind::Sieve);
+        let e = toml::from_str::<Tier>("policy = \"2Q\"")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("runs in simulation only"), "{e}");
+        // Serialised as the command-line name, and read back.
+        #[derive(serde::Serialize, serde::Deserialize)]
+        struct Any {
+            policy: PolicyKind,
+        }
+        let text = toml::to_string(&Any {
+            policy: PolicyKind::TwoQ,
+        })
+        .unwrap();
+        assert_eq!(text.trim(), "policy = \"2q\"");
+        assert_eq!(
+            toml::from_str::<Any>(&text).unwrap().policy,
+            PolicyKind::TwoQ
+        );
     }
 }

@@ -1,10 +1,15 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod inputs;
 pub mod mount;
 pub mod workload;
 
 use embtier::MemoryKind;
+// Not every test uses both.
+#[allow(unused_imports)]
+pub use inputs::{env_or, Rng};
+
 use embtier::{IoEngineKind, Placement, PolicyKind, StoreConfig, TableConfig};
 
 /// The engines to run on this machine: psync always; uring when the probe
@@ -22,32 +27,6 @@ pub fn engines() -> Vec<IoEngineKind> {
 pub fn with_engine(mut cfg: StoreConfig, e: IoEngineKind) -> StoreConfig {
     cfg.ssd.io_engine = e;
     cfg
-}
-
-/// The number in environment variable `name`, or `default` when it is
-/// unset or not a number (the tests' size knobs).
-pub fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// A small deterministic PRNG (SplitMix64).
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        embtier::init::mix64(self.0)
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    /// A value exactly representable in f32 with few bits, so sums stay exact.
-    pub fn small_f32(&mut self) -> f32 {
-        (self.below(64) as f32 - 32.0) / 8.0
-    }
 }
 
 /// Three tierings of one table where eviction order is fixed: pinned to

@@ -1,11 +1,13 @@
 //! What both command-line tools share: the trace input arguments, errors
 //! with their exit status, output that tolerates a closed pipe, and `main`.
 
+use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use embtier::trace::{import, CsvSpec, Format, Trace};
+use embtier_sim::profile::{self, DeviceProfile, Profiles, TierDevices};
+use embtier_sim::trace::{import_noting, row_bytes_of, CsvSpec, Format, Trace};
 
 /// A failure: exit status (2 usage, 1 data) and a one-line message.
 #[derive(Debug)]
@@ -26,10 +28,12 @@ pub fn usage(e: impl std::fmt::Display) -> Fail {
 pub struct Input {
     /// The trace file.
     pub trace: PathBuf,
-    /// Input format: auto, etrace, oracle-general, csv, txt, criteo, movielens.
+    /// Input format: auto, etrace, oracle-general, csv, txt, criteo, avazu,
+    /// movielens.
     #[arg(long, default_value = "auto", value_parser = |s: &str| s.parse::<Format>())]
     pub format: Format,
-    /// Column spec for csv: id=COL[,table=COL][,header=yes|no][,delim=C|tab].
+    /// Column spec for csv: id=COL[,table=COL][,header=yes|no|auto][,delim=C|tab]
+    /// (COL: a 0-based index or a header name; the header is detected by default).
     #[arg(long, default_value = "id=0", value_parser = |s: &str| s.parse::<CsvSpec>())]
     pub columns: CsvSpec,
     /// Accesses per batch (samples per batch for criteo and movielens).
@@ -37,10 +41,154 @@ pub struct Input {
     pub batch_size: u64,
 }
 
+/// How a report is printed: markdown tables (the default), JSON or CSV.
+#[derive(clap::Args, Clone, Copy, Debug, Default)]
+pub struct Output {
+    /// Print JSON (its fields: docs/replay.md and docs/locality.md).
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print CSV: the report's table, one header line.
+    #[arg(long)]
+    pub csv: bool,
+}
+
+/// Bytes per row where a trace does not say: the `--row-bytes` default.
+pub const DEFAULT_ROW_BYTES: u64 = 256;
+
+/// The mean bytes per access of `t` (rows of `default` bytes where the
+/// trace does not say).
+pub fn mean_row_bytes(t: &Trace, default: u64) -> u64 {
+    let rb: Vec<u64> = t
+        .tables
+        .iter()
+        .map(|tt| row_bytes_of(tt, default))
+        .collect();
+    let total: u64 = t.accesses.iter().map(|a| rb[a.table as usize]).sum();
+    (total / t.accesses.len().max(1) as u64).max(1)
+}
+
+/// Cache sizes in rows from `--sizes`: rows (`1000`), bytes (`64MiB`, a
+/// unit suffix, at `row_bytes` a row), or `auto` (16 log-spaced sizes up to
+/// the `unique` rows). A size beyond the unique rows gets a note.
+pub fn parse_sizes(spec: &[String], unique: u64, row_bytes: u64) -> Result<Vec<u64>, Fail> {
+    if spec.len() == 1 && spec[0].trim() == "auto" {
+        let mut v: Vec<u64> = (0..16)
+            .map(|i| ((unique.max(2) as f64).powf((i + 1) as f64 / 16.0)).round() as u64)
+            .collect();
+        v.dedup();
+        return Ok(v);
+    }
+    let mut out = Vec::new();
+    for s in spec {
+        let t = s.trim();
+        let rows = if t.chars().all(|c| c.is_ascii_digit()) && !t.is_empty() {
+            t.parse::<u64>()
+                .map_err(|_| usage(format!("--sizes: {t:?} is too large")))?
+        } else {
+            let b = t.parse::<embtier::ByteSize>().map_err(|e| {
+                usage(format!(
+                    "--sizes: {e} (rows like 1000, bytes like 64MiB, or auto)"
+                ))
+            })?;
+            b.0 / row_bytes
+        };
+        if rows == 0 {
+            return Err(usage(format!(
+                "--sizes: {t:?} is zero rows (a row is {row_bytes} bytes); a cache holds at least one row"
+            )));
+        }
+        if rows > u32::MAX as u64 - 1 {
+            return Err(usage(format!("--sizes: {t:?} is more than 2^32 rows")));
+        }
+        if rows > unique {
+            eprintln!("note: size {rows} exceeds the trace's {unique} unique rows: only cold misses remain");
+        }
+        out.push(rows);
+    }
+    Ok(out)
+}
+
+/// `--sizes` checked before the trace is read: `auto`, or sizes that are
+/// whole rows or byte sizes, none zero.
+pub fn check_sizes(spec: &[String]) -> Result<(), Fail> {
+    if spec.len() == 1 && spec[0].trim() == "auto" {
+        return Ok(());
+    }
+    for s in spec {
+        let t = s.trim();
+        match t.parse::<embtier::ByteSize>() {
+            Ok(b) if b.0 > 0 => {}
+            Ok(_) => {
+                return Err(usage(format!(
+                    "--sizes: {t:?} is zero; a cache holds at least one row"
+                )))
+            }
+            Err(e) => {
+                return Err(usage(format!(
+                    "--sizes: {e} (rows like 1000, bytes like 64MiB, or auto)"
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A sampling rate in (0, 1] (`--sample`).
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r > 0.0 && r <= 1.0 => Ok(r),
+        _ => Err(format!("{s:?} is not a rate in (0, 1]")),
+    }
+}
+
+/// The device options of every command that estimates time.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct Devices {
+    /// Built-in device profiles per tier, TIER=PROFILE, comma separated
+    /// (built-ins: dram, optane-pmem, optane-ssd, nand-nvme; by default
+    /// dram=dram,pmem=optane-pmem,ssd=nand-nvme).
+    #[arg(long, value_delimiter = ',')]
+    pub devices: Vec<String>,
+    /// A device profile file, as `emb-replay calibrate` writes it: [dram],
+    /// [pmem], [ssd] (or any tier name), each with latency_us, read_gbps,
+    /// write_gbps, iops and parallelism. Its tiers override --devices.
+    #[arg(long)]
+    pub profile: Option<PathBuf>,
+}
+
+impl Devices {
+    fn parts(&self) -> Result<(Profiles, HashMap<String, String>), Fail> {
+        let file = match &self.profile {
+            Some(p) => profile::read_profiles(p).map_err(data)?,
+            None => Profiles::new(),
+        };
+        let mut chosen = HashMap::new();
+        for d in &self.devices {
+            let (tier, dev) = d
+                .split_once('=')
+                .ok_or_else(|| usage(format!("--devices: {d:?} is not TIER=PROFILE")))?;
+            chosen.insert(tier.trim().to_string(), dev.trim().to_string());
+        }
+        Ok((file, chosen))
+    }
+
+    /// The device of each of `tiers`.
+    pub fn resolve(&self, tiers: &[&str]) -> Result<Vec<DeviceProfile>, Fail> {
+        let (file, chosen) = self.parts()?;
+        profile::resolve(tiers, &file, &chosen).map_err(|e| usage(format!("--devices: {e}")))
+    }
+
+    /// The devices of a store's DRAM, PMem and SSD.
+    pub fn tiers(&self) -> Result<TierDevices, Fail> {
+        let (file, chosen) = self.parts()?;
+        TierDevices::resolve(&file, &chosen).map_err(|e| usage(format!("--devices: {e}")))
+    }
+}
+
 /// Read the input, with a spinner on a terminal; says which format `auto` chose.
 pub fn load(input: &Input) -> Result<Trace, Fail> {
     let spinner = progress(&format!("reading {}", input.trace.display()));
-    let (t, f) = import(
+    let imported = import_noting(
         &input.trace,
         input.format,
         &input.columns,
@@ -50,8 +198,21 @@ pub fn load(input: &Input) -> Result<Trace, Fail> {
     if let Some(s) = spinner {
         s.finish_and_clear();
     }
+    let (t, f) = (imported.trace, imported.format);
     if input.format == Format::Auto {
         eprintln!("{}: read as {}", input.trace.display(), f.name());
+    }
+    for n in &imported.notes {
+        let w = if n.warning { "warning: " } else { "" };
+        eprintln!("{w}{}: {}", input.trace.display(), n.text);
+    }
+    if f != Format::Etrace && t.batch_ends.len() == 1 && t.accesses.len() > 1 {
+        eprintln!(
+            "warning: {}: the whole trace is one batch ({} accesses; --batch-size {}): per-batch figures (working sets, bandwidth, time per batch) describe that one batch; set --batch-size to the trainer's",
+            input.trace.display(),
+            t.accesses.len(),
+            input.batch_size
+        );
     }
     Ok(t)
 }
@@ -90,8 +251,24 @@ pub fn main_with<C: clap::Parser>(name: &str, run: impl FnOnce(C) -> Result<(), 
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Fail(code, msg)) => {
-            eprintln!("{name}: error: {msg}");
+            eprintln!("{name}: error: {}", one_line(&msg));
             ExitCode::from(code)
         }
     }
+}
+
+/// A message on one line: the lines of a multi-line error (a TOML parse
+/// error's source excerpt and caret, which only repeat the line and column
+/// it names) dropped, the rest joined with `: `.
+pub fn one_line(msg: &str) -> String {
+    let excerpt = |l: &str| {
+        l.trim_start_matches(|c: char| c.is_ascii_digit() || c == ' ')
+            .starts_with('|')
+    };
+    let parts: Vec<&str> = msg
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !excerpt(l))
+        .collect();
+    parts.join(": ")
 }

@@ -7,3 +7,4 @@
 
 pub mod cli;
 pub mod plot;
+pub mod table;

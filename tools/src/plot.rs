@@ -1,43 +1,96 @@
-//! SVG charts of locality reports and simulations (plotters, pure-Rust SVG backend).
+//! SVG charts of locality reports and simulations (plotters, pure-Rust SVG
+//! backend).
+//!
+//! Every chart names its trace in the title, gives each series its own
+//! colour (hues spread evenly over the series drawn; the overall curve is
+//! black), and keeps the legend in a column right of the data. With many
+//! tables, the charts draw the overall curve and the `top` tables by
+//! accesses, and say so in the title.
 
 use std::path::Path;
 
-use embtier::locality::{Log2Hist, Report, TableReport, COUNT_BIN_EDGES};
+use embtier_sim::locality::{Log2Hist, Report, TableReport, COUNT_BIN_EDGES};
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
 type Res = Result<(), String>;
+
+/// Tables drawn beside the overall curve unless told otherwise.
+pub const DEFAULT_TOP: u64 = 8;
+
+/// Width of the legend column, pixels.
+const LEGEND_W: u32 = 230;
 
 fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
-fn palette(i: usize) -> RGBColor {
-    const C: [RGBColor; 8] = [
-        RGBColor(31, 119, 180),
-        RGBColor(255, 127, 14),
-        RGBColor(44, 160, 44),
-        RGBColor(214, 39, 40),
-        RGBColor(148, 103, 189),
-        RGBColor(140, 86, 75),
-        RGBColor(227, 119, 194),
-        RGBColor(127, 127, 127),
-    ];
-    C[i % C.len()]
+/// One colour per series: black for series 0 when `first_black` (the
+/// overall curve), the others at hues spread evenly over the circle.
+fn colour(i: usize, n: usize, first_black: bool) -> RGBColor {
+    if first_black && i == 0 {
+        return BLACK;
+    }
+    let (i, n) = if first_black { (i - 1, n - 1) } else { (i, n) };
+    let h = i as f64 / n.max(1) as f64;
+    // HSL to RGB, saturation 0.75, lightness 0.42 or 0.55 alternating, so
+    // that neighbours in hue also differ in lightness.
+    let l = if i % 2 == 0 { 0.42 } else { 0.55 };
+    let s = 0.75;
+    let c = (1.0 - (2.0 * l - 1.0f64).abs()) * s;
+    let hp = h * 6.0;
+    let x = c * (1.0 - (hp % 2.0 - 1.0).abs());
+    let (r, g, b) = match hp as u32 {
+        0 => (c, x, 0.0),
+        1 => (x, c, 0.0),
+        2 => (0.0, c, x),
+        3 => (0.0, x, c),
+        4 => (x, 0.0, c),
+        _ => (c, 0.0, x),
+    };
+    let m = l - c / 2.0;
+    let v = |f: f64| ((f + m) * 255.0).round().clamp(0.0, 255.0) as u8;
+    RGBColor(v(r), v(g), v(b))
 }
 
-/// The tables to draw: overall first, then up to 15 tables.
-fn subjects(r: &Report) -> Vec<&TableReport> {
-    std::iter::once(&r.overall)
-        .chain(r.tables.iter().take(15))
-        .collect()
+/// The tables to draw: overall first, then the `top` most accessed, in
+/// order of accesses; and a note when some were left out.
+fn subjects(r: &Report, top: usize) -> (Vec<&TableReport>, Option<String>) {
+    let mut tables: Vec<&TableReport> = r.tables.iter().collect();
+    tables.sort_by_key(|t| std::cmp::Reverse(t.accesses));
+    let note = (tables.len() > top).then(|| {
+        format!(
+            "the top {top} of {} tables by accesses, and overall",
+            tables.len()
+        )
+    });
+    tables.truncate(top);
+    (std::iter::once(&r.overall).chain(tables).collect(), note)
 }
 
-/// Write `mrc.svg`, `count_cdf.svg` and `reuse_distance_cdf.svg` into `dir`.
-pub fn write_all(r: &Report, dir: &Path) -> Res {
+/// Write `mrc.svg`, `count_cdf.svg` and `reuse_distance_cdf.svg` of `r`
+/// into `dir`; `trace` names the trace in the titles. Returns the note of
+/// the tables left out, if any.
+pub fn write_all(
+    r: &Report,
+    dir: &Path,
+    trace: &str,
+    top: usize,
+) -> Result<Option<String>, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    mrc(r, &dir.join("mrc.svg"))?;
-    count_cdf(r, &dir.join("count_cdf.svg"))?;
-    reuse_cdf(r, &dir.join("reuse_distance_cdf.svg"))
+    let (subj, note) = subjects(r, top);
+    let of = |what: &str| match &note {
+        Some(n) => format!("{what}: {trace} ({n})"),
+        None => format!("{what}: {trace}"),
+    };
+    mrc(&subj, &of("LRU miss-ratio curves"), &dir.join("mrc.svg"))?;
+    count_cdf(&subj, &of("Access-count CDF"), &dir.join("count_cdf.svg"))?;
+    reuse_cdf(
+        &subj,
+        &of("Reuse-distance CDF"),
+        &dir.join("reuse_distance_cdf.svg"),
+    )?;
+    Ok(note)
 }
 
 /// The charts' coordinates: log x, linear y in [0, 1].
@@ -47,77 +100,109 @@ type Chart<'a, 'b> = ChartContext<
     Cartesian2d<LogCoord<f64>, plotters::coord::types::RangedCoordf64>,
 >;
 
-/// A 900x600 SVG at `path` holding one chart with x in `[1, max_x]` on a log
-/// scale and y in `[0, 1]`: frame, caption and mesh, then the series `draw`
-/// adds, then the legend.
-fn log_x_chart(
-    path: &Path,
-    caption: &str,
-    max_x: f64,
-    (x_desc, y_desc): (&str, &str),
-    draw: impl FnOnce(&mut Chart<'_, '_>) -> Res,
-) -> Res {
-    let root = SVGBackend::new(path, (900, 600)).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(caption, ("sans-serif", 22))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(50)
-        .build_cartesian_2d((1f64..max_x.max(2.0)).log_scale(), 0f64..1f64)
-        .map_err(err)?;
-    chart
-        .configure_mesh()
-        .x_desc(x_desc)
-        .y_desc(y_desc)
-        .draw()
-        .map_err(err)?;
-    draw(&mut chart)?;
-    chart
-        .configure_series_labels()
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.8))
-        .draw()
-        .map_err(err)?;
-    root.present().map_err(err)
-}
+/// A series: name, colour, points.
+type Series = (String, RGBColor, Vec<(f64, f64)>);
 
-/// A solid line in colour `i` with a legend entry.
-fn line(chart: &mut Chart<'_, '_>, i: usize, name: &str, pts: Vec<(f64, f64)>) -> Res {
-    let c = palette(i);
-    chart
-        .draw_series(LineSeries::new(pts, c.stroke_width(2)))
-        .map_err(err)?
-        .label(name)
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
+/// The legend column: a line sample and the name of each series.
+fn legend(area: &DrawingArea<SVGBackend<'_>, Shift>, series: &[(String, RGBColor)]) -> Res {
+    for (i, (name, c)) in series.iter().enumerate() {
+        let y = 60 + 22 * i as i32;
+        area.draw(&PathElement::new(vec![(8, y), (36, y)], c.stroke_width(3)))
+            .map_err(err)?;
+        let label: String = if name.chars().count() > 24 {
+            name.chars().take(23).chain(std::iter::once('…')).collect()
+        } else {
+            name.clone()
+        };
+        area.draw(&Text::new(label, (44, y - 8), ("sans-serif", 15)))
+            .map_err(err)?;
+    }
     Ok(())
 }
 
-fn mrc(r: &Report, path: &Path) -> Res {
-    let series: Vec<(String, Vec<(f64, f64)>)> = subjects(r)
-        .iter()
-        .map(|t| {
-            let pts = t.mrc.iter().map(|p| (p.cache_rows as f64, p.miss_ratio));
-            (t.name.clone(), pts.collect())
-        })
-        .collect();
-    mrc_lines(path, "LRU miss-ratio curves", &series)
+/// Panels of log-x charts with y in `[0, 1]`, side by side, at `path`,
+/// under one `title`, with one legend column for all: each panel is
+/// (subtitle, axis labels, series).
+fn log_x_panels(
+    path: &Path,
+    title: &str,
+    max_x: f64,
+    panels: &[(&str, (&str, &str), Vec<Series>)],
+) -> Res {
+    let panel_w = 760u32;
+    let w = panel_w * panels.len() as u32 + LEGEND_W;
+    let root = SVGBackend::new(path, (w, 620)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let root = root.titled(title, ("sans-serif", 20)).map_err(err)?;
+    let (plots, legend_area) = root.split_horizontally(w - LEGEND_W);
+    let areas = plots.split_evenly((1, panels.len()));
+    for (area, (subtitle, (x_desc, y_desc), series)) in areas.iter().zip(panels) {
+        let mut chart = ChartBuilder::on(area)
+            .caption(*subtitle, ("sans-serif", 16))
+            .margin(12)
+            .x_label_area_size(44)
+            .y_label_area_size(54)
+            .build_cartesian_2d((1f64..max_x.max(2.0)).log_scale(), 0f64..1f64)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc(*x_desc)
+            .y_desc(*y_desc)
+            .draw()
+            .map_err(err)?;
+        draw_lines(&mut chart, series)?;
+    }
+    let names: Vec<(String, RGBColor)> = panels
+        .first()
+        .map(|p| p.2.iter().map(|(n, c, _)| (n.clone(), *c)).collect())
+        .unwrap_or_default();
+    legend(&legend_area, &names)?;
+    root.present().map_err(err)
 }
 
-fn count_cdf(r: &Report, path: &Path) -> Res {
-    log_x_chart(
+fn draw_lines(chart: &mut Chart<'_, '_>, series: &[Series]) -> Res {
+    for (_, c, pts) in series {
+        chart
+            .draw_series(LineSeries::new(
+                pts.iter().map(|&(x, y)| (x.max(1.0), y)),
+                c.stroke_width(2),
+            ))
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+fn coloured(subj: &[&TableReport], pts: impl Fn(&TableReport) -> Vec<(f64, f64)>) -> Vec<Series> {
+    subj.iter()
+        .enumerate()
+        .map(|(i, t)| (t.name.clone(), colour(i, subj.len(), true), pts(t)))
+        .collect()
+}
+
+fn mrc(subj: &[&TableReport], title: &str, path: &Path) -> Res {
+    let series = coloured(subj, |t| {
+        t.mrc
+            .iter()
+            .map(|p| (p.cache_rows as f64, p.miss_ratio))
+            .collect()
+    });
+    let max_x = series
+        .iter()
+        .flat_map(|s| s.2.iter().map(|p| p.0))
+        .fold(2.0f64, f64::max);
+    log_x_panels(
         path,
-        "Access-count CDF (solid: by rows, dashed: by accesses)",
-        65536.0,
-        (
-            "accesses per row (upper bin edge; dlrm_datasets bins)",
-            "cumulative fraction",
-        ),
-        |chart| count_series(r, chart),
+        title,
+        max_x,
+        &[(
+            "each table's cache holds only its rows",
+            ("cache size (rows)", "miss ratio"),
+            series,
+        )],
     )
 }
 
-fn count_series(r: &Report, chart: &mut Chart<'_, '_>) -> Res {
+fn count_cdf(subj: &[&TableReport], title: &str, path: &Path) -> Res {
     let x = |i: usize| {
         if i < 16 {
             COUNT_BIN_EDGES[i] as f64
@@ -125,75 +210,71 @@ fn count_series(r: &Report, chart: &mut Chart<'_, '_>) -> Res {
             65536.0
         }
     };
-    for (i, t) in subjects(r).into_iter().enumerate() {
-        let c = palette(i);
-        let cum = |v: &[f64]| {
-            let mut s = 0.0;
-            v.iter()
-                .enumerate()
-                .map(|(k, f)| {
-                    s += f;
-                    (x(k), s)
-                })
-                .collect::<Vec<_>>()
-        };
-        line(chart, i, &t.name, cum(&t.count_hist_rows))?;
-        let pts = cum(&t.count_hist_accesses);
-        // Dashed: short segments between alternate points of a fine resampling.
-        let fine: Vec<(f64, f64)> = pts
-            .windows(2)
-            .flat_map(|w| {
-                (0..8).map(move |k| {
-                    let f = k as f64 / 8.0;
-                    let lx = w[0].0.ln() + f * (w[1].0.ln() - w[0].0.ln());
-                    (lx.exp(), w[0].1 + f * (w[1].1 - w[0].1))
-                })
+    let cum = |v: &[f64]| {
+        let mut s = 0.0;
+        v.iter()
+            .enumerate()
+            .map(|(k, f)| {
+                s += f;
+                (x(k), s)
             })
-            .collect();
-        chart
-            .draw_series(
-                fine.chunks(2)
-                    .filter(|p| p.len() == 2)
-                    .map(|p| PathElement::new(vec![p[0], p[1]], c.stroke_width(1))),
-            )
-            .map_err(err)?;
-    }
-    Ok(())
+            .collect::<Vec<_>>()
+    };
+    let axes = (
+        "accesses per row (upper bin edge; dlrm_datasets bins)",
+        "cumulative fraction",
+    );
+    log_x_panels(
+        path,
+        title,
+        65536.0,
+        &[
+            (
+                "by rows: the fraction of rows accessed at most x times",
+                axes,
+                coloured(subj, |t| cum(&t.count_hist_rows)),
+            ),
+            (
+                "by accesses: the fraction of accesses to such rows",
+                axes,
+                coloured(subj, |t| cum(&t.count_hist_accesses)),
+            ),
+        ],
+    )
 }
 
-fn reuse_cdf(r: &Report, path: &Path) -> Res {
-    let max_k = subjects(r)
+fn reuse_cdf(subj: &[&TableReport], title: &str, path: &Path) -> Res {
+    let max_k = subj
         .iter()
         .map(|t| t.reuse_distance.bins.len())
         .max()
         .unwrap_or(1)
         .max(2);
-    log_x_chart(
+    let series = coloured(subj, |t| {
+        let h: &Log2Hist = &t.reuse_distance;
+        let total: u64 = h.bins.iter().sum();
+        let mut s = 0u64;
+        h.bins
+            .iter()
+            .enumerate()
+            .map(|(k, &n)| {
+                s += n;
+                (
+                    (Log2Hist::range(k).1 + 1) as f64,
+                    s as f64 / total.max(1) as f64,
+                )
+            })
+            .collect()
+    });
+    log_x_panels(
         path,
-        "Reuse (LRU stack) distance CDF, first accesses excluded",
+        title,
         (1u64 << max_k.min(62)) as f64,
-        ("stack distance (rows)", "cumulative fraction of reuses"),
-        |chart| {
-            for (i, t) in subjects(r).into_iter().enumerate() {
-                let h: &Log2Hist = &t.reuse_distance;
-                let total: u64 = h.bins.iter().sum();
-                if total == 0 {
-                    continue;
-                }
-                let mut s = 0u64;
-                let pts: Vec<(f64, f64)> = h
-                    .bins
-                    .iter()
-                    .enumerate()
-                    .map(|(k, &n)| {
-                        s += n;
-                        ((Log2Hist::range(k).1 + 1) as f64, s as f64 / total as f64)
-                    })
-                    .collect();
-                line(chart, i, &t.name, pts)?;
-            }
-            Ok(())
-        },
+        &[(
+            "LRU stack distance of each reuse; first accesses excluded",
+            ("stack distance (rows)", "cumulative fraction of reuses"),
+            series,
+        )],
     )
 }
 
@@ -203,21 +284,33 @@ pub fn mrc_lines(path: &Path, title: &str, series: &[(String, Vec<(f64, f64)>)])
         .iter()
         .flat_map(|s| s.1.iter().map(|p| p.0))
         .fold(2.0f64, f64::max);
-    log_x_chart(
+    let n = series.len();
+    let series: Vec<Series> = series
+        .iter()
+        .enumerate()
+        .map(|(i, (name, pts))| (name.clone(), colour(i, n, false), pts.clone()))
+        .collect();
+    log_x_panels(
         path,
         title,
         max_x,
-        ("cache size (rows)", "miss ratio"),
-        |chart| {
-            for (i, (name, pts)) in series.iter().enumerate() {
-                line(
-                    chart,
-                    i,
-                    name,
-                    pts.iter().map(|&(x, y)| (x.max(1.0), y)).collect(),
-                )?;
-            }
-            Ok(())
-        },
+        &[("", ("cache size (rows)", "miss ratio"), series)],
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colours_are_distinct() {
+        for n in [2usize, 9, 27] {
+            let c: Vec<RGBColor> = (0..n).map(|i| colour(i, n, true)).collect();
+            for i in 0..n {
+                for j in 0..i {
+                    assert_ne!(c[i], c[j], "{n}: {i} {j}");
+                }
+            }
+        }
+    }
 }

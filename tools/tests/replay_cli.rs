@@ -170,14 +170,48 @@ fn hierarchy_and_calibrate() {
         "ssd=floppy",
     ]);
     assert_eq!(o.status.code(), Some(2));
-    // Calibrate writes a profile that simulate reads back.
+    // Calibrate prints its figures and writes one profile format, which
+    // simulate and plan both read.
     let cal = dir.path().join("cal");
     let o = replay(&["calibrate", cal.to_str().unwrap(), "--mib", "16"]);
     assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for k in [
+        "| dram |",
+        "| pmem |",
+        "| ssd |",
+        "latency (us)",
+        "read (GB/s)",
+        "IOPS",
+    ] {
+        assert!(out.contains(k), "{k}: {out}");
+    }
+    assert!(
+        stderr(&o).contains("profile.toml: written"),
+        "{}",
+        stderr(&o)
+    );
     let prof = cal.join("profile.toml");
-    let text = std::fs::read_to_string(&prof).unwrap();
-    for k in ["[dram]", "[pmem]", "[ssd]", "iops"] {
-        assert!(text.contains(k), "{text}");
+    let profiles = embtier_sim::profile::read_profiles(&prof).unwrap();
+    for tier in ["dram", "pmem", "ssd"] {
+        let p = profiles[tier];
+        // Read and write are measured apart; parallelism is what latency
+        // and IOPS imply (4 significant digits).
+        assert_ne!(p.read_gbps, p.write_gbps, "{tier}: {p:?}");
+        let implied = (p.iops * p.latency_us * 1e-6).max(1.0);
+        assert!(
+            (p.parallelism / implied - 1.0).abs() < 2e-3,
+            "{tier}: {p:?}"
+        );
+    }
+    // Not a DAX mount: a warning says the "pmem" figures are not PMem's.
+    let medium = embtier_sim::calibrate::medium_of(&cal);
+    if !medium.as_ref().is_some_and(|m| m.is_pmem()) {
+        assert!(
+            stderr(&o).contains("is not on persistent memory"),
+            "{}",
+            stderr(&o)
+        );
     }
     let o = replay(&[
         "simulate",
@@ -188,6 +222,33 @@ fn hierarchy_and_calibrate() {
         prof.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
+    let o = locality(&[
+        "plan",
+        &tr,
+        "--dram",
+        "64KiB",
+        "--profile",
+        prof.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // A profile with an unknown field is a data error naming the file.
+    std::fs::write(
+        &prof,
+        std::fs::read_to_string(&prof)
+            .unwrap()
+            .replacen("iops =", "iops = -1.0\nx =", 1),
+    )
+    .unwrap();
+    let o = locality(&[
+        "plan",
+        &tr,
+        "--dram",
+        "64KiB",
+        "--profile",
+        prof.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("profile.toml"), "{}", stderr(&o));
 }
 
 /// `run` against the real store and `simulate` agree exactly where the

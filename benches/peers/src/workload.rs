@@ -12,8 +12,10 @@
 use std::ops::Range;
 
 use embtier::init::mix64;
-pub use embtier::locality::dlrm::{dlrm_target, histogram, max_bin_error, DlrmGen, DLRM_FALLBACK};
-use embtier::trace::gen::{Sampler, Scatter, Xoshiro};
+pub use embtier_sim::locality::dlrm::{
+    dlrm_target, histogram, max_bin_error, DlrmGen, DLRM_FALLBACK,
+};
+use embtier_sim::trace::gen::{Sampler, Scatter, Xoshiro};
 
 /// The shape of the dataset.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]

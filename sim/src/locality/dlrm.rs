@@ -283,7 +283,7 @@ mod tests {
     #[test]
     fn parses_the_shared_files() {
         let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/traces/dlrm-2021-locality_stats.txt");
+            .join("../../shared/traces/dlrm-2021-locality_stats.txt");
         if !p.exists() {
             eprintln!("SKIP: {} is absent", p.display());
             return;

@@ -13,6 +13,7 @@ use serde::Serialize;
 pub mod dlrm;
 pub mod plan;
 pub mod shards;
+pub mod store_toml;
 
 use crate::trace::Trace;
 
@@ -622,7 +623,7 @@ fn report(st: &Stream<'_>, opts: &Options) -> TableReport {
 pub fn analyze(trace: &Trace, opts: &Options) -> Report {
     // Dense ids once: overall over (table, row), and per table.
     let nt = trace.tables.len();
-    let mut per_table_maps: Vec<std::collections::HashMap<u64, u32, crate::init::FastHash>> =
+    let mut per_table_maps: Vec<std::collections::HashMap<u64, u32, crate::FastHash>> =
         vec![Default::default(); nt];
     let mut per_table_seq: Vec<Vec<u32>> = vec![Vec::new(); nt];
     let mut per_table_batch: Vec<Vec<u32>> = vec![Vec::new(); nt];
@@ -705,13 +706,14 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Report {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{PolicyKind, SimCache};
+    use crate::SimCache;
+    use embtier::PolicyKind;
 
     fn seq(n: usize, objects: u64, seed: u64) -> Vec<u32> {
         let mut x = seed;
         (0..n)
             .map(|_| {
-                x = crate::hash::mix64(x);
+                x = embtier::init::mix64(x);
                 let r = (x >> 11) as f64 / (1u64 << 53) as f64;
                 (r * r * objects as f64) as u32
             })

@@ -1,12 +1,12 @@
 //! Single-tier miss ratios against libCacheSim 0.3.5 on the shared traces:
 //! every object counts as one, sizes are ignored. The references come from
-//! `python3 tests/reference/libcachesim_policies.py` (pip install
+//! `python3 sim/tests/reference/libcachesim_policies.py` (pip install
 //! libcachesim==0.3.5). Skips, saying so, when the traces are absent.
 
 use std::path::Path;
 
 use embtier::policy::PolicyKind;
-use embtier::trace::{import, CsvSpec, Format};
+use embtier_sim::trace::{import, CsvSpec, Format};
 
 /// (trace, policy, [(cache size, libCacheSim miss ratio)]).
 type Reference = (&'static str, &'static str, &'static [(u64, f64)]);
@@ -317,7 +317,7 @@ fn trace_ids(name: &str) -> Option<Vec<u64>> {
         _ => unreachable!(),
     };
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/traces")
+        .join("../../shared/traces")
         .join(file);
     if !p.exists() {
         eprintln!("SKIP: {} is absent", p.display());
@@ -364,9 +364,9 @@ fn single_tier_miss_ratios_match_libcachesim() {
             }
             let ids: &[u64] = &ids;
             let run: Box<dyn Fn(usize) -> f64> = if *policy == "belady" {
-                Box::new(move |size| embtier::policy::offline::belady(ids, size).miss_ratio())
+                Box::new(move |size| embtier_sim::offline::belady(ids, size).miss_ratio())
             } else if let Ok(kind) = policy.parse::<PolicyKind>() {
-                Box::new(move |size| embtier::policy::simulate(kind, size, ids).miss_ratio())
+                Box::new(move |size| embtier_sim::simulate(kind, size, ids).miss_ratio())
             } else {
                 panic!("reference policy {policy} is not implemented");
             };

@@ -13,7 +13,7 @@ use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
 
 pub use embtier_format::trace::{Access, AccessKind, TraceReader, TraceTable, TraceWriter};
-pub use import::{import, CsvSpec, Format};
+pub use import::{import, import_noting, looks_like_header, CsvSpec, Format, Imported, Note};
 
 /// Errors of reading or converting a trace. Each names the file and, where
 /// known, the record (1-based line or record number) or byte offset.
@@ -138,22 +138,5 @@ pub fn row_bytes_of(t: &TraceTable, default: u64) -> u64 {
         t.dim as u64 * 4
     } else {
         default
-    }
-}
-
-/// Dense ids in order of first appearance.
-#[derive(Debug, Default)]
-pub(crate) struct Densify<K: std::hash::Hash + Eq> {
-    map: std::collections::HashMap<K, u64, crate::init::FastHash>,
-}
-
-impl<K: std::hash::Hash + Eq> Densify<K> {
-    #[inline]
-    pub fn id(&mut self, key: K) -> u64 {
-        let n = self.map.len() as u64;
-        *self.map.entry(key).or_insert(n)
-    }
-    pub fn len(&self) -> u64 {
-        self.map.len() as u64
     }
 }

@@ -2,7 +2,7 @@
 //! Zipf α (0 = uniform) and an optional drift of the hot set.
 //!
 //! ```
-//! use embtier::trace::gen::{GenSpec, GenTable};
+//! use embtier_sim::trace::gen::{GenSpec, GenTable};
 //! let spec = GenSpec {
 //!     seed: 7,
 //!     batches: 10,
@@ -17,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Access, AccessKind, Trace, TraceTable};
-use crate::hash::mix64;
+use embtier::init::mix64;
 
 /// One generated table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -3,12 +3,12 @@
 
 use std::path::Path;
 
-use embtier::locality::{analyze, Options};
-use embtier::trace::gen::{GenSpec, GenTable};
-use embtier::trace::{import, CsvSpec, Format};
+use embtier_sim::locality::{analyze, Options};
+use embtier_sim::trace::gen::{GenSpec, GenTable};
+use embtier_sim::trace::{import, CsvSpec, Format};
 
 /// LRU miss ratios, object counts (sizes ignored), from libCacheSim 0.3.5:
-/// `python3 tests/reference/libcachesim_lru_mrc.py` (pip install libcachesim==0.3.5).
+/// `python3 sim/tests/reference/libcachesim_lru_mrc.py` (pip install libcachesim==0.3.5).
 const LIBCACHESIM_LRU: [(u64, f64); 8] = [
     (1, 0.9764208936349585),
     (10, 0.9450962484192778),
@@ -23,7 +23,7 @@ const LIBCACHESIM_LRU: [(u64, f64); 8] = [
 #[test]
 fn cloudphysics_counts_and_lru_mrc_match_libcachesim() {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/traces/cloudPhysicsIO.oracleGeneral.bin");
+        .join("../../shared/traces/cloudPhysicsIO.oracleGeneral.bin");
     if !p.exists() {
         eprintln!("SKIP: {} is absent", p.display());
         return;
@@ -127,8 +127,8 @@ fn generated_trace_skew_and_tables() {
 /// below 1/R rows are below what a 1% sample resolves (docs/locality.md).
 #[test]
 fn shards_mae_on_10m_accesses() {
-    use embtier::locality::shards::{shards, Sampling};
-    use embtier::locality::{mrc_from_distances, stack_distances};
+    use embtier_sim::locality::shards::{shards, Sampling};
+    use embtier_sim::locality::{mrc_from_distances, stack_distances};
     let spec = GenSpec {
         seed: 11,
         batches: 2442,

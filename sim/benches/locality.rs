@@ -7,9 +7,9 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use embtier::locality::shards::{shards, Sampling};
-use embtier::locality::{analyze, stack_distances, Options};
-use embtier::trace::gen::{GenSpec, GenTable};
+use embtier_sim::locality::shards::{shards, Sampling};
+use embtier_sim::locality::{analyze, stack_distances, Options};
+use embtier_sim::trace::gen::{GenSpec, GenTable};
 
 fn spec(batches: u64) -> GenSpec {
     GenSpec {

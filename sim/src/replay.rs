@@ -21,106 +21,18 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::policy::{AnyPolicy, EvictionPolicy, PolicyKind};
+use embtier::PolicyKind;
+
+use crate::cache::{DenseCache, Victim};
+use crate::profile::DeviceProfile;
 use crate::trace::{AccessKind, Trace};
-
-const NONE: u32 = u32::MAX;
-
-/// A cache tier over dense ids, with dirty bits.
-struct TierCache {
-    policy: AnyPolicy<u32>,
-    slot_of: Vec<u32>,
-    keys: Vec<u32>,
-    dirty: Vec<bool>,
-    free: Vec<u32>,
-    len: usize,
-    cap: usize,
-}
-
-impl TierCache {
-    fn new(kind: PolicyKind, cap: usize, n: usize) -> TierCache {
-        TierCache {
-            policy: AnyPolicy::new(kind, cap.max(1)),
-            slot_of: vec![NONE; n],
-            keys: Vec::new(),
-            dirty: Vec::new(),
-            free: Vec::new(),
-            len: 0,
-            cap: cap.max(1),
-        }
-    }
-
-    fn contains(&self, id: u32) -> bool {
-        self.slot_of[id as usize] != NONE
-    }
-
-    /// Record a hit; the policy may drop slots (returned as victims).
-    fn touch(&mut self, id: u32, out: &mut Vec<(u32, bool)>) {
-        let s = self.slot_of[id as usize] as usize;
-        self.policy.hit(s);
-        self.drain(out);
-    }
-
-    fn set_dirty(&mut self, id: u32) {
-        let s = self.slot_of[id as usize] as usize;
-        self.dirty[s] = true;
-    }
-
-    fn drain(&mut self, out: &mut Vec<(u32, bool)>) {
-        while let Some(v) = self.policy.overflow() {
-            out.push(self.release(v));
-        }
-    }
-
-    fn release(&mut self, v: usize) -> (u32, bool) {
-        let id = self.keys[v];
-        self.slot_of[id as usize] = NONE;
-        self.free.push(v as u32);
-        self.len -= 1;
-        (id, self.dirty[v])
-    }
-
-    /// Insert `id` (not resident); victims are appended to `out`. The store
-    /// always admits, so a policy's refusal is not honoured.
-    fn insert(&mut self, id: u32, dirty: bool, out: &mut Vec<(u32, bool)>) {
-        let _ = self.policy.miss(id as u64);
-        self.drain(out);
-        if self.len == self.cap {
-            let v = self.policy.evict();
-            out.push(self.release(v));
-        }
-        let slot = match self.free.pop() {
-            Some(f) => f as usize,
-            None => {
-                self.keys.push(0);
-                self.dirty.push(false);
-                self.keys.len() - 1
-            }
-        };
-        self.keys[slot] = id;
-        self.dirty[slot] = dirty;
-        self.slot_of[id as usize] = slot as u32;
-        self.len += 1;
-        self.policy.insert(slot, id as u64);
-        self.drain(out);
-    }
-
-    /// Remove `id` if resident; returns its dirty bit.
-    fn remove(&mut self, id: u32) -> Option<bool> {
-        let s = self.slot_of[id as usize];
-        if s == NONE {
-            return None;
-        }
-        self.policy.remove(s as usize);
-        Some(self.release(s as usize).1)
-    }
-}
 
 /// One cache tier of a hierarchy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TierSpec {
-    /// `dram` or `pmem` (names the device profile too).
-    pub name: String,
+    /// The memory it lives in (the engine's own kinds: a new kind of memory
+    /// is a variant there; its name also names the device profile).
+    pub kind: embtier::MemoryKind,
     /// Eviction policy.
     pub policy: PolicyKind,
     /// Capacity in rows.
@@ -139,6 +51,28 @@ pub struct Hierarchy {
     pub inclusive: bool,
 }
 
+impl Hierarchy {
+    /// The hierarchy a store of `cfg` builds, for rows of `row_bytes`: the
+    /// same tier list (kinds, policies, capacities in rows), exclusive,
+    /// over SSD. One global cache per tier: the store's per-table budgets
+    /// and shards are not modelled.
+    pub fn of_store(cfg: &embtier::StoreConfig, row_bytes: u64) -> Hierarchy {
+        Hierarchy {
+            tiers: cfg
+                .tiers
+                .iter()
+                .map(|t| TierSpec {
+                    kind: t.kind,
+                    policy: t.policy,
+                    rows: t.capacity.0 / row_bytes.max(1),
+                })
+                .collect(),
+            ssd: true,
+            inclusive: false,
+        }
+    }
+}
+
 /// Counts of one cache tier.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct TierReport {
@@ -154,8 +88,11 @@ pub struct TierReport {
     pub hits: u64,
     /// Of those, not found here.
     pub misses: u64,
-    /// hits / lookups.
+    /// hits / lookups: the tier's own hit ratio.
     pub hit_ratio: f64,
+    /// hits / the row requests of the whole hierarchy (the first tier's
+    /// lookups): the share of requests this tier served.
+    pub request_share: f64,
     /// Row bytes read from this tier (hits).
     pub bytes_read: u64,
     /// Row bytes written into this tier (inserts, dirty write-downs).
@@ -198,55 +135,6 @@ pub struct HierarchyReport {
     pub est_seconds: f64,
     /// Estimated seconds per batch.
     pub est_seconds_per_batch: f64,
-}
-
-/// Latency, bandwidth and IOPS of one device.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DeviceProfile {
-    /// Latency of one access, microseconds.
-    pub latency_us: f64,
-    /// Read bandwidth, GB/s.
-    pub read_gbps: f64,
-    /// Write bandwidth, GB/s.
-    pub write_gbps: f64,
-    /// Operations per second (random 4 KiB for SSDs, row accesses otherwise).
-    pub iops: f64,
-    /// Operations in flight at once.
-    pub parallelism: f64,
-}
-
-impl DeviceProfile {
-    /// A built-in profile by name: `dram`, `optane-pmem`, `optane-ssd`,
-    /// `nand-nvme` (sources in docs/replay.md).
-    pub fn builtin(name: &str) -> Option<DeviceProfile> {
-        let p = |latency_us, read_gbps, write_gbps, iops, parallelism| DeviceProfile {
-            latency_us,
-            read_gbps,
-            write_gbps,
-            iops,
-            parallelism,
-        };
-        match name {
-            "dram" => Some(p(0.1, 20.0, 15.0, 1e9, 10.0)),
-            "optane-pmem" => Some(p(0.305, 6.6, 2.3, 1e8, 10.0)),
-            "optane-ssd" => Some(p(10.0, 7.2, 6.2, 1.5e6, 64.0)),
-            "nand-nvme" => Some(p(80.0, 6.9, 4.1, 1.0e6, 64.0)),
-            _ => None,
-        }
-    }
-
-    /// Seconds for `ops` operations moving `read` and `written` bytes: the
-    /// largest of the IOPS, bandwidth and latency/parallelism bounds.
-    pub fn seconds(&self, ops: u64, read: u64, written: u64) -> f64 {
-        if ops == 0 && read == 0 && written == 0 {
-            return 0.0;
-        }
-        let by_iops = ops as f64 / self.iops;
-        let by_bw = read as f64 / (self.read_gbps * 1e9) + written as f64 / (self.write_gbps * 1e9);
-        let by_lat = ops as f64 * self.latency_us * 1e-6 / self.parallelism.max(1.0);
-        by_iops.max(by_bw).max(by_lat)
-    }
 }
 
 /// Bytes and rows-per-block of each table.
@@ -294,7 +182,7 @@ struct BatchIo {
 struct Sim<'a> {
     h: &'a Hierarchy,
     geo: &'a RowGeometry,
-    tiers: Vec<TierCache>,
+    tiers: Vec<DenseCache>,
     rep: HierarchyReport,
     /// (table, row) of each dense id.
     origin: &'a [(u32, u64)],
@@ -314,13 +202,13 @@ impl Sim<'_> {
         self.tiers[i].insert(id, dirty, &mut victims);
         self.rep.tiers[i].bytes_written += rb;
         self.io.tier_written[i] += rb;
-        for (v, d) in victims {
-            self.evicted_from(i, v, d);
+        for v in victims {
+            self.evicted_from(i, v);
         }
     }
 
-    /// `v` left tier `i` (dirty `d`).
-    fn evicted_from(&mut self, i: usize, v: u32, d: bool) {
+    /// `v` left tier `i`.
+    fn evicted_from(&mut self, i: usize, Victim { id: v, dirty: d }: Victim) {
         self.rep.tiers[i].evictions += 1;
         if d {
             self.rep.tiers[i].dirty_writebacks += 1;
@@ -353,9 +241,9 @@ impl Sim<'_> {
     fn promote(&mut self, i: usize, id: u32, make_dirty: bool) {
         if self.h.inclusive {
             let mut victims = Vec::new();
-            self.tiers[i].touch(id, &mut victims);
-            for (v, d) in victims {
-                self.evicted_from(i, v, d);
+            self.tiers[i].hit(id, &mut victims);
+            for v in victims {
+                self.evicted_from(i, v);
             }
             for j in (0..i).rev() {
                 self.insert_at(j, id, make_dirty && j == 0);
@@ -378,9 +266,9 @@ impl Sim<'_> {
                 self.io.tier_read[i] += rb;
                 if i == 0 {
                     let mut victims = Vec::new();
-                    self.tiers[0].touch(id, &mut victims);
-                    for (v, d) in victims {
-                        self.evicted_from(0, v, d);
+                    self.tiers[0].hit(id, &mut victims);
+                    for v in victims {
+                        self.evicted_from(0, v);
                     }
                     if make_dirty {
                         self.tiers[0].set_dirty(id);
@@ -457,8 +345,7 @@ pub fn simulate_hierarchy(
     profiles: Option<&[DeviceProfile]>,
 ) -> HierarchyReport {
     // Dense ids over (table, row).
-    let mut map: std::collections::HashMap<(u32, u64), u32, crate::init::FastHash> =
-        Default::default();
+    let mut map: std::collections::HashMap<(u32, u64), u32, crate::FastHash> = Default::default();
     let mut origin: Vec<(u32, u64)> = Vec::new();
     let dense: Vec<u32> = trace
         .accesses
@@ -477,14 +364,14 @@ pub fn simulate_hierarchy(
         tiers: h
             .tiers
             .iter()
-            .map(|t| TierCache::new(t.policy, t.rows as usize, n))
+            .map(|t| DenseCache::new(t.policy, (t.rows as usize).max(1), n))
             .collect(),
         rep: HierarchyReport {
             tiers: h
                 .tiers
                 .iter()
                 .map(|t| TierReport {
-                    name: t.name.clone(),
+                    name: t.kind.name().to_string(),
                     policy: t.policy.name().to_string(),
                     rows: t.rows,
                     ..TierReport::default()
@@ -541,11 +428,15 @@ pub fn simulate_hierarchy(
             let io = &sim.io;
             let mut s = 0.0;
             for (i, dev) in p.iter().enumerate().take(sim.tiers.len()) {
-                s += dev.seconds(io.tier_hits[i], io.tier_read[i], io.tier_written[i]);
+                s += dev.seconds(
+                    io.tier_hits[i] as f64,
+                    io.tier_read[i] as f64,
+                    io.tier_written[i] as f64,
+                );
             }
             if h.ssd {
                 if let Some(ssd) = p.get(sim.tiers.len()) {
-                    s += ssd.seconds(io.ssd_ops, io.ssd_read, io.ssd_written);
+                    s += ssd.seconds(io.ssd_ops as f64, io.ssd_read as f64, io.ssd_written as f64);
                 }
             }
             total_secs += s;
@@ -555,147 +446,31 @@ pub fn simulate_hierarchy(
     }
     let mut rep = sim.rep;
     rep.accesses = trace.accesses.len() as u64;
+    let requests = rep.tiers.first().map_or(0, |t| t.lookups);
     for t in &mut rep.tiers {
-        t.hit_ratio = if t.lookups == 0 {
-            0.0
-        } else {
-            t.hits as f64 / t.lookups as f64
-        };
+        t.hit_ratio = t.hits as f64 / t.lookups.max(1) as f64;
+        t.request_share = t.hits as f64 / requests.max(1) as f64;
     }
     rep.est_seconds = total_secs;
     rep.est_seconds_per_batch = total_secs / rep.batches.max(1) as f64;
     rep
 }
 
-/// Device profiles of a hierarchy's tiers, by name, as read from or written
-/// to a profile TOML (`[dram]`, `[pmem]`, `[ssd]`).
-pub type Profiles = std::collections::BTreeMap<String, DeviceProfile>;
-
-/// Measure this machine's tiers: DRAM (a heap buffer), PMem (a file mapped
-/// from `dir`, as the store's PMem tier), SSD (O_DIRECT 4 KiB random reads
-/// at queue depth 64, and 1 MiB sequential writes, through the store's own
-/// I/O engine, on a file in `dir`). `mib` sizes the buffers and files.
-pub fn calibrate(dir: &std::path::Path, mib: usize) -> crate::Result<Profiles> {
-    use std::time::Instant;
-    let bytes = mib.max(16) << 20;
-    let row = 256usize;
-    let rows = bytes / row;
-    // Random row gathers and sequential copies over a byte region.
-    let measure_mem = |region: &mut [u8]| -> DeviceProfile {
-        let mut x = 0x1234_5678u64;
-        let n = 2_000_000usize;
-        let mut out = [0u8; 256];
-        let mut sink = 0u64;
-        let start = Instant::now();
-        for _ in 0..n {
-            x = crate::hash::mix64(x);
-            let r = (x % rows as u64) as usize * row;
-            out.copy_from_slice(&region[r..r + row]);
-            sink = sink.wrapping_add(out[7] as u64);
-        }
-        let per_op = start.elapsed().as_secs_f64() / n as f64;
-        std::hint::black_box(sink);
-        let half = region.len() / 2;
-        let (a, b) = region.split_at_mut(half);
-        let start = Instant::now();
-        for _ in 0..4 {
-            b[..half].copy_from_slice(&a[..half]);
-        }
-        let gbps = (4 * half) as f64 / start.elapsed().as_secs_f64() / 1e9;
-        DeviceProfile {
-            latency_us: per_op * 1e6,
-            read_gbps: gbps,
-            write_gbps: gbps,
-            iops: 1.0 / per_op,
-            parallelism: 1.0,
-        }
-    };
-    let mut profiles = Profiles::new();
-    let mut dram = vec![1u8; bytes];
-    profiles.insert("dram".into(), measure_mem(&mut dram));
-    drop(dram);
-    // PMem: a mapped file, as the store maps its PMem tier.
-    let pmem_path = dir.join("calibrate.pmem");
-    {
-        // Blocks reserved, so that `fill` below cannot raise SIGBUS on a
-        // full file system: the calibration fails with an error instead.
-        let f =
-            crate::io::reserve::create_reserved(&pmem_path, bytes as u64).inspect_err(|_| {
-                let _ = std::fs::remove_file(&pmem_path);
-            })?;
-        // SAFETY: the file was just created by us in the calibration
-        // directory and is not shared; the mapping lives only in this block.
-        // Its blocks are allocated, so no store into it can fault for want
-        // of space.
-        let mut map = unsafe { memmap2::MmapMut::map_mut(&f) }
-            .map_err(|e| crate::Error::io(&pmem_path, "mmap", e))?;
-        map.fill(1);
-        profiles.insert("pmem".into(), measure_mem(&mut map));
-    }
-    let _ = std::fs::remove_file(&pmem_path);
-    // SSD: a real file, fully written, read back with O_DIRECT.
-    let ssd_path = dir.join("calibrate.ssd");
-    let cfg = crate::config::SsdConfig {
-        queue_depth: 64,
-        ..Default::default()
-    };
-    let (engine, _) = crate::io::open_engine(&ssd_path, &cfg.engine_options())?;
-    let mut buf = crate::io::AlignedBuf::new(1 << 20);
-    buf.as_mut_slice().fill(7);
-    let chunks = (bytes >> 20) as u64;
-    let start = Instant::now();
-    for c in 0..chunks {
-        engine
-            .write_extents(&[c << 20], 1 << 20, &buf)
-            .map_err(|f| crate::Error::io(&ssd_path, f.op, f.error))?;
-    }
-    engine
-        .sync()
-        .map_err(|f| crate::Error::io(&ssd_path, f.op, f.error))?;
-    let write_gbps = bytes as f64 / start.elapsed().as_secs_f64() / 1e9;
-    let blocks = (bytes / 4096) as u64;
-    let mut x = 99u64;
-    let offsets: Vec<u64> = (0..4096)
-        .map(|_| {
-            x = crate::hash::mix64(x);
-            (x % blocks) * 4096
-        })
-        .collect();
-    let mut rbuf = crate::io::AlignedBuf::new(offsets.len() * 4096);
-    let start = Instant::now();
-    let mut reads = 0u64;
-    while start.elapsed().as_secs_f64() < 2.0 {
-        engine
-            .read_extents(&offsets, 4096, &mut rbuf)
-            .map_err(|f| crate::Error::io(&ssd_path, f.op, f.error))?;
-        reads += offsets.len() as u64;
-    }
-    let iops = reads as f64 / start.elapsed().as_secs_f64();
-    let lat = crate::stats::LatencySummary::of(&engine.read_latency().snapshot());
-    let _ = std::fs::remove_file(&ssd_path);
-    profiles.insert(
-        "ssd".into(),
-        DeviceProfile {
-            latency_us: lat.p50 as f64 / 1e3,
-            read_gbps: iops * 4096.0 / 1e9,
-            write_gbps,
-            iops,
-            parallelism: 64.0,
-        },
-    );
-    Ok(profiles)
-}
-
 /// What a replay against the real store measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
     /// Write-backs that failed during the replay (the store kept the rows
-    /// in memory and retried; see [`crate::SsdStats::writeback_errors`]).
+    /// in memory and retried; see [`embtier::SsdStats::writeback_errors`]).
     pub writeback_errors: u64,
     /// Rows left waiting in memory for a write-back at the end.
     pub pending_rows: u64,
-    /// Accesses replayed (lookups and updates).
+    /// Accesses replayed (the trace's lookups and updates).
     pub accesses: u64,
+    /// Row requests the store served: ids looked up, plus ids updated
+    /// (deduplicated within a call), over all tables.
+    pub requests: u64,
+    /// Of those, updates.
+    pub updates: u64,
     /// Batches replayed.
     pub batches: u64,
     /// Wall-clock seconds of the replay.
@@ -708,10 +483,17 @@ pub struct RunReport {
     pub batch_p99_us: f64,
     /// 99.9th percentile.
     pub batch_p999_us: f64,
-    /// The store's DRAM hits over lookups and updates.
+    /// DRAM's hit ratio: its hits over the requests that reached it.
     pub dram_hit_ratio: f64,
-    /// The store's PMem hits over the accesses that reached PMem.
+    /// PMem's hit ratio: its hits over the requests that reached it (those
+    /// DRAM missed).
     pub pmem_hit_ratio: f64,
+    /// DRAM hits over all row requests (pinned tables' hits included).
+    pub dram_share: f64,
+    /// PMem hits over all row requests.
+    pub pmem_share: f64,
+    /// Row requests neither DRAM nor PMem served, over all requests.
+    pub miss_share: f64,
     /// DRAM hits.
     pub dram_hits: u64,
     /// PMem hits.
@@ -737,18 +519,18 @@ pub struct RunReport {
 /// `update_ratio` share of the lookups) with small gradients. Trace tables
 /// map to store tables by name. `progress(done, total)` is called per batch.
 pub fn run_store(
-    store: &crate::Store,
+    store: &embtier::Store,
     trace: &Trace,
     update_ratio: f64,
     seed: u64,
     mut progress: impl FnMut(u64, u64),
-) -> crate::Result<RunReport> {
+) -> embtier::Result<RunReport> {
     let dims: Vec<(String, usize)> = trace
         .tables
         .iter()
         .map(|t| Ok((t.name.clone(), store.table_shape(&t.name)?.1 as usize)))
-        .collect::<crate::Result<_>>()?;
-    let hist = crate::io::LatencyRecorder::default();
+        .collect::<embtier::Result<_>>()?;
+    let hist = embtier::io::LatencyRecorder::default();
     let mut lat = Vec::with_capacity(trace.batch_ends.len());
     let before = store.stats();
     let mut rng = crate::trace::gen::Xoshiro::new(seed);
@@ -800,24 +582,33 @@ pub fn run_store(
     let seconds = start.elapsed().as_secs_f64();
     let after = store.stats();
     // Counter deltas over the replay, summed over tables.
-    let d = |f: &dyn Fn(&crate::TableStats) -> u64| {
+    let d = |f: &dyn Fn(&embtier::TableStats) -> u64| {
         after.tables.iter().map(f).sum::<u64>() - before.tables.iter().map(f).sum::<u64>()
     };
     let dram_hits = d(&|t| t.dram().hits);
     let dram_lookups = d(&|t| t.dram().lookups);
     let pmem_hits = d(&|t| t.pmem().hits);
     let pmem_lookups = d(&|t| t.pmem().lookups);
-    let h = crate::stats::LatencySummary::of(&hist.snapshot());
+    let updates = d(&|t| t.updates);
+    let requests = d(&|t| t.lookups) + updates;
+    let share = |x: u64| x as f64 / requests.max(1) as f64;
+    let h = hist.snapshot();
+    let us = |q: f64| h.value_at_quantile(q) as f64 / 1e3;
     Ok(RunReport {
         accesses: trace.accesses.len() as u64,
+        requests,
+        updates,
         batches: total,
         seconds,
         rows_per_s: trace.accesses.len() as f64 / seconds.max(1e-9),
-        batch_p50_us: h.p50 as f64 / 1e3,
-        batch_p99_us: h.p99 as f64 / 1e3,
-        batch_p999_us: h.p999 as f64 / 1e3,
+        batch_p50_us: us(0.5),
+        batch_p99_us: us(0.99),
+        batch_p999_us: us(0.999),
         dram_hit_ratio: dram_hits as f64 / dram_lookups.max(1) as f64,
         pmem_hit_ratio: pmem_hits as f64 / pmem_lookups.max(1) as f64,
+        dram_share: share(dram_hits),
+        pmem_share: share(pmem_hits),
+        miss_share: share(requests.saturating_sub(dram_hits + pmem_hits)),
         dram_hits,
         pmem_hits,
         ssd_rows_read: d(&|t| t.ssd.rows_read),
@@ -834,8 +625,32 @@ pub fn run_store(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_store_config_is_a_hierarchy() {
+        use embtier::{MemoryKind, PolicyKind, StoreConfig, TierConfig};
+        let cfg = StoreConfig::builder()
+            .tiers(vec![
+                TierConfig::dram(1 << 20, PolicyKind::Sieve),
+                TierConfig::dram(2 << 20, PolicyKind::Lru),
+                TierConfig::pmem(None, 8 << 20, PolicyKind::Fifo),
+            ])
+            .build();
+        let h = super::Hierarchy::of_store(&cfg, 256);
+        let got: Vec<(MemoryKind, PolicyKind, u64)> =
+            h.tiers.iter().map(|t| (t.kind, t.policy, t.rows)).collect();
+        assert_eq!(
+            got,
+            [
+                (MemoryKind::Dram, PolicyKind::Sieve, 4096),
+                (MemoryKind::Dram, PolicyKind::Lru, 8192),
+                (MemoryKind::Pmem, PolicyKind::Fifo, 32768)
+            ]
+        );
+        assert!(h.ssd && !h.inclusive);
+    }
+
     use super::*;
-    use crate::policy::simulate;
+    use crate::simulate;
     use crate::trace::gen::{GenSpec, GenTable};
 
     fn trace(batch_size: u64) -> Trace {
@@ -863,7 +678,7 @@ mod tests {
         for k in [PolicyKind::Lru, PolicyKind::Sieve, PolicyKind::Arc] {
             let h = Hierarchy {
                 tiers: vec![TierSpec {
-                    name: "dram".into(),
+                    kind: embtier::MemoryKind::Dram,
                     policy: k,
                     rows: 300,
                 }],
@@ -885,12 +700,12 @@ mod tests {
         let h = Hierarchy {
             tiers: vec![
                 TierSpec {
-                    name: "dram".into(),
+                    kind: embtier::MemoryKind::Dram,
                     policy: PolicyKind::Lru,
                     rows: 100,
                 },
                 TierSpec {
-                    name: "pmem".into(),
+                    kind: embtier::MemoryKind::Pmem,
                     policy: PolicyKind::Lru,
                     rows: 400,
                 },
@@ -920,7 +735,7 @@ mod tests {
         }
         let h = Hierarchy {
             tiers: vec![TierSpec {
-                name: "dram".into(),
+                kind: embtier::MemoryKind::Dram,
                 policy: PolicyKind::Lru,
                 rows: 50,
             }],

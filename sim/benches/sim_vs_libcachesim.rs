@@ -10,13 +10,14 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use embtier::policy::{densify, simulate_dense, PolicyKind};
-use embtier::trace::{import, CsvSpec, Format};
+use embtier::PolicyKind;
+use embtier_sim::trace::{import, CsvSpec, Format};
+use embtier_sim::{densify, simulate_dense};
 
 /// A 10 M-request Zipf(0.9) trace over 1 M objects in oracleGeneral format,
 /// so that per-run setup is amortised on both sides.
 fn synthetic(path: &Path) {
-    use embtier::trace::gen::{GenSpec, GenTable};
+    use embtier_sim::trace::gen::{GenSpec, GenTable};
     use std::io::Write;
     let spec = GenSpec {
         seed: 3,
@@ -43,7 +44,7 @@ fn synthetic(path: &Path) {
 
 fn main() {
     let shared = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/traces/cloudPhysicsIO.oracleGeneral.bin");
+        .join("../../shared/traces/cloudPhysicsIO.oracleGeneral.bin");
     let dir = tempfile::tempdir().unwrap();
     let big = dir.path().join("zipf10m.oracleGeneral.bin");
     synthetic(&big);

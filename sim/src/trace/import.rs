@@ -1,12 +1,14 @@
 //! Importers: libCacheSim oracleGeneral, CSV with a column spec, one id per
-//! line (optionally gzip), Criteo TSV/CSV, MovieLens, and `.etrace`.
+//! line (optionally gzip), Criteo TSV/CSV, Avazu CSV, MovieLens, and
+//! `.etrace`.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::str::FromStr;
 
-use super::{Access, AccessKind, Densify, Trace, TraceError, TraceTable};
+use super::{Access, AccessKind, Trace, TraceError, TraceTable};
+use crate::densify::Densify;
 
 /// Input formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,13 +26,17 @@ pub enum Format {
     Txt,
     /// Criteo Display Advertising: TSV without header, or CSV with `label,I1..,C1..C26`.
     Criteo,
+    /// Avazu CTR: CSV with the header `id,click,hour,C1,banner_pos,...,C21`;
+    /// each of the 21 categorical columns after `hour` is a table.
+    Avazu,
     /// MovieLens `u.data` or RecBole `.inter`: users and items in timestamp order.
     Movielens,
 }
 
 impl Format {
     /// Names accepted by [`Format::from_str`].
-    pub const NAMES: &'static str = "auto, etrace, oracle-general, csv, txt, criteo, movielens";
+    pub const NAMES: &'static str =
+        "auto, etrace, oracle-general, csv, txt, criteo, avazu, movielens";
 
     /// The command-line name.
     pub fn name(self) -> &'static str {
@@ -41,6 +47,7 @@ impl Format {
             Format::Csv => "csv",
             Format::Txt => "txt",
             Format::Criteo => "criteo",
+            Format::Avazu => "avazu",
             Format::Movielens => "movielens",
         }
     }
@@ -49,7 +56,7 @@ impl Format {
 impl FromStr for Format {
     type Err = String;
     fn from_str(s: &str) -> Result<Format, String> {
-        let n = crate::hash::canonical_name(s);
+        let n = embtier::canonical_name(s);
         Ok(match n.as_str() {
             "auto" => Format::Auto,
             "etrace" => Format::Etrace,
@@ -57,6 +64,7 @@ impl FromStr for Format {
             "csv" => Format::Csv,
             "txt" | "text" => Format::Txt,
             "criteo" => Format::Criteo,
+            "avazu" => Format::Avazu,
             "movielens" | "ml" => Format::Movielens,
             _ => {
                 return Err(format!(
@@ -75,8 +83,9 @@ pub struct CsvSpec {
     pub id: String,
     /// The table column, if any (index or name).
     pub table: Option<String>,
-    /// Whether the first line is a header.
-    pub header: bool,
+    /// Whether the first line is a header; `None`: detect it (a header
+    /// has a field that is not a number over a field that is).
+    pub header: Option<bool>,
     /// The delimiter.
     pub delimiter: u8,
 }
@@ -86,7 +95,7 @@ impl Default for CsvSpec {
         CsvSpec {
             id: "0".into(),
             table: None,
-            header: false,
+            header: None,
             delimiter: b',',
         }
     }
@@ -94,7 +103,7 @@ impl Default for CsvSpec {
 
 impl FromStr for CsvSpec {
     type Err = String;
-    /// `id=COL[,table=COL][,header=yes|no][,delim=,|tab|;|space]`
+    /// `id=COL[,table=COL][,header=yes|no|auto][,delim=,|tab|;|space]`
     fn from_str(s: &str) -> Result<CsvSpec, String> {
         let mut spec = CsvSpec::default();
         for part in s.split(',').filter(|p| !p.is_empty()) {
@@ -106,9 +115,10 @@ impl FromStr for CsvSpec {
                 "table" => spec.table = Some(v.trim().to_string()),
                 "header" => {
                     spec.header = match v.trim() {
-                        "yes" | "true" | "1" => true,
-                        "no" | "false" | "0" => false,
-                        o => return Err(format!("header={o:?}: expected yes or no")),
+                        "yes" | "true" | "1" => Some(true),
+                        "no" | "false" | "0" => Some(false),
+                        "auto" => None,
+                        o => return Err(format!("header={o:?}: expected yes, no or auto")),
                     }
                 }
                 "delim" | "delimiter" => {
@@ -182,6 +192,9 @@ pub fn detect(path: &Path) -> Result<Format, TraceError> {
     if first.starts_with("label,I1,") || first.split('\t').count() == 40 {
         return Ok(Format::Criteo);
     }
+    if first.starts_with("id,click,hour,") {
+        return Ok(Format::Avazu);
+    }
     if name.ends_with(".csv") || name.ends_with(".tsv") {
         return Ok(Format::Csv);
     }
@@ -200,32 +213,85 @@ pub fn detect(path: &Path) -> Result<Format, TraceError> {
 
 /// Import `path` in `format` (detected when `Auto`; the format used is
 /// returned). `batch` is accesses per batch for formats without batches, or
-/// samples per batch for Criteo and MovieLens.
+/// samples per batch for Criteo, Avazu and MovieLens.
 pub fn import(
     path: &Path,
     format: Format,
     csv: &CsvSpec,
     batch: usize,
 ) -> Result<(Trace, Format), TraceError> {
+    import_noting(path, format, csv, batch).map(|i| (i.trace, i.format))
+}
+
+/// What [`import_noting`] read, and what a user should know of it.
+#[derive(Debug, Clone)]
+pub struct Imported {
+    /// The trace.
+    pub trace: Trace,
+    /// The format it was read as.
+    pub format: Format,
+    /// What the reader decided or doubts: a header it detected, an id
+    /// column that looks constant or like a row counter.
+    pub notes: Vec<Note>,
+}
+
+/// A line for the user about an import.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    /// A doubt about the result (else a decision the reader made).
+    pub warning: bool,
+    /// What, on one line.
+    pub text: String,
+}
+
+/// [`import`], with the notes a tool shows its user.
+pub fn import_noting(
+    path: &Path,
+    format: Format,
+    csv: &CsvSpec,
+    batch: usize,
+) -> Result<Imported, TraceError> {
     let format = if format == Format::Auto {
         detect(path)?
     } else {
         format
     };
     let batch = batch.max(1);
+    let mut notes = Vec::new();
     let t = match format {
         Format::Etrace => Trace::read_etrace(path)?,
         Format::OracleGeneral => oracle_general(path, batch)?,
-        Format::Csv => delimited(path, csv, batch)?,
+        Format::Csv => delimited(path, csv, batch, &mut notes)?,
         Format::Txt => txt(path, batch)?,
         Format::Criteo => criteo(path, batch)?,
+        Format::Avazu => avazu(path, batch)?,
         Format::Movielens => movielens(path, batch)?,
         Format::Auto => unreachable!("resolved above"),
     };
     if t.accesses.is_empty() {
         return Err(TraceError::Empty { path: path.into() });
     }
-    Ok((t, format))
+    Ok(Imported {
+        trace: t,
+        format,
+        notes,
+    })
+}
+
+/// Whether a field reads as a number (decimal, signed or not, or a float).
+fn numeric(f: &str) -> bool {
+    let f = f.trim();
+    !f.is_empty() && f.parse::<f64>().is_ok()
+}
+
+/// Whether `first` is a header over `second`: some column is a number in
+/// `second` and not in `first`, and every field of `first` is non-empty.
+pub fn looks_like_header(first: &[&str], second: &[&str]) -> bool {
+    first.iter().all(|f| !f.trim().is_empty())
+        && first
+            .iter()
+            .zip(second)
+            .any(|(a, b)| !numeric(a) && numeric(b))
 }
 
 /// Accumulates accesses into batches of a fixed size.
@@ -350,11 +416,41 @@ fn column_index(spec_col: &str, header: Option<&[&str]>, path: &Path) -> Result<
         })
 }
 
-fn delimited(path: &Path, spec: &CsvSpec, batch: usize) -> Result<Trace, TraceError> {
+fn delimited(
+    path: &Path,
+    spec: &CsvSpec,
+    batch: usize,
+    notes: &mut Vec<Note>,
+) -> Result<Trace, TraceError> {
+    let delim = spec.delimiter as char;
+    let has_header = match spec.header {
+        Some(h) => h,
+        None => {
+            // The first two lines decide.
+            let mut two = open_text(path)?.lines().take(2);
+            let a = two.next().transpose().map_err(io_err(path))?;
+            let b = two.next().transpose().map_err(io_err(path))?;
+            let detected = match (a, b) {
+                (Some(a), Some(b)) => {
+                    let a: Vec<&str> = a.split(delim).collect();
+                    let b: Vec<&str> = b.split(delim).collect();
+                    looks_like_header(&a, &b)
+                }
+                _ => false,
+            };
+            if detected {
+                notes.push(Note {
+                    warning: false,
+                    text: "the first line is a header (detected; --columns header=no reads it as data)"
+                        .into(),
+                });
+            }
+            detected
+        }
+    };
     let r = open_text(path)?;
     let mut lines = r.lines().enumerate();
-    let delim = spec.delimiter as char;
-    let header_line = if spec.header {
+    let header_line = if has_header {
         match lines.next() {
             Some((_, l)) => Some(l.map_err(io_err(path))?),
             None => return Err(TraceError::Empty { path: path.into() }),
@@ -369,9 +465,24 @@ fn delimited(path: &Path, spec: &CsvSpec, batch: usize) -> Result<Trace, TraceEr
         .as_deref()
         .map(|c| column_index(c, header.as_deref(), path))
         .transpose()?;
+    let column = |c: usize| match &header {
+        Some(h) => format!("column {c} ({})", h.get(c).map_or("?", |n| n.trim())),
+        None => format!("column {c}"),
+    };
+    let id_name = column(id_col);
+    let columns = header.as_ref().map(|h| {
+        h.iter()
+            .map(|n| n.trim().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    });
     let mut b = Builder::new(1, batch);
     let mut tables: Densify<String> = Densify::default();
     let mut ids: Vec<Densify<String>> = Vec::new();
+    // Whether each id, read as a number, is the one before plus one.
+    let mut counting = true;
+    let mut last: Option<i128> = None;
+    let mut records = 0u64;
     for (i, line) in lines {
         let line = line.map_err(io_err(path))?;
         if line.trim().is_empty() {
@@ -395,6 +506,14 @@ fn delimited(path: &Path, spec: &CsvSpec, batch: usize) -> Result<Trace, TraceEr
         if id.is_empty() {
             return Err(rec(format!("empty id in column {id_col}")));
         }
+        records += 1;
+        let n = id.parse::<i128>().ok();
+        counting &= match (last, n) {
+            (None, Some(_)) => true,
+            (Some(l), Some(n)) => n == l + 1,
+            _ => false,
+        };
+        last = n;
         let t = match table_col {
             Some(c) => {
                 let name = cols
@@ -412,13 +531,35 @@ fn delimited(path: &Path, spec: &CsvSpec, batch: usize) -> Result<Trace, TraceEr
         b.push(t as u32, row);
         b.end_sample();
     }
-    let mut names: Vec<(String, u64)> = tables.map.into_iter().collect();
-    names.sort_by_key(|(_, i)| *i);
-    let tables = names
+    let distinct: u64 = ids.iter().map(Densify::len).sum();
+    let warn = |text: String| Note {
+        warning: true,
+        text,
+    };
+    let choose = match &columns {
+        Some(c) => format!("choose the id with --columns id=NAME (the columns: {c})"),
+        None => "choose the id with --columns id=N".to_string(),
+    };
+    if records >= 20 && distinct <= 2 {
+        notes.push(warn(format!(
+            "the id, {id_name}, has {distinct} distinct value(s) in {records} records: it looks constant, not an id; {choose}"
+        )));
+    } else if records >= 20 && counting {
+        notes.push(warn(format!(
+            "the id, {id_name}, counts up by one each record: it looks like a row counter, not an id (every access would miss); {choose}"
+        )));
+    } else if records >= 20 && distinct == records {
+        notes.push(warn(format!(
+            "the id, {id_name}, never repeats in {records} records (a row counter or an event id?): every access would miss; {choose}"
+        )));
+    }
+    let tables = tables
+        .into_keys()
         .into_iter()
-        .map(|(n, i)| TraceTable {
+        .zip(&ids)
+        .map(|(n, ids)| TraceTable {
             name: if n.is_empty() { "ids".into() } else { n },
-            rows: ids[i as usize].len().max(1),
+            rows: ids.len().max(1),
             dim: 0,
             row_bytes: 0,
         })
@@ -477,6 +618,66 @@ fn criteo(path: &Path, batch: usize) -> Result<Trace, TraceError> {
         .enumerate()
         .map(|(t, d)| TraceTable {
             name: format!("C{}", t + 1),
+            rows: d.len().max(1),
+            dim: 0,
+            row_bytes: 0,
+        })
+        .collect();
+    Ok(b.finish(tables))
+}
+
+/// Avazu's categorical columns: every column after `id`, `click` and `hour`.
+const AVAZU_SKIP: usize = 3;
+
+fn avazu(path: &Path, batch: usize) -> Result<Trace, TraceError> {
+    let r = open_text(path)?;
+    let mut lines = r.lines().enumerate();
+    let header = match lines.next() {
+        Some((_, l)) => l.map_err(io_err(path))?,
+        None => return Err(TraceError::Empty { path: path.into() }),
+    };
+    if !header.starts_with("id,click,hour,") {
+        return Err(TraceError::BadRecord {
+            path: path.into(),
+            record: 1,
+            reason: "an Avazu file starts with the header id,click,hour,...".into(),
+        });
+    }
+    let names: Vec<String> = header
+        .split(',')
+        .skip(AVAZU_SKIP)
+        .map(|n| n.trim().to_string())
+        .collect();
+    let mut b = Builder::new(names.len(), batch);
+    let mut ids: Vec<Densify<String>> = names.iter().map(|_| Densify::default()).collect();
+    for (i, line) in lines {
+        let line = line.map_err(io_err(path))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let cols: Vec<&str> = line.split(',').collect();
+        if cols.len() != names.len() + AVAZU_SKIP {
+            return Err(TraceError::BadRecord {
+                path: path.into(),
+                record: i as u64 + 1,
+                reason: format!(
+                    "has {} columns, the header {}",
+                    cols.len(),
+                    names.len() + AVAZU_SKIP
+                ),
+            });
+        }
+        for (t, v) in cols[AVAZU_SKIP..].iter().enumerate() {
+            let row = ids[t].id(v.trim().to_string());
+            b.push(t as u32, row);
+        }
+        b.end_sample();
+    }
+    let tables = names
+        .into_iter()
+        .zip(&ids)
+        .map(|(name, d)| TraceTable {
+            name,
             rows: d.len().max(1),
             dim: 0,
             row_bytes: 0,

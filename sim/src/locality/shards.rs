@@ -20,7 +20,7 @@
 use std::collections::{BinaryHeap, HashMap};
 
 use super::{Log2Hist, MrcPoint};
-use crate::hash::mix64;
+use embtier::init::mix64;
 
 const P: u64 = 1 << 24;
 
@@ -74,6 +74,21 @@ impl Sampled {
             })
             .collect()
     }
+}
+
+/// The sampling hash of `key`, in `0..P`: a key is sampled at threshold
+/// `T` iff its hash is below `T`.
+fn key_hash(key: u64) -> u64 {
+    mix64(key ^ 0x2545_f491_4f6c_dd1d) % P
+}
+
+/// The accesses of `keys` whose key SHARDS samples at `rate` (every access
+/// of a sampled key, in order): the input of a miniature simulation
+/// (Waldspurger et al., ATC '17), a cache of `size x rate` over them
+/// estimating a cache of `size` over all.
+pub fn spatial_sample(keys: &[u64], rate: f64) -> Vec<u64> {
+    let t = (rate.clamp(0.0, 1.0) * P as f64).round() as u64;
+    keys.iter().copied().filter(|&k| key_hash(k) < t).collect()
 }
 
 /// A growable Fenwick tree over 0/1 point values.
@@ -140,7 +155,7 @@ pub fn shards(keys: impl Iterator<Item = u64>, total: u64, sampling: Sampling) -
     let mut pos = 0usize;
     let mut sampled = 0u64;
     for key in keys {
-        let h = mix64(key ^ 0x2545_f491_4f6c_dd1d) % P;
+        let h = key_hash(key);
         if h >= threshold {
             continue;
         }

@@ -4,8 +4,8 @@
 
 use std::collections::{BinaryHeap, HashMap};
 
-use super::SimResult;
-use crate::hash::mix64;
+use crate::SimResult;
+use embtier::init::mix64;
 
 /// The index of the next access of each position (`u64::MAX`: none).
 pub fn next_accesses(ids: &[u64]) -> Vec<u64> {
@@ -58,7 +58,7 @@ pub fn belady(ids: &[u64], capacity: usize) -> SimResult {
 }
 
 /// Replacement within a set of a set-associative cache.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SetPolicy {
     /// Least recently used way.
     Lru,
@@ -108,7 +108,8 @@ pub fn set_associative(ids: &[u64], capacity: usize, ways: usize, policy: SetPol
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{simulate, PolicyKind};
+    use crate::simulate;
+    use embtier::PolicyKind;
 
     fn trace() -> Vec<u64> {
         let mut x = 5u64;

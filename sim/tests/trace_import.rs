@@ -4,11 +4,11 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use embtier::trace::{import, CsvSpec, Format, Trace};
+use embtier_sim::trace::{import, import_noting, CsvSpec, Format, Trace};
 
 fn shared(name: &str) -> Option<PathBuf> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/traces")
+        .join("../../shared/traces")
         .join(name);
     if p.exists() {
         Some(p)
@@ -59,6 +59,105 @@ fn csv_cloudphysics_matches_the_binary() {
         .iter()
         .zip(&b.accesses)
         .all(|(x, y)| x.row == y.row));
+}
+
+/// The CSV reader detects the header by default, and says when the id
+/// column it was given (column 0 by default) looks constant or like a
+/// counter: on cloudPhysicsIO.csv column 0 is `version`, always 1.
+#[test]
+fn csv_headers_are_detected_and_doubtful_ids_named() {
+    if let (Some(csv), Some(bin)) = (
+        shared("cloudPhysicsIO.csv"),
+        shared("cloudPhysicsIO.oracleGeneral.bin"),
+    ) {
+        let i = import_noting(&csv, Format::Auto, &CsvSpec::default(), 1).unwrap();
+        assert_eq!(i.format, Format::Csv);
+        assert_eq!(
+            i.trace.accesses.len(),
+            113_872,
+            "the header is not a record"
+        );
+        assert!(i
+            .notes
+            .iter()
+            .any(|n| !n.warning && n.text.contains("header")));
+        let w: Vec<&str> = i
+            .notes
+            .iter()
+            .filter(|n| n.warning)
+            .map(|n| n.text.as_str())
+            .collect();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("column 0 (version)") && w[0].contains("looks constant"),
+            "{w:?}"
+        );
+        assert!(
+            w[0].contains("lbn"),
+            "names the columns to choose from: {w:?}"
+        );
+        // With the id named, and the header detected, it matches the binary.
+        let spec: CsvSpec = "id=lbn".parse().unwrap();
+        let a = import_noting(&csv, Format::Auto, &spec, 1).unwrap();
+        assert!(a.notes.iter().all(|n| !n.warning), "{:?}", a.notes);
+        let (b, _) = import(&bin, Format::OracleGeneral, &CsvSpec::default(), 1).unwrap();
+        assert!(a
+            .trace
+            .accesses
+            .iter()
+            .map(|x| x.row)
+            .eq(b.accesses.iter().map(|x| x.row)));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("x.csv");
+    // No header: numbers throughout, ids repeating.
+    let body: String = (0..50).map(|i| format!("{},{}\n", i % 7, i)).collect();
+    std::fs::write(&p, &body).unwrap();
+    let i = import_noting(&p, Format::Auto, &CsvSpec::default(), 10).unwrap();
+    assert!(i.notes.is_empty(), "{:?}", i.notes);
+    assert_eq!(i.trace.accesses.len(), 50);
+    // A row counter as the id.
+    let spec: CsvSpec = "id=1".parse().unwrap();
+    let i = import_noting(&p, Format::Auto, &spec, 10).unwrap();
+    assert!(
+        i.notes
+            .iter()
+            .any(|n| n.warning && n.text.contains("row counter")),
+        "{:?}",
+        i.notes
+    );
+    // A header named by the spec is read as one; header=no reads it as data.
+    std::fs::write(&p, format!("key,n\n{body}")).unwrap();
+    let i = import_noting(&p, Format::Auto, &"id=key".parse().unwrap(), 10).unwrap();
+    assert_eq!(i.trace.accesses.len(), 50);
+    let i = import_noting(&p, Format::Csv, &"header=no".parse().unwrap(), 10).unwrap();
+    assert_eq!(i.trace.accesses.len(), 51);
+}
+
+/// Avazu: detected by its header, one table per categorical column after
+/// id, click and hour, a sample per line.
+#[test]
+fn avazu_sample() {
+    let Some(p) = shared("avazu_sample.csv") else {
+        return;
+    };
+    let (t, f) = import(&p, Format::Auto, &CsvSpec::default(), 10).unwrap();
+    assert_eq!(f, Format::Avazu);
+    let names: Vec<&str> = t.tables.iter().map(|x| x.name.as_str()).collect();
+    assert_eq!(names.len(), 21);
+    assert_eq!((names[0], names[1], names[20]), ("C1", "banner_pos", "C21"));
+    // Facts of the file: 100 samples (the header aside), a value in every column.
+    assert_eq!(t.accesses.len(), 100 * 21);
+    assert_eq!(t.batch_ends.len(), 10);
+    let text = std::fs::read_to_string(&p).unwrap();
+    for (k, table) in t.tables.iter().enumerate() {
+        let distinct: HashSet<&str> = text
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').nth(3 + k).unwrap())
+            .collect();
+        assert_eq!(table.rows, distinct.len() as u64, "{}", table.name);
+    }
 }
 
 #[test]

@@ -13,64 +13,18 @@
 //! hits are `accesses x (mrc(d) - mrc(d + p))`. A table that got no DRAM may
 //! instead be pinned to PMem whole. The same greedy allocates the budget.
 //!
-//! **Time.** A [`DeviceProfile`] turns hits and misses into an estimated time
-//! per batch: per tier, bytes over bandwidth plus operations times latency
-//! over the tier's parallelism.
+//! **Time.** The tiers' device profiles ([`TierDevices`], the format every
+//! tool reads) turn hits and misses into an estimated time per batch: per
+//! tier, [`crate::profile::DeviceProfile::seconds`] of its accesses (row
+//! reads for DRAM and PMem hits, a 4 KiB read per SSD miss), summed.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::{Report, TableReport};
+use crate::profile::TierDevices;
 
 /// Bytes of DRAM bookkeeping per cached row (measured: tests/bookkeeping.rs).
 pub const BOOKKEEPING_BYTES: f64 = 14.5;
-
-/// Latency, bandwidth and parallelism of one tier.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TierProfile {
-    /// Latency of one access, microseconds.
-    pub latency_us: f64,
-    /// Read bandwidth, GB/s.
-    pub bandwidth_gbps: f64,
-    /// Accesses in flight at once (cores, queue depth).
-    pub parallelism: f64,
-}
-
-/// A device profile: one [`TierProfile`] per tier.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DeviceProfile {
-    /// DRAM.
-    pub dram: TierProfile,
-    /// PMem.
-    pub pmem: TierProfile,
-    /// SSD (one 4 KiB read per missed row).
-    pub ssd: TierProfile,
-}
-
-impl Default for DeviceProfile {
-    /// DDR4 DRAM, Intel Optane DC PMem (100 series, App Direct reads), and a
-    /// NAND NVMe SSD; the figures and their sources are in docs/locality.md.
-    fn default() -> DeviceProfile {
-        DeviceProfile {
-            dram: TierProfile {
-                latency_us: 0.1,
-                bandwidth_gbps: 20.0,
-                parallelism: 10.0,
-            },
-            pmem: TierProfile {
-                latency_us: 0.35,
-                bandwidth_gbps: 6.6,
-                parallelism: 10.0,
-            },
-            ssd: TierProfile {
-                latency_us: 80.0,
-                bandwidth_gbps: 3.0,
-                parallelism: 64.0,
-            },
-        }
-    }
-}
 
 /// Tier budgets in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -249,7 +203,7 @@ pub fn plan(
     r: &Report,
     row_bytes: &[u64],
     budgets: Budgets,
-    profile: &DeviceProfile,
+    devices: &TierDevices,
     batches: u64,
 ) -> Plan {
     let n = r.tables.len();
@@ -316,7 +270,8 @@ pub fn plan(
     let pat = allocate(&pmem_hulls, budgets.pmem as f64);
     let mut tables = Vec::with_capacity(n);
     let (mut dh, mut ph, mut total) = (0.0, 0.0, 0.0);
-    let mut secs = 0.0;
+    // Row bytes read from DRAM and PMem over the trace.
+    let (mut dram_bytes, mut pmem_bytes) = (0.0, 0.0);
     for i in 0..n {
         let t = &r.tables[i];
         let d = dram[i];
@@ -331,12 +286,8 @@ pub fn plan(
         };
         let ssd = (acc - dram_hits - pmem_hits).max(0.0);
         let rb = row_bytes[i] as f64;
-        let time = |tp: &crate::locality::plan::TierProfile, ops: f64, bytes: f64| {
-            ops * tp.latency_us * 1e-6 / tp.parallelism + bytes / (tp.bandwidth_gbps * 1e9)
-        };
-        secs += time(&profile.dram, dram_hits, dram_hits * rb)
-            + time(&profile.pmem, pmem_hits, pmem_hits * rb)
-            + time(&profile.ssd, ssd, ssd * 4096.0);
+        dram_bytes += dram_hits * rb;
+        pmem_bytes += pmem_hits * rb;
         dh += dram_hits;
         ph += pmem_hits;
         total += acc;
@@ -355,6 +306,10 @@ pub fn plan(
             ssd_ratio: ssd / acc.max(1.0),
         });
     }
+    let ssd = total - dh - ph;
+    let secs = devices.dram.seconds(dh, dram_bytes, 0.0)
+        + devices.pmem.seconds(ph, pmem_bytes, 0.0)
+        + devices.ssd.seconds(ssd, ssd * 4096.0, 0.0);
     Plan {
         tables,
         dram_hit_ratio: dh / total.max(1.0),
@@ -420,7 +375,7 @@ mod tests {
                 dram: 1 << 20,
                 pmem: 0,
             },
-            &DeviceProfile::default(),
+            &TierDevices::default(),
             200,
         );
         assert_eq!(
@@ -444,7 +399,7 @@ mod tests {
                 dram: 4 << 20,
                 pmem: 0,
             },
-            &DeviceProfile::default(),
+            &TierDevices::default(),
             200,
         );
         assert!(q.dram_hit_ratio >= p.dram_hit_ratio);
@@ -456,7 +411,7 @@ mod tests {
                 dram: 1 << 20,
                 pmem: 8 << 20,
             },
-            &DeviceProfile::default(),
+            &TierDevices::default(),
             200,
         );
         assert!(w.pmem_hit_ratio > 0.0 && (w.dram_hit_ratio - p.dram_hit_ratio).abs() < 1e-9);

@@ -1,0 +1,96 @@
+//! One writer for the tools' tables: a header and rows of cells, printed
+//! as a markdown table (the default output) or as CSV (`--csv`).
+
+use std::fmt::Write as _;
+
+/// A table of text cells.
+#[derive(Debug, Clone, Default)]
+pub struct Table {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// A table with these column headers.
+    pub fn new<S: Into<String>>(header: impl IntoIterator<Item = S>) -> Table {
+        Table {
+            header: header.into_iter().map(Into::into).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Append a row (as many cells as columns).
+    pub fn row<S: Into<String>>(&mut self, cells: impl IntoIterator<Item = S>) {
+        let r: Vec<String> = cells.into_iter().map(Into::into).collect();
+        debug_assert_eq!(r.len(), self.header.len(), "{:?}", self.header);
+        self.rows.push(r);
+    }
+
+    /// As markdown.
+    pub fn markdown(&self) -> String {
+        let mut o = String::new();
+        let line = |o: &mut String, cells: &[String]| {
+            o.push('|');
+            for c in cells {
+                let _ = write!(o, " {} |", c.replace('|', "\\|"));
+            }
+            o.push('\n');
+        };
+        line(&mut o, &self.header);
+        o.push('|');
+        for _ in &self.header {
+            o.push_str("---|");
+        }
+        o.push('\n');
+        for r in &self.rows {
+            line(&mut o, r);
+        }
+        o
+    }
+
+    /// As CSV: the header, then the rows; a cell holding a comma, a quote
+    /// or a line break is quoted.
+    pub fn csv(&self) -> String {
+        let mut o = String::new();
+        for r in std::iter::once(&self.header).chain(&self.rows) {
+            let cells: Vec<String> = r.iter().map(|c| csv_cell(c)).collect();
+            o.push_str(&cells.join(","));
+            o.push('\n');
+        }
+        o
+    }
+
+    /// [`Table::csv`] when `csv`, else [`Table::markdown`].
+    pub fn render(&self, csv: bool) -> String {
+        if csv {
+            self.csv()
+        } else {
+            self.markdown()
+        }
+    }
+}
+
+fn csv_cell(c: &str) -> String {
+    if c.contains([',', '"', '\n']) {
+        format!("\"{}\"", c.replace('"', "\"\""))
+    } else {
+        c.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markdown_and_csv() {
+        let mut t = Table::new(["a", "b"]);
+        t.row(["1", "x,y"]);
+        t.row(["2", "p|q"]);
+        assert_eq!(
+            t.markdown(),
+            "| a | b |\n|---|---|\n| 1 | x,y |\n| 2 | p\\|q |\n"
+        );
+        assert_eq!(t.csv(), "a,b\n1,\"x,y\"\n2,p|q\n");
+    }
+}
