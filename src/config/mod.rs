@@ -372,10 +372,11 @@ impl StoreConfig {
                     tier.policy
                 )));
             }
-            if tier.kind == MemoryKind::Dram && tier.path.is_some() {
+            if !tier.kind.file_backed() && tier.path.is_some() {
                 return Err(Error::config(format!(
-                    "{}: a DRAM tier has no path",
-                    self.tier_name(i)
+                    "{}: a {} tier has no path",
+                    self.tier_name(i),
+                    tier.kind.name().to_uppercase()
                 )));
             }
             if tier.path.is_some() && self.tiers[..i].iter().any(|o| o.path == tier.path) {

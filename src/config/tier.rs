@@ -30,6 +30,14 @@ impl MemoryKind {
             MemoryKind::Pmem => "pmem",
         }
     }
+
+    /// Whether tiers of this kind live in a file (and so take a `path`).
+    pub fn file_backed(self) -> bool {
+        match self {
+            MemoryKind::Dram => false,
+            MemoryKind::Pmem => true,
+        }
+    }
 }
 
 impl std::str::FromStr for MemoryKind {

@@ -17,7 +17,7 @@ use embtier_format::{
     TableEntry, BLOCK_SIZE, CATALOG_OFFSET,
 };
 
-use crate::config::{Init, MemoryKind, Placement, StoreConfig, TableConfig};
+use crate::config::{Init, Placement, StoreConfig, TableConfig};
 use crate::durable::{pick_superblock, Checkpoint, Durable, Recovery};
 use crate::error::{Error, Result};
 use crate::io::{open_engine, AlignedBuf, IoEngine};
@@ -26,7 +26,7 @@ use crate::precision::{bytes_to_f32, f32_to_bytes};
 use crate::stats::{LatencySummary, SsdStats, Stats, TableStats, TierStats};
 use crate::table::{Table, TableSetup};
 use crate::tier::rowlog::RowLog;
-use crate::tier::slab::{PmemFile, TierMemory};
+use crate::tier::slab::TierMemory;
 use crate::tier::ssd::Ssd;
 
 pub use crate::files::{CONFIG_FILE, DATA_FILE, HOT_FILE, LOCK_FILE, META_FILE, PMEM_FILE};

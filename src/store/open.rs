@@ -387,42 +387,29 @@ pub(crate) fn tier_files(dir: &Path, config: &StoreConfig) -> Vec<Option<PathBuf
     config
         .tiers
         .iter()
-        .map(|t| match t.kind {
-            MemoryKind::Dram => None,
-            MemoryKind::Pmem => {
-                let p = t.path.clone().unwrap_or_else(|| {
-                    if n == 0 {
-                        dir.join(PMEM_FILE)
-                    } else {
-                        dir.join(format!("pmem.{n}.emb"))
-                    }
-                });
-                n += 1;
-                Some(p)
+        .map(|t| {
+            if !t.kind.file_backed() {
+                return None;
             }
+            let p = t.path.clone().unwrap_or_else(|| {
+                if n == 0 {
+                    dir.join(PMEM_FILE)
+                } else {
+                    dir.join(format!("pmem.{n}.emb"))
+                }
+            });
+            n += 1;
+            Some(p)
         })
         .collect()
 }
 
-/// Each tier's memory: DRAM as it is, file-backed tiers mapped.
+/// Each tier's memory, its file (if any) at [`tier_files`]' path.
 fn open_tier_memory(dir: &Path, config: &StoreConfig) -> Result<Vec<TierMemory>> {
-    let files = tier_files(dir, config);
-    let mut out = Vec::with_capacity(config.tiers.len());
-    for (t, path) in config.tiers.iter().zip(files) {
-        out.push(match path {
-            None => TierMemory::Dram,
-            Some(path) => {
-                // A file-backed tier is a cache: its contents do not outlive
-                // the process. Its blocks are reserved now: a store into an
-                // unallocated page of the mapping on a full file system is a
-                // SIGBUS.
-                let f = crate::io::reserve::create_reserved(&path, t.capacity.0)?;
-                TierMemory::File(
-                    PmemFile::map(&f, t.capacity.0 as usize)
-                        .map_err(|e| Error::io(&path, "mmap", e))?,
-                )
-            }
-        });
-    }
-    Ok(out)
+    config
+        .tiers
+        .iter()
+        .zip(tier_files(dir, config))
+        .map(|(t, path)| TierMemory::open(t, path.as_deref()))
+        .collect()
 }

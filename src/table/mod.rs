@@ -282,7 +282,7 @@ impl Table {
                 Error::config(format!(
                     "table {:?}: the {} tier's file is too small for {what}",
                     e.name,
-                    memory_name(&memory[tier])
+                    memory[tier].name()
                 ))
             })
         };
@@ -519,13 +519,5 @@ impl Table {
                 })
                 .sum(),
         }
-    }
-}
-
-/// How errors name a tier's memory.
-fn memory_name(m: &TierMemory) -> &'static str {
-    match m {
-        TierMemory::Dram => "dram",
-        TierMemory::File(_) => "pmem",
     }
 }

@@ -4,9 +4,13 @@
 //! shard or pinned chunk. A new kind of memory is a variant of each (and of
 //! `config::MemoryKind`); nothing above this file names the kinds.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use memmap2::MmapRaw;
+
+use crate::config::{MemoryKind, TierConfig};
+use crate::error::{Error, Result};
 
 /// Bytes that hold rows of a cache shard or a pinned chunk.
 pub(crate) enum Slab {
@@ -121,6 +125,34 @@ pub(crate) enum TierMemory {
 }
 
 impl TierMemory {
+    /// Open tier `t`'s memory; `path` is its file for a file-backed kind
+    /// (`MemoryKind::file_backed`).
+    pub fn open(t: &TierConfig, path: Option<&Path>) -> Result<TierMemory> {
+        match (t.kind, path) {
+            (MemoryKind::Dram, _) => Ok(TierMemory::Dram),
+            (MemoryKind::Pmem, Some(path)) => {
+                // A file-backed tier is a cache: its contents do not outlive
+                // the process. Its blocks are reserved now: a store into an
+                // unallocated page of the mapping on a full file system is a
+                // SIGBUS.
+                let f = crate::io::reserve::create_reserved(path, t.capacity.0)?;
+                Ok(TierMemory::File(
+                    PmemFile::map(&f, t.capacity.0 as usize)
+                        .map_err(|e| Error::io(path, "mmap", e))?,
+                ))
+            }
+            (MemoryKind::Pmem, None) => Err(Error::config("a pmem tier needs a file")),
+        }
+    }
+
+    /// The kind's name, for errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            TierMemory::Dram => MemoryKind::Dram.name(),
+            TierMemory::File(_) => MemoryKind::Pmem.name(),
+        }
+    }
+
     /// A slab of `len` bytes, or None when the tier's file is full.
     pub fn slab(&mut self, len: usize) -> Option<Slab> {
         match self {
