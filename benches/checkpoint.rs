@@ -82,8 +82,13 @@ fn main() {
     for (path, log) in [("row log", None), ("in place", Some(embtier::ByteSize(0)))] {
         let mut cfg = reopen_config(ROWS, DIM, ROWS * rb as u64 * 2, engine, 64);
         cfg.ssd.row_log = log;
-        let store = embtier::Store::open_with(dir.path().join("store"), cfg, Default::default())
-            .expect("open");
+        // Cold: a warm restart reading in the background would add to the
+        // checkpoints measured.
+        let cold = embtier::OpenOptionsExt {
+            cold: true,
+            ..Default::default()
+        };
+        let store = embtier::Store::open_with(dir.path().join("store"), cfg, cold).expect("open");
         store.merge_row_log().expect("merge");
         engine_name = store.stats().io_engine;
         for frac in [0.01, 0.05, 0.20] {
