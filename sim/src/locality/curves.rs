@@ -1,0 +1,223 @@
+//! Stack distances, reuse times, exact miss-ratio curves (by rows and by
+//! bytes) and the skew figures: the algorithms `analyze` runs per table.
+
+use super::*;
+
+/// A Fenwick tree of i32 over positions `0..n`.
+struct Fenwick(Vec<i32>);
+
+impl Fenwick {
+    fn new(n: usize) -> Fenwick {
+        Fenwick(vec![0; n + 1])
+    }
+    #[inline]
+    fn add(&mut self, i: usize, v: i32) {
+        let mut i = i + 1;
+        while i < self.0.len() {
+            self.0[i] += v;
+            i += i & i.wrapping_neg();
+        }
+    }
+    /// Sum of positions `0..i`.
+    #[inline]
+    fn prefix(&self, mut i: usize) -> i64 {
+        let mut s = 0i64;
+        while i > 0 {
+            s += self.0[i] as i64;
+            i &= i - 1;
+        }
+        s
+    }
+}
+
+/// Exact stack distances of a sequence of dense object ids `0..n_objects`:
+/// returns `(distance_counts, reuse_distance_hist, reuse_time_hist)` where
+/// `distance_counts[d]` counts reuses at distance `d`.
+pub fn stack_distances(seq: &[u32], n_objects: usize) -> (Vec<u64>, Log2Hist, Log2Hist) {
+    const NONE: u32 = u32::MAX;
+    let mut last = vec![NONE; n_objects];
+    let mut bit = Fenwick::new(seq.len());
+    let mut counts = vec![0u64; n_objects.max(1)];
+    let mut dist_hist = Log2Hist::default();
+    let mut time_hist = Log2Hist::default();
+    for (t, &o) in seq.iter().enumerate() {
+        let p = last[o as usize];
+        if p == NONE {
+            dist_hist.cold += 1;
+            time_hist.cold += 1;
+        } else {
+            let p = p as usize;
+            let d = (bit.prefix(t) - bit.prefix(p + 1)) as u64;
+            counts[d as usize] += 1;
+            dist_hist.add(d);
+            time_hist.add((t - p) as u64);
+            bit.add(p, -1);
+        }
+        bit.add(t, 1);
+        last[o as usize] = t as u32;
+    }
+    (counts, dist_hist, time_hist)
+}
+
+/// Reuse times (accesses since the previous access of the same object).
+pub fn reuse_times(seq: &[u32], n_objects: usize) -> Log2Hist {
+    let mut last = vec![u64::MAX; n_objects];
+    let mut h = Log2Hist::default();
+    for (t, &o) in seq.iter().enumerate() {
+        let p = last[o as usize];
+        if p == u64::MAX {
+            h.cold += 1;
+        } else {
+            h.add(t as u64 - p);
+        }
+        last[o as usize] = t as u64;
+    }
+    h
+}
+
+/// The LRU miss-ratio curve at `sizes` from distance counts.
+pub fn mrc_from_distances(counts: &[u64], accesses: u64, sizes: &[u64]) -> Vec<MrcPoint> {
+    // hits(C) = sum of counts[d] for d < C.
+    let mut prefix = Vec::with_capacity(counts.len() + 1);
+    prefix.push(0u64);
+    for &c in counts {
+        prefix.push(prefix.last().expect("non-empty") + c);
+    }
+    sizes
+        .iter()
+        .map(|&c| {
+            let hits = prefix[(c as usize).min(counts.len())];
+            MrcPoint {
+                cache_rows: c,
+                cache_bytes: None,
+                miss_ratio: if accesses == 0 {
+                    0.0
+                } else {
+                    1.0 - hits as f64 / accesses as f64
+                },
+            }
+        })
+        .collect()
+}
+
+/// Exact LRU miss-ratio curve with cache sizes in bytes, for objects of
+/// different sizes: `size_of[o]` bytes for object `o`. O(N log N).
+pub fn byte_mrc(seq: &[u32], size_of: &[u64], sizes: &[u64]) -> Vec<MrcPoint> {
+    const NONE: u32 = u32::MAX;
+    let mut last = vec![NONE; size_of.len()];
+    // Fenwick over positions of byte weights (i64).
+    let mut tree = vec![0i64; seq.len() + 1];
+    let add = |tree: &mut Vec<i64>, i: usize, v: i64| {
+        let mut i = i + 1;
+        while i < tree.len() {
+            tree[i] += v;
+            i += i & i.wrapping_neg();
+        }
+    };
+    let prefix = |tree: &Vec<i64>, mut i: usize| {
+        let mut s = 0i64;
+        while i > 0 {
+            s += tree[i];
+            i &= i - 1;
+        }
+        s
+    };
+    let mut need: Vec<u64> = Vec::with_capacity(seq.len());
+    for (t, &o) in seq.iter().enumerate() {
+        let sz = size_of[o as usize] as i64;
+        let p = last[o as usize];
+        if p != NONE {
+            let p = p as usize;
+            let between = prefix(&tree, t) - prefix(&tree, p + 1);
+            need.push((between + sz) as u64);
+            add(&mut tree, p, -sz);
+        }
+        add(&mut tree, t, sz);
+        last[o as usize] = t as u32;
+    }
+    need.sort_unstable();
+    sizes
+        .iter()
+        .map(|&c| {
+            let hits = need.partition_point(|&n| n <= c);
+            MrcPoint {
+                cache_rows: 0,
+                cache_bytes: Some(c),
+                miss_ratio: if seq.is_empty() {
+                    0.0
+                } else {
+                    1.0 - hits as f64 / seq.len() as f64
+                },
+            }
+        })
+        .collect()
+}
+
+/// Default MRC sizes: 24 log-spaced sizes from 1 to `unique`.
+pub fn default_sizes(unique: u64) -> Vec<u64> {
+    let mut v: Vec<u64> = (0..24)
+        .map(|i| ((unique.max(1) as f64).powf(i as f64 / 23.0)).round() as u64)
+        .collect();
+    v.dedup();
+    v
+}
+
+pub(super) fn skew(counts_desc: &[u64], accesses: u64) -> (f64, f64, f64, f64, f64) {
+    let n = counts_desc.len();
+    let share = |p: f64| {
+        let k = ((n as f64 * p).ceil() as usize).clamp(1, n.max(1));
+        counts_desc[..k.min(n)].iter().sum::<u64>() as f64 / accesses.max(1) as f64
+    };
+    // Gini over touched rows, ascending order.
+    let mut g = 0f64;
+    for (i, &c) in counts_desc.iter().rev().enumerate() {
+        g += (i as f64 + 1.0) * c as f64;
+    }
+    let gini = if n == 0 {
+        0.0
+    } else {
+        2.0 * g / (n as f64 * accesses as f64) - (n as f64 + 1.0) / n as f64
+    };
+    (
+        share(0.001),
+        share(0.01),
+        share(0.1),
+        fit_zipf(counts_desc),
+        gini,
+    )
+}
+
+/// Least-squares slope of log(count) against log(rank), over ranks at
+/// geometric spacing (ratio 1.1) among rows accessed at least twice, so that
+/// the head and the tail weigh alike and singletons (the flat tail) do not
+/// dominate. Returns 0 when fewer than 3 such ranks exist.
+pub fn fit_zipf(counts_desc: &[u64]) -> f64 {
+    let k = counts_desc.iter().take_while(|&&c| c >= 2).count();
+    let mut pts = Vec::new();
+    let mut r = 1f64;
+    let mut last = 0usize;
+    while (r as usize) <= k {
+        let rank = r as usize;
+        if rank != last {
+            pts.push(((rank as f64).ln(), (counts_desc[rank - 1] as f64).ln()));
+            last = rank;
+        }
+        r *= 1.1;
+    }
+    if pts.len() < 3 {
+        return 0.0;
+    }
+    let n = pts.len() as f64;
+    let (sx, sy) = pts.iter().fold((0.0, 0.0), |a, p| (a.0 + p.0, a.1 + p.1));
+    let (mx, my) = (sx / n, sy / n);
+    let (mut sxy, mut sxx) = (0.0, 0.0);
+    for (x, y) in &pts {
+        sxy += (x - mx) * (y - my);
+        sxx += (x - mx) * (x - mx);
+    }
+    if sxx == 0.0 {
+        0.0
+    } else {
+        -sxy / sxx
+    }
+}
