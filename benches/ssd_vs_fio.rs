@@ -128,6 +128,7 @@ fn main() {
             cfg.tiers[0].policy = policy;
             let store =
                 Store::open_with(dir.path().join("store"), cfg, Default::default()).unwrap();
+            store.wait_warm().unwrap();
             for ch in all.chunks(BATCH) {
                 store.lookup("t", ch, &mut out[..ch.len() * dim]).unwrap();
             }

@@ -163,3 +163,34 @@ fn dropping_a_warming_store_stops_the_warm_up() {
     let s = Store::open(&path).unwrap();
     assert_eq!(s.wait_warm().unwrap(), recorded);
 }
+
+/// Lookups racing the warm-up: the warm-up's installs find rows the
+/// lookups brought in, and those finds are not hits; every tier's hits stay
+/// within its lookups, and the values are the committed ones.
+#[test]
+fn lookups_during_the_warm_up_count_only_themselves() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let cfg = config(vec![TierConfig::dram(60_000 * rb(), PolicyKind::Lru)]);
+    let s = Store::create(&path, cfg).unwrap();
+    let ids: Vec<u64> = (0..50_000).collect();
+    let mut want = vec![0f32; ids.len() * DIM as usize];
+    s.lookup("t", &ids, &mut want).unwrap();
+    s.checkpoint().unwrap();
+    drop(s);
+    let s = Store::open(&path).unwrap();
+    let mut out = vec![0f32; want.len()];
+    for _ in 0..3 {
+        s.lookup("t", &ids, &mut out).unwrap();
+        assert_eq!(out, want);
+    }
+    s.wait_warm().unwrap();
+    let t = s.stats().table("t").unwrap().clone();
+    let d = t.dram();
+    assert_eq!(d.lookups, 3 * ids.len() as u64);
+    assert!(d.hits <= d.lookups, "{d:?}");
+    assert_eq!(d.hits + d.misses, d.lookups, "{d:?}");
+    // Every row a lookup read from SSD was a miss of that lookup.
+    let read_by_lookups = t.ssd.rows_read - t.warmed;
+    assert!(d.misses >= read_by_lookups, "{d:?}, {read_by_lookups} read by lookups");
+}

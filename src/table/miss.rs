@@ -411,6 +411,10 @@ impl Table {
         let r = self.resolve_misses(ssd, shards, misses, &mut ctx, |_, _, _| {});
         ctx.c.warmed = ctx.c.ssd_rows_read;
         let read = ctx.c.ssd_rows_read;
+        // Rows a concurrent lookup brought in meanwhile are found by the
+        // installs; those finds are not lookups and must not count as hits.
+        ctx.c.hits = Default::default();
+        ctx.c.pending_hits = 0;
         self.finish(ssd, &mut ctx);
         ctx.c.publish(&self.counters);
         r.map(|()| read)
