@@ -192,5 +192,8 @@ fn lookups_during_the_warm_up_count_only_themselves() {
     assert_eq!(d.hits + d.misses, d.lookups, "{d:?}");
     // Every row a lookup read from SSD was a miss of that lookup.
     let read_by_lookups = t.ssd.rows_read - t.warmed;
-    assert!(d.misses >= read_by_lookups, "{d:?}, {read_by_lookups} read by lookups");
+    assert!(
+        d.misses >= read_by_lookups,
+        "{d:?}, {read_by_lookups} read by lookups"
+    );
 }

@@ -992,5 +992,6 @@ fn checkpoint_dict<'py>(py: Python<'py>, c: &embtier::Checkpoint) -> PyResult<Bo
     d.set_item("row_log_merged_rows", c.row_log_merged_rows)?;
     d.set_item("row_log_blocks", c.row_log_blocks)?;
     d.set_item("hot_rows", c.hot_rows)?;
+    d.set_item("row_log_bytes_released", c.row_log_bytes_released)?;
     Ok(d)
 }

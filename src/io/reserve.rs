@@ -49,6 +49,41 @@ pub(crate) fn reserve_blocks(file: &File, len: u64) -> io::Result<()> {
     }
 }
 
+/// Give the blocks of bytes `offset..offset + len` of `file` back to the
+/// file system (`fallocate` with `FALLOC_FL_PUNCH_HOLE`, the file's length
+/// unchanged): they read as zeros afterwards. Returns whether the file
+/// system did it (false where it does not support punching holes).
+pub fn punch_hole(file: &File, offset: u64, len: u64) -> io::Result<bool> {
+    if len == 0 {
+        return Ok(true);
+    }
+    let (Ok(off), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+        return Err(io::Error::from_raw_os_error(libc::EFBIG));
+    };
+    let fd = file.as_raw_fd();
+    loop {
+        // SAFETY: fallocate on a descriptor that `file` keeps open for the
+        // call; it touches no memory of this process.
+        let rc = unsafe {
+            libc::fallocate(
+                fd,
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                off,
+                len,
+            )
+        };
+        if rc == 0 {
+            return Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EOPNOTSUPP) => return Ok(false),
+            _ => return Err(e),
+        }
+    }
+}
+
 /// Create (or truncate) `path` as a file of `len` bytes, every block
 /// allocated, ready to be mapped for writing. On failure the file is
 /// truncated to nothing again, so that blocks reserved before the file

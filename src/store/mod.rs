@@ -425,13 +425,29 @@ impl Store {
                 .durable()
                 .commit(if merge { 0 } else { log.head() }, merge, &counters)?;
         if merge {
+            let used = log.head();
             log.reset();
             self.log_merges
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            done.row_log_bytes_released = self.release_log_blocks(used);
         }
         done.row_log_merged_rows = merged;
         done.hot_rows = self.write_hot_set(done.generation);
         Ok(done)
+    }
+
+    /// Give the `used` blocks of the merged row log back to the file system
+    /// (the commit that emptied the log is durable, so nothing refers to
+    /// them; a later append allocates them again). Best effort: returns the
+    /// bytes released, 0 where the file system cannot punch holes.
+    fn release_log_blocks(&self, used: u64) -> u64 {
+        let base = self.superblock.data_blocks * BLOCK_SIZE as u64;
+        let len = used * BLOCK_SIZE as u64;
+        let file = self.ssd.engine().file().file();
+        match crate::io::reserve::punch_hole(file, base, len) {
+            Ok(true) => len,
+            _ => 0,
+        }
     }
 
     /// [`Store::checkpoint`], for callers that need no report: after

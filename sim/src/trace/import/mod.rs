@@ -1,0 +1,355 @@
+//! Importers: libCacheSim oracleGeneral, CSV with a column spec, one id per
+//! line (optionally gzip), Criteo TSV/CSV, Avazu CSV, MovieLens, and
+//! `.etrace`.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::str::FromStr;
+
+use super::{Access, AccessKind, Trace, TraceError, TraceTable};
+use crate::densify::Densify;
+
+mod readers;
+
+use readers::{avazu, criteo, delimited, movielens, oracle_general, txt};
+
+/// Input formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Format {
+    /// Pick by magic bytes, name and content.
+    Auto,
+    /// embtier's `.etrace`.
+    Etrace,
+    /// libCacheSim oracleGeneral: 24-byte records `{u32 time, u64 obj_id, u32 obj_size, i64 next}`.
+    OracleGeneral,
+    /// Delimited text with a [`CsvSpec`].
+    Csv,
+    /// One id per line; `*` lines are skipped; gzip if the name ends in `.gz`.
+    Txt,
+    /// Criteo Display Advertising: TSV without header, or CSV with `label,I1..,C1..C26`.
+    Criteo,
+    /// Avazu CTR: CSV with the header `id,click,hour,C1,banner_pos,...,C21`;
+    /// each of the 21 categorical columns after `hour` is a table.
+    Avazu,
+    /// MovieLens `u.data` or RecBole `.inter`: users and items in timestamp order.
+    Movielens,
+}
+
+impl Format {
+    /// Names accepted by [`Format::from_str`].
+    pub const NAMES: &'static str =
+        "auto, etrace, oracle-general, csv, txt, criteo, avazu, movielens";
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Auto => "auto",
+            Format::Etrace => "etrace",
+            Format::OracleGeneral => "oracle-general",
+            Format::Csv => "csv",
+            Format::Txt => "txt",
+            Format::Criteo => "criteo",
+            Format::Avazu => "avazu",
+            Format::Movielens => "movielens",
+        }
+    }
+}
+
+impl FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Format, String> {
+        let n = embtier::canonical_name(s);
+        Ok(match n.as_str() {
+            "auto" => Format::Auto,
+            "etrace" => Format::Etrace,
+            "oraclegeneral" | "oracle" => Format::OracleGeneral,
+            "csv" => Format::Csv,
+            "txt" | "text" => Format::Txt,
+            "criteo" => Format::Criteo,
+            "avazu" => Format::Avazu,
+            "movielens" | "ml" => Format::Movielens,
+            _ => {
+                return Err(format!(
+                    "unknown format {s:?} (expected one of {})",
+                    Format::NAMES
+                ))
+            }
+        })
+    }
+}
+
+/// Which columns of a delimited file hold what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CsvSpec {
+    /// The id column: a 0-based index or a header name.
+    pub id: String,
+    /// The table column, if any (index or name).
+    pub table: Option<String>,
+    /// Whether the first line is a header; `None`: detect it (a header
+    /// has a field that is not a number over a field that is).
+    pub header: Option<bool>,
+    /// The delimiter.
+    pub delimiter: u8,
+}
+
+impl Default for CsvSpec {
+    fn default() -> CsvSpec {
+        CsvSpec {
+            id: "0".into(),
+            table: None,
+            header: None,
+            delimiter: b',',
+        }
+    }
+}
+
+impl FromStr for CsvSpec {
+    type Err = String;
+    /// `id=COL[,table=COL][,header=yes|no|auto][,delim=,|tab|;|space]`
+    fn from_str(s: &str) -> Result<CsvSpec, String> {
+        let mut spec = CsvSpec::default();
+        for part in s.split(',').filter(|p| !p.is_empty()) {
+            let (k, v) = part.split_once('=').ok_or_else(|| {
+                format!("column spec {part:?} is not key=value (try id=lbn,header=yes)")
+            })?;
+            match k.trim() {
+                "id" => spec.id = v.trim().to_string(),
+                "table" => spec.table = Some(v.trim().to_string()),
+                "header" => {
+                    spec.header = match v.trim() {
+                        "yes" | "true" | "1" => Some(true),
+                        "no" | "false" | "0" => Some(false),
+                        "auto" => None,
+                        o => return Err(format!("header={o:?}: expected yes, no or auto")),
+                    }
+                }
+                "delim" | "delimiter" => {
+                    spec.delimiter = match v {
+                        "tab" | "\\t" => b'\t',
+                        "space" => b' ',
+                        "comma" => b',',
+                        "semicolon" | ";" => b';',
+                        "|" | "pipe" => b'|',
+                        o if o.len() == 1 => o.as_bytes()[0],
+                        o => {
+                            return Err(format!(
+                                "delim={o:?}: expected one character, tab or space"
+                            ))
+                        }
+                    }
+                }
+                other => {
+                    return Err(format!(
+                        "unknown column spec key {other:?} (id, table, header, delim)"
+                    ))
+                }
+            }
+        }
+        Ok(spec)
+    }
+}
+
+fn io_err(path: &Path) -> impl Fn(std::io::Error) -> TraceError + '_ {
+    move |source| TraceError::Io {
+        path: path.into(),
+        source,
+    }
+}
+
+fn open_text(path: &Path) -> Result<Box<dyn BufRead>, TraceError> {
+    let f = File::open(path).map_err(io_err(path))?;
+    if path.extension().is_some_and(|e| e == "gz") {
+        Ok(Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(
+            f,
+        ))))
+    } else {
+        Ok(Box::new(BufReader::with_capacity(1 << 20, f)))
+    }
+}
+
+/// Decide the format of `path` from its first bytes and its name.
+pub fn detect(path: &Path) -> Result<Format, TraceError> {
+    let mut head = [0u8; 512];
+    let mut f = File::open(path).map_err(io_err(path))?;
+    let n = f.read(&mut head).map_err(io_err(path))?;
+    let head = &head[..n];
+    if head.starts_with(&embtier_format::trace::TRACE_MAGIC[..6]) {
+        return Ok(Format::Etrace);
+    }
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    if name.contains("oraclegeneral") || name.ends_with(".oracle") {
+        return Ok(Format::OracleGeneral);
+    }
+    if name.ends_with(".inter") || name == "u.data" {
+        return Ok(Format::Movielens);
+    }
+    if name.ends_with(".gz") || name.ends_with(".trace") || name.ends_with(".txt") {
+        return Ok(Format::Txt);
+    }
+    let text = String::from_utf8_lossy(head);
+    let first = text.lines().next().unwrap_or("");
+    if first.starts_with("label,I1,") || first.split('\t').count() == 40 {
+        return Ok(Format::Criteo);
+    }
+    if first.starts_with("id,click,hour,") {
+        return Ok(Format::Avazu);
+    }
+    if name.ends_with(".csv") || name.ends_with(".tsv") {
+        return Ok(Format::Csv);
+    }
+    if !head.is_empty()
+        && head
+            .iter()
+            .all(|b| b.is_ascii_digit() || b.is_ascii_whitespace() || *b == b'*')
+    {
+        return Ok(Format::Txt);
+    }
+    Err(TraceError::Unrecognised {
+        path: path.into(),
+        reason: format!("cannot tell the format; pass --format ({})", Format::NAMES),
+    })
+}
+
+/// Import `path` in `format` (detected when `Auto`; the format used is
+/// returned). `batch` is accesses per batch for formats without batches, or
+/// samples per batch for Criteo, Avazu and MovieLens.
+pub fn import(
+    path: &Path,
+    format: Format,
+    csv: &CsvSpec,
+    batch: usize,
+) -> Result<(Trace, Format), TraceError> {
+    import_noting(path, format, csv, batch).map(|i| (i.trace, i.format))
+}
+
+/// What [`import_noting`] read, and what a user should know of it.
+#[derive(Debug, Clone)]
+pub struct Imported {
+    /// The trace.
+    pub trace: Trace,
+    /// The format it was read as.
+    pub format: Format,
+    /// What the reader decided or doubts: a header it detected, an id
+    /// column that looks constant or like a row counter.
+    pub notes: Vec<Note>,
+}
+
+/// A line for the user about an import.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    /// A doubt about the result (else a decision the reader made).
+    pub warning: bool,
+    /// What, on one line.
+    pub text: String,
+}
+
+/// [`import`], with the notes a tool shows its user.
+pub fn import_noting(
+    path: &Path,
+    format: Format,
+    csv: &CsvSpec,
+    batch: usize,
+) -> Result<Imported, TraceError> {
+    let format = if format == Format::Auto {
+        detect(path)?
+    } else {
+        format
+    };
+    let batch = batch.max(1);
+    let mut notes = Vec::new();
+    let t = match format {
+        Format::Etrace => Trace::read_etrace(path)?,
+        Format::OracleGeneral => oracle_general(path, batch)?,
+        Format::Csv => delimited(path, csv, batch, &mut notes)?,
+        Format::Txt => txt(path, batch)?,
+        Format::Criteo => criteo(path, batch)?,
+        Format::Avazu => avazu(path, batch)?,
+        Format::Movielens => movielens(path, batch)?,
+        Format::Auto => unreachable!("resolved above"),
+    };
+    if t.accesses.is_empty() {
+        return Err(TraceError::Empty { path: path.into() });
+    }
+    Ok(Imported {
+        trace: t,
+        format,
+        notes,
+    })
+}
+
+/// Whether a field reads as a number (decimal, signed or not, or a float).
+fn numeric(f: &str) -> bool {
+    let f = f.trim();
+    !f.is_empty() && f.parse::<f64>().is_ok()
+}
+
+/// Whether `first` is a header over `second`: some column is a number in
+/// `second` and not in `first`, and every field of `first` is non-empty.
+pub fn looks_like_header(first: &[&str], second: &[&str]) -> bool {
+    first.iter().all(|f| !f.trim().is_empty())
+        && first
+            .iter()
+            .zip(second)
+            .any(|(a, b)| !numeric(a) && numeric(b))
+}
+
+/// Accumulates accesses into batches of a fixed size.
+struct Builder {
+    t: Trace,
+    batch: usize,
+    in_batch: usize,
+}
+
+impl Builder {
+    fn new(tables: usize, batch: usize) -> Builder {
+        Builder {
+            t: Trace {
+                tables: Vec::with_capacity(tables),
+                ..Trace::default()
+            },
+            batch,
+            in_batch: 0,
+        }
+    }
+    #[inline]
+    fn push(&mut self, table: u32, row: u64) {
+        self.t.accesses.push(Access {
+            table,
+            row,
+            kind: AccessKind::Lookup,
+        });
+    }
+    /// One sample (or one access) done; close the batch when full.
+    #[inline]
+    fn end_sample(&mut self) {
+        self.in_batch += 1;
+        if self.in_batch == self.batch {
+            self.close();
+        }
+    }
+    fn close(&mut self) {
+        if self.t.batch_ends.last().copied().unwrap_or(0) != self.t.accesses.len() {
+            self.t.batch_ends.push(self.t.accesses.len());
+        }
+        self.in_batch = 0;
+    }
+    fn finish(mut self, tables: Vec<TraceTable>) -> Trace {
+        self.close();
+        self.t.tables = tables;
+        self.t
+    }
+}
+
+fn single_table(name: &str, rows: u64) -> Vec<TraceTable> {
+    vec![TraceTable {
+        name: name.into(),
+        rows: rows.max(1),
+        dim: 0,
+        row_bytes: 0,
+    }]
+}
