@@ -415,3 +415,52 @@ fn a_call_whose_reads_fail_changes_only_the_rows_in_memory() {
         }
     }
 }
+
+/// A warm restart whose reads fail: `wait_warm` reports the failure, the
+/// store stays usable, and every row reads back as committed once the
+/// disk heals (the rows whose read failed were not brought in).
+#[test]
+fn a_warm_up_whose_reads_fail_reports_it_and_serves_committed_rows() {
+    use embtier::{Init, StoreConfig, TableConfig};
+    let cfg = || {
+        StoreConfig::builder()
+            .table(TableConfig::new("t", 100_000, 4).init(Init::Zeros))
+            .dram_capacity(1 << 20)
+            .build()
+    };
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("s");
+    let s = Store::create(&dir, cfg()).unwrap();
+    let ids: Vec<u64> = (0..20_000u64).map(|i| i * 5).collect();
+    let vals: Vec<f32> = ids.iter().flat_map(|&i| [i as f32; 4]).collect();
+    s.update("t", &ids, &vals).unwrap();
+    assert!(s.checkpoint().unwrap().hot_rows > 0);
+    drop(s);
+    // The reads an open does before its warm-up starts (metadata, recovery).
+    let plan = Arc::new(FaultPlan::default());
+    drop(Store::open_with(&dir, cfg(), faulty(&plan)).unwrap());
+    let at_open = plan.reads.load(Ordering::SeqCst);
+    for k in [0u64, 2, 5] {
+        let plan = Arc::new(FaultPlan::default());
+        plan.fail_reads_from.store(at_open + k, Ordering::SeqCst);
+        let opts = OpenOptionsExt {
+            cold: false,
+            ..faulty(&plan)
+        };
+        // Reads fail from the warm-up's k-th on.
+        let s = match Store::open_with(&dir, cfg(), opts) {
+            Ok(s) => s,
+            Err(e) => panic!("k {k}: open failed: {e}"),
+        };
+        let w = s.wait_warm();
+        assert!(
+            matches!(w, Err(Error::Warm { .. })),
+            "k {k}: the warm-up's failed reads are reported: {w:?}"
+        );
+        plan.heal();
+        let mut out = vec![0f32; vals.len()];
+        s.lookup("t", &ids, &mut out).unwrap();
+        assert_eq!(out, vals, "k {k}");
+        drop(s);
+    }
+}

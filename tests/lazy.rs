@@ -88,7 +88,10 @@ fn a_merged_row_log_gives_its_blocks_back() {
     // Skip only where the file system cannot punch holes (a probe).
     let probe = dir.path().join("probe");
     std::fs::write(&probe, vec![1u8; 8192]).unwrap();
-    let f = std::fs::OpenOptions::new().write(true).open(&probe).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&probe)
+        .unwrap();
     if !embtier::io::reserve::punch_hole(&f, 0, 4096).unwrap() {
         eprintln!("SKIP: this file system does not punch holes");
         return;
