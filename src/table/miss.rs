@@ -427,7 +427,7 @@ impl Table {
         if let TableKind::Cached { shards, .. } = &self.kind {
             for sh in shards {
                 let sh = sh.lock();
-                for (c, &t) in sh.tiers.iter().zip(&sh.tier_index) {
+                for (t, c) in sh.caches() {
                     out[t].extend(c.ids());
                 }
             }

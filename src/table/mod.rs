@@ -136,12 +136,13 @@ struct PendingRow {
 }
 
 pub(crate) struct Shard {
-    /// This shard's slice of each cache tier that gives it rows, fastest
-    /// first. `tiers[0]` is always the store's first tier (every shard holds
-    /// at least one of its rows).
-    tiers: Vec<SlotCache>,
-    /// For each entry of `tiers`, the store's tier index (for counters).
-    tier_index: Vec<usize>,
+    /// This shard's slice of the store's first tier, where hits are served
+    /// (every shard holds at least one of its rows). Inline, not in `lower`:
+    /// it is on the path of every hit.
+    top: SlotCache,
+    /// Its slices of the lower tiers that give it rows, fastest first, each
+    /// with the store's tier index (for counters).
+    lower: Vec<(usize, SlotCache)>,
     pending: HashMap<u64, PendingRow>,
     /// Rows whose newest written copy is in the row log, and its block.
     logged: HashMap<u64, u32>,
@@ -292,7 +293,6 @@ impl Table {
                 let mut shards = Vec::with_capacity(n);
                 for i in 0..n {
                     let mut tiers = Vec::with_capacity(s.tier_rows.len());
-                    let mut tier_index = Vec::with_capacity(s.tier_rows.len());
                     for (t, &rows) in s.tier_rows.iter().enumerate() {
                         let cap = part(rows, n, i);
                         if cap == 0 {
@@ -304,13 +304,14 @@ impl Table {
                             "its lower cache"
                         };
                         let slab = slab(t, cap * rb, what)?;
-                        tiers.push(SlotCache::new(cap, rb, s.policies[t], slab));
-                        tier_index.push(t);
+                        tiers.push((t, SlotCache::new(cap, rb, s.policies[t], slab)));
                     }
-                    debug_assert_eq!(tier_index.first(), Some(&0));
+                    // The first tier has a row in every shard (`shard_count`).
+                    let (first, top) = tiers.remove(0);
+                    debug_assert_eq!(first, 0);
                     shards.push(Mutex::new(Shard {
-                        tiers,
-                        tier_index,
+                        top,
+                        lower: tiers,
                         pending: HashMap::new(),
                         logged: HashMap::new(),
                         wb_seq: 0,
@@ -474,7 +475,7 @@ impl Table {
                 }
                 for sh in shards {
                     let sh = sh.lock();
-                    for (c, &t) in sh.tiers.iter().zip(&sh.tier_index) {
+                    for (t, c) in sh.caches() {
                         o[t][0] += c.len() as u64;
                         o[t][2] += c.meta_bytes() as u64;
                     }
@@ -504,7 +505,7 @@ impl Table {
                 .iter()
                 .map(|s| {
                     let s = s.lock();
-                    (s.tiers.iter().map(|c| c.dirty_count()).sum::<usize>() + s.pending.len())
+                    (s.caches().map(|(_, c)| c.dirty_count()).sum::<usize>() + s.pending.len())
                         as u64
                 })
                 .sum(),

@@ -61,15 +61,20 @@ impl Shard {
     /// The first tier's slice: where hits are served and rows are pinned.
     #[inline]
     pub(super) fn top(&mut self) -> &mut SlotCache {
-        &mut self.tiers[0]
+        &mut self.top
+    }
+
+    /// Every tier's slice with the store's tier index, fastest first.
+    pub(super) fn caches(&self) -> impl Iterator<Item = (usize, &SlotCache)> {
+        std::iter::once((0, &self.top)).chain(self.lower.iter().map(|(t, c)| (*t, c)))
     }
 
     /// Insert a row into the first tier; each tier's victim moves down one
     /// tier, and the last tier's victim, if dirty, to the pending map.
     pub(super) fn insert_top(&mut self, id: u64, src: &[u8], dirty: bool, ctx: &mut Ctx) -> usize {
         let Shard {
-            tiers,
-            tier_index,
+            top,
+            lower,
             pending,
             next_gen,
             ..
@@ -77,15 +82,14 @@ impl Shard {
         let mut spill = std::mem::take(&mut ctx.spill);
         let mut next = std::mem::take(&mut ctx.spill2);
         spill.clear();
-        let slot = tiers[0].insert(id, src, dirty, &mut spill);
+        let slot = top.insert(id, src, dirty, &mut spill);
         ctx.c.inserts[0] += 1;
-        let mut k = 0;
+        // The tier whose victim `spill` holds, and the next lower slice.
+        let (mut from, mut k) = (0, 0);
         while let Some(&(vid, vdirty)) = spill.rows.first() {
-            let t = tier_index[k];
-            ctx.c.evictions[t] += 1;
-            ctx.c.dirty_evictions[t] += vdirty as u64;
-            k += 1;
-            let Some(below) = tiers.get_mut(k) else {
+            ctx.c.evictions[from] += 1;
+            ctx.c.dirty_evictions[from] += vdirty as u64;
+            let Some((t, below)) = lower.get_mut(k) else {
                 if vdirty {
                     Self::add_pending(pending, next_gen, vid, &spill.bytes, ctx);
                 }
@@ -93,7 +97,9 @@ impl Shard {
             };
             next.clear();
             below.insert(vid, &spill.bytes, vdirty, &mut next);
-            ctx.c.inserts[tier_index[k]] += 1;
+            ctx.c.inserts[*t] += 1;
+            from = *t;
+            k += 1;
             std::mem::swap(&mut spill, &mut next);
         }
         ctx.spill = spill;
@@ -103,16 +109,15 @@ impl Shard {
 
     /// Whether `id` is anywhere in this shard's memory: a tier, or pending.
     pub(super) fn holds(&self, id: u64) -> bool {
-        self.tiers.iter().any(|c| c.get(id).is_some()) || self.pending.contains_key(&id)
+        self.caches().any(|(_, c)| c.get(id).is_some()) || self.pending.contains_key(&id)
     }
 
     /// The first tier's slot of `id`, moving it up from a lower tier or
     /// pending if it is there.
     #[inline]
     pub(super) fn locate(&mut self, id: u64, ctx: &mut Ctx) -> Option<usize> {
-        let top = self.top();
-        if let Some(s) = top.get(id) {
-            top.touch(s);
+        if let Some(s) = self.top.get(id) {
+            self.top.touch(s);
             ctx.c.hits[0] += 1;
             return Some(s);
         }
@@ -122,9 +127,10 @@ impl Shard {
     pub(super) fn locate_below(&mut self, id: u64, ctx: &mut Ctx) -> Option<usize> {
         let mut tmp = std::mem::take(&mut ctx.scratch);
         let mut found = None;
-        for k in 1..self.tiers.len() {
-            if let Some(dirty) = self.tiers[k].take(id, &mut tmp) {
-                ctx.c.hits[self.tier_index[k]] += 1;
+        for k in 0..self.lower.len() {
+            let (t, c) = &mut self.lower[k];
+            if let Some(dirty) = c.take(id, &mut tmp) {
+                ctx.c.hits[*t] += 1;
                 found = Some(self.insert_top(id, &tmp, dirty, ctx));
                 break;
             }

@@ -340,7 +340,8 @@ impl Table {
                 for sh in shards {
                     let mut guard = sh.lock();
                     let Shard {
-                        tiers,
+                        top,
+                        lower,
                         pending,
                         next_gen,
                         ..
@@ -348,7 +349,8 @@ impl Table {
                     let mut add = |id: u64, b: &[u8]| {
                         Shard::add_pending(pending, next_gen, id, b, &mut ctx);
                     };
-                    for c in tiers {
+                    top.drain_dirty(&mut add);
+                    for (_, c) in lower {
                         c.drain_dirty(&mut add);
                     }
                     drop(guard);
