@@ -26,7 +26,7 @@ use embtier_tools::cli::{
     usage, Devices, Fail, Input, Output, DEFAULT_ROW_BYTES,
 };
 use embtier_tools::plot;
-use embtier_tools::table::Table;
+use embtier_sim::table::Table;
 
 #[derive(Parser)]
 #[command(

@@ -29,7 +29,7 @@ use embtier_tools::cli::{
     Devices, Fail, Input, Output, DEFAULT_ROW_BYTES,
 };
 use embtier_tools::plot;
-use embtier_tools::table::Table;
+use embtier_sim::table::Table;
 use rayon::prelude::*;
 
 #[derive(Parser)]
