@@ -1,0 +1,263 @@
+//! `emb-locality analyze`: the report of a trace, as text, CSV or JSON,
+//! and its charts.
+
+use super::*;
+
+/// The MRC sizes of `--sizes`: `None` for `auto`; bytes with `--bytes`.
+fn mrc_sizes(
+    spec: &[String],
+    t: &Trace,
+    row_bytes: u64,
+    bytes: bool,
+) -> Result<Option<Vec<u64>>, Fail> {
+    if spec.len() == 1 && spec[0].trim() == "auto" {
+        return Ok(None);
+    }
+    if bytes {
+        let v = spec
+            .iter()
+            .map(|s| match s.trim().parse::<embtier::ByteSize>() {
+                Ok(b) if b.0 > 0 => Ok(b.0),
+                Ok(_) => Err(usage(format!("--sizes: {s:?} is zero bytes"))),
+                Err(e) => Err(usage(format!("--sizes: {e}"))),
+            })
+            .collect::<Result<_, _>>()?;
+        return Ok(Some(v));
+    }
+    parse_sizes(spec, u64::MAX, mean_row_bytes(t, row_bytes)).map(Some)
+}
+
+/// The charts of `r` into `dir`, saying what they left out.
+pub(super) fn write_plots(
+    r: &Report,
+    dir: &std::path::Path,
+    trace: &std::path::Path,
+    top: u64,
+) -> Result<(), Fail> {
+    let name = trace.file_name().map_or_else(
+        || trace.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let note = plot::write_all(r, dir, &name, top as usize)
+        .map_err(|e| data(format!("--plot {}: {e}", dir.display())))?;
+    eprintln!(
+        "{}: mrc.svg, count_cdf.svg, reuse_distance_cdf.svg{}",
+        dir.display(),
+        note.map_or(String::new(), |n| format!(" ({n})"))
+    );
+    Ok(())
+}
+
+pub(super) fn analyze_cmd(a: AnalyzeArgs) -> Result<(), Fail> {
+    check_sizes(&a.sizes)?;
+    let t = load(&a.input)?;
+    let row_bytes = a.row_bytes.unwrap_or(DEFAULT_ROW_BYTES);
+    let sizes = mrc_sizes(&a.sizes, &t, row_bytes, a.bytes)?;
+    let spinner = progress("analysing");
+    let sample = match (a.sample, a.sample_size) {
+        (Some(r), _) => Some(Sampling::Rate(r)),
+        (None, Some(n)) => Some(Sampling::FixedSize(n as usize)),
+        (None, None) => None,
+    };
+    let r = analyze(
+        &t,
+        &Options {
+            mrc_sizes: sizes,
+            sample,
+            window: a.window,
+            batches_per_s: a.batches_per_s,
+            row_bytes: a.row_bytes,
+            bytes: a.bytes,
+        },
+    );
+    if let Some(s) = spinner {
+        s.finish_and_clear();
+    }
+    if let Some(dir) = &a.plot {
+        write_plots(&r, dir, &a.input.trace, a.top)?;
+    }
+    let mut o = String::new();
+    if a.output.json {
+        o = serde_json::to_string_pretty(&r).map_err(data)?;
+        o.push('\n');
+    } else if a.output.csv {
+        print_csv(&mut o, &r);
+    } else {
+        print_text(&mut o, &r);
+    }
+    if let Some(p) = &a.compare_dlrm {
+        let stats = embtier_sim::locality::dlrm::read(p).map_err(data)?;
+        let (dr, da) = embtier_sim::locality::dlrm::mean(&stats);
+        let _ = writeln!(
+            o,
+            "access-count histogram, this trace (overall) vs the mean of {} batch files of {}:",
+            stats.len(),
+            p.display()
+        );
+        let _ = writeln!(
+            o,
+            "  {:<16} {:>9} {:>9} {:>11} {:>11}",
+            "count", "rows", "dlrm rows", "accesses", "dlrm acc."
+        );
+        for k in 0..17 {
+            let _ = writeln!(
+                o,
+                "  {:<16} {:>9.3} {:>9.3} {:>11.3} {:>11.3}",
+                bin_label(k),
+                r.overall.count_hist_rows[k],
+                dr[k],
+                r.overall.count_hist_accesses[k],
+                da[k]
+            );
+        }
+    }
+    emit(&o)
+}
+
+fn bin_label(i: usize) -> String {
+    if i == 16 {
+        "(32768+".to_string()
+    } else {
+        let lo = if i == 0 { 0 } else { COUNT_BIN_EDGES[i - 1] };
+        format!("({lo}, {}]", COUNT_BIN_EDGES[i])
+    }
+}
+
+fn print_table(o: &mut String, t: &TableReport) {
+    let _ = writeln!(o, "== {} ==", t.name);
+    let _ = writeln!(
+        o,
+        "accesses {}  unique rows {}  rows touched once {} ({:.1}%)  coverage {:.4} of {} rows",
+        t.accesses,
+        t.unique_rows,
+        t.one_hit_rows,
+        100.0 * t.one_hit_rows as f64 / t.unique_rows.max(1) as f64,
+        t.coverage,
+        t.rows
+    );
+    let _ = writeln!(o,
+        "skew: top 0.1% {:.3}  top 1% {:.3}  top 10% {:.3} of accesses;  zipf alpha {:.3};  gini {:.3}",
+        t.top_0_1pct_share, t.top_1pct_share, t.top_10pct_share, t.zipf_alpha, t.gini
+    );
+    let _ = writeln!(o, "access-count histogram (dlrm_datasets bins):");
+    let _ = writeln!(
+        o,
+        "  {:<16} {:>8} {:>8} {:>10} {:>8}",
+        "count", "rows", "cum", "accesses", "cum"
+    );
+    let (mut cr, mut ca) = (0.0, 0.0);
+    for i in 0..17 {
+        cr += t.count_hist_rows[i];
+        ca += t.count_hist_accesses[i];
+        let _ = writeln!(
+            o,
+            "  {:<16} {:>8.3} {:>8.3} {:>10.3} {:>8.3}",
+            bin_label(i),
+            t.count_hist_rows[i],
+            cr,
+            t.count_hist_accesses[i],
+            ca
+        );
+    }
+    print_hist(
+        o,
+        "reuse distance (LRU stack)",
+        &t.reuse_distance,
+        t.accesses,
+    );
+    print_hist(o, "reuse time", &t.reuse_time, t.accesses);
+    let w = &t.working_set_per_batch;
+    let v = &t.working_set_per_window;
+    let _ = writeln!(
+        o,
+        "working set: per batch mean {:.1}, p50 {:.0}, p99 {:.0}, max {:.0} rows over {} batches; per {} accesses mean {:.1}, max {:.0} rows",
+        w.mean, w.p50, w.p99, w.max, w.count, t.window, v.mean, v.max
+    );
+    let b = &t.bandwidth;
+    let _ = writeln!(
+        o,
+        "bandwidth at {} batches/s: {:.1} accesses and {:.1} distinct rows per batch; {:.2} MB/s of rows, {:.2} MB/s after per-batch dedup{}",
+        b.batches_per_s,
+        b.accesses_per_batch,
+        b.unique_rows_per_batch,
+        b.bytes_per_s / 1e6,
+        b.unique_bytes_per_s / 1e6,
+        if b.row_bytes > 0 { format!(" ({} bytes per row)", b.row_bytes) } else { String::new() }
+    );
+    let _ = writeln!(
+        o,
+        "LRU miss-ratio curve, {} (cold miss ratio {:.4}):",
+        t.mrc_method, t.cold_miss_ratio
+    );
+    for p in &t.mrc {
+        match p.cache_bytes {
+            Some(b) => {
+                let _ = writeln!(o, "  {:>14} bytes  {:.4}", b, p.miss_ratio);
+            }
+            None => {
+                let _ = writeln!(o, "  {:>12} rows  {:.4}", p.cache_rows, p.miss_ratio);
+            }
+        }
+    }
+    o.push('\n');
+}
+
+fn print_hist(o: &mut String, name: &str, h: &Log2Hist, total: u64) {
+    let _ = writeln!(o, "{name}:");
+    let mut cum = 0u64;
+    for (k, &c) in h.bins.iter().enumerate() {
+        if c == 0 {
+            continue;
+        }
+        cum += c;
+        let (lo, hi) = Log2Hist::range(k);
+        let _ = writeln!(
+            o,
+            "  [{lo}, {hi}] {:>10} {:>8.4} cum {:.4}",
+            c,
+            c as f64 / total.max(1) as f64,
+            cum as f64 / total.max(1) as f64
+        );
+    }
+    let _ = writeln!(
+        o,
+        "  first access {:>10} {:>8.4}",
+        h.cold,
+        h.cold as f64 / total.max(1) as f64
+    );
+}
+
+fn print_text(o: &mut String, r: &Report) {
+    print_table(o, &r.overall);
+    for t in &r.tables {
+        print_table(o, t);
+    }
+}
+
+fn print_csv(o: &mut String, r: &Report) {
+    let _ = writeln!(o, "table,rows,accesses,unique_rows,one_hit_rows,coverage,top_0_1pct_share,top_1pct_share,top_10pct_share,zipf_alpha,gini,cold_miss_ratio,bytes_per_s,unique_bytes_per_s,cache_rows,miss_ratio");
+    for t in std::iter::once(&r.overall).chain(&r.tables) {
+        for p in &t.mrc {
+            let _ = writeln!(
+                o,
+                "{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{:.4},{:.4},{:.6},{:.1},{:.1},{},{:.6}",
+                t.name,
+                t.rows,
+                t.accesses,
+                t.unique_rows,
+                t.one_hit_rows,
+                t.coverage,
+                t.top_0_1pct_share,
+                t.top_1pct_share,
+                t.top_10pct_share,
+                t.zipf_alpha,
+                t.gini,
+                t.cold_miss_ratio,
+                t.bandwidth.bytes_per_s,
+                t.bandwidth.unique_bytes_per_s,
+                p.cache_rows,
+                p.miss_ratio
+            );
+        }
+    }
+}

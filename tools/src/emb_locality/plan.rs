@@ -1,0 +1,217 @@
+//! `emb-locality plan`: a store configuration from a trace's curves.
+
+use super::*;
+
+/// `--rows`: the table sizes of the model, by trace table.
+fn table_rows(spec: &[String], t: &Trace) -> Result<Vec<Option<u64>>, Fail> {
+    let bad = |s: &str| usage(format!("--rows: {s:?} is not ROWS or NAME=ROWS"));
+    let mut all = None;
+    let mut named: Vec<(String, u64)> = Vec::new();
+    for s in spec {
+        match s.split_once('=') {
+            Some((n, r)) => {
+                named.push((n.trim().to_string(), r.trim().parse().map_err(|_| bad(s))?))
+            }
+            None => all = Some(s.trim().parse::<u64>().map_err(|_| bad(s))?),
+        }
+    }
+    for (n, _) in &named {
+        if !t.tables.iter().any(|tt| &tt.name == n) {
+            let names: Vec<&str> = t.tables.iter().map(|tt| tt.name.as_str()).collect();
+            return Err(usage(format!(
+                "--rows: the trace has no table {n:?} (it has {})",
+                names.join(", ")
+            )));
+        }
+    }
+    t.tables
+        .iter()
+        .map(|tt| {
+            let r = named
+                .iter()
+                .find(|(n, _)| *n == tt.name)
+                .map(|(_, r)| *r)
+                .or(all);
+            match r {
+                Some(r) if r < tt.rows => Err(usage(format!(
+                    "--rows: table {:?} has {r} rows, but the trace touches row ids up to {}",
+                    tt.name, tt.rows
+                ))),
+                _ => Ok(r),
+            }
+        })
+        .collect()
+}
+
+pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
+    let t = load(&a.input)?;
+    let devices = a.devices.tiers()?;
+    let rows = table_rows(&a.rows, &t)?;
+    let mut r = analyze(
+        &t,
+        &Options {
+            sample: a.sample.map(Sampling::Rate),
+            ..Options::default()
+        },
+    );
+    for (tr, rows) in r.tables.iter_mut().zip(&rows) {
+        if let Some(n) = rows {
+            tr.rows = *n;
+        }
+    }
+    if let Some(dir) = &a.plot {
+        write_plots(&r, dir, &a.input.trace, a.top)?;
+    }
+    // The stored row: the trace's f32 row gives dim; element type and
+    // optimizer state give the bytes.
+    let shapes: Vec<embtier::TableConfig> = t
+        .tables
+        .iter()
+        .zip(&r.tables)
+        .map(|(tt, tr)| {
+            let f32_bytes = row_bytes_of(tt, a.row_bytes.unwrap_or(DEFAULT_ROW_BYTES));
+            let dim = (f32_bytes / 4).clamp(1, embtier::config::MAX_DIM as u64) as u32;
+            embtier::TableConfig::new(tt.name.clone(), tr.rows.max(1), dim)
+                .elem(a.elem)
+                .optimizer(a.optimizer)
+        })
+        .collect();
+    let rb: Vec<u64> = shapes.iter().map(|c| c.row_bytes()).collect();
+    let budgets = Budgets {
+        dram: a.dram,
+        pmem: a.pmem,
+    };
+    let p = plan(&r, &rb, budgets, &devices, t.batch_ends.len() as u64);
+    let policies = Policies {
+        dram: a.dram_policy,
+        pmem: a.pmem_policy,
+    };
+    let cfg = store_config(&p, &shapes, budgets, policies);
+    cfg.validate().map_err(data)?;
+    // The SSD data file holds every row, in sealed 4 KiB block groups.
+    let ssd_need: u64 = cfg
+        .tables
+        .iter()
+        .map(|t| {
+            let l = embtier::format::RowLayout::for_row_bytes(t.row_bytes() as u32);
+            l.blocks_for(t.rows) * embtier::format::BLOCK_SIZE as u64
+        })
+        .sum();
+    if let Some(budget) = a.ssd {
+        if ssd_need > budget {
+            return Err(data(format!(
+                "--ssd {budget}: the tables need {ssd_need} bytes of SSD ({:.3} GiB)",
+                ssd_need as f64 / (1u64 << 30) as f64
+            )));
+        }
+    }
+    let header = format!(
+        "store.toml planned by emb-locality from {} ({} accesses in {} batches)\nbudgets: DRAM {}, PMem {}; SSD data file {}\npredicted shares of all accesses: DRAM {:.4}, PMem {:.4}, SSD {:.4}; {:.3} ms per batch\n(hit ratios predicted for LRU caches, one per table; the tiers run {} and {}: docs/tuning.md)",
+        a.input.trace.display(),
+        t.accesses.len(),
+        t.batch_ends.len(),
+        round_size(a.dram).1,
+        round_size(a.pmem).1,
+        round_size(ssd_need).1,
+        p.dram_hit_ratio,
+        p.pmem_hit_ratio,
+        p.ssd_ratio,
+        p.seconds_per_batch * 1e3,
+        a.dram_policy,
+        a.pmem_policy,
+    );
+    let toml_text = store_toml(&p, &cfg, &header);
+    if let Some(path) = &a.out {
+        std::fs::write(path, &toml_text).map_err(|e| data(format!("{}: {e}", path.display())))?;
+        eprintln!("{}: written", path.display());
+    }
+    if a.output.json {
+        let mut o = serde_json::to_string_pretty(&p).map_err(data)?;
+        o.push('\n');
+        return emit(&o);
+    }
+    let table = plan_table(&p, &cfg);
+    if a.output.csv {
+        return emit(&table.csv());
+    }
+    let mut o = table.markdown();
+    let _ = writeln!(
+        o,
+        "\nshares are of each table's accesses (the last line: of all accesses); DRAM and PMem are the bytes of row payload written to the store.toml\npredicted: {:.3} ms per batch on the device profiles; SSD data file {}\n",
+        p.seconds_per_batch * 1e3,
+        round_size(ssd_need).1
+    );
+    if a.out.is_none() {
+        o.push_str(&toml_text);
+    }
+    emit(&o)
+}
+
+/// The plan as a table: a row per table, then the whole.
+fn plan_table(p: &Plan, cfg: &embtier::StoreConfig) -> Table {
+    let mut t = Table::new([
+        "table",
+        "rows",
+        "row bytes",
+        "placement",
+        "DRAM",
+        "DRAM rows",
+        "PMem",
+        "PMem rows",
+        "DRAM share",
+        "PMem share",
+        "SSD share",
+    ]);
+    let size = |b: u64| round_size(b).1;
+    for (tp, tc) in p.tables.iter().zip(&cfg.tables) {
+        let (d, m) = match tp.placement {
+            Decision::PinnedDram => (tc.rows * tp.row_bytes, 0),
+            Decision::PinnedPmem => (0, tc.rows * tp.row_bytes),
+            Decision::Cached => (
+                tc.dram_bytes.map_or(0, |b| b.0),
+                tc.pmem_bytes.map_or(0, |b| b.0),
+            ),
+        };
+        let placement = match tp.placement {
+            Decision::Cached => "cached",
+            Decision::PinnedDram => "pinned-dram",
+            Decision::PinnedPmem => "pinned-pmem",
+        };
+        t.row([
+            tp.name.clone(),
+            tc.rows.to_string(),
+            tp.row_bytes.to_string(),
+            placement.to_string(),
+            size(d),
+            (d / tp.row_bytes).to_string(),
+            size(m),
+            (m / tp.row_bytes).to_string(),
+            format!("{:.4}", tp.dram_hit_ratio),
+            format!("{:.4}", tp.pmem_hit_ratio),
+            format!("{:.4}", tp.ssd_ratio),
+        ]);
+    }
+    t.row([
+        "(all)".to_string(),
+        p.tables.iter().map(|t| t.rows).sum::<u64>().to_string(),
+        "-".into(),
+        "-".into(),
+        size(capacity_of(cfg, embtier::MemoryKind::Dram)),
+        "-".into(),
+        size(capacity_of(cfg, embtier::MemoryKind::Pmem)),
+        "-".into(),
+        format!("{:.4}", p.dram_hit_ratio),
+        format!("{:.4}", p.pmem_hit_ratio),
+        format!("{:.4}", p.ssd_ratio),
+    ]);
+    t
+}
+
+/// The bytes of `cfg`'s tiers of `kind`.
+fn capacity_of(cfg: &embtier::StoreConfig, kind: embtier::MemoryKind) -> u64 {
+    cfg.tiers
+        .iter()
+        .filter(|t| t.kind == kind)
+        .map(|t| t.capacity.0)
+        .sum()
+}

@@ -1,0 +1,157 @@
+//! `emb-replay run`: a trace replayed against the real store.
+
+use super::*;
+
+/// `emb-replay run`: the trace against the real store.
+pub(super) fn replay_store(a: RunArgs) -> Result<(), Fail> {
+    let RunArgs {
+        input,
+        config,
+        dir,
+        update_ratio,
+        engine,
+        seed,
+        row_bytes,
+        output,
+    } = a;
+    let text =
+        std::fs::read_to_string(&config).map_err(|e| data(format!("{}: {e}", config.display())))?;
+    let mut cfg = embtier::StoreConfig::from_toml(&text)
+        .map_err(|e| data(format!("{}: {e}", config.display())))?;
+    let t = load(&input)?;
+    if cfg.tables.is_empty() {
+        for tt in &t.tables {
+            let dim = if tt.dim > 0 {
+                tt.dim
+            } else {
+                (row_bytes_of(tt, row_bytes.unwrap_or(DEFAULT_ROW_BYTES)) / 4).max(1) as u32
+            };
+            cfg.tables.push(embtier::TableConfig::new(
+                tt.name.clone(),
+                tt.rows.max(1),
+                dim,
+            ));
+        }
+    }
+    for tt in &t.tables {
+        match cfg.tables.iter().find(|c| c.name == tt.name) {
+            Some(c) if c.rows >= tt.rows => {}
+            Some(c) => {
+                return Err(data(format!(
+                    "{}: table {:?} has {} rows, the trace needs {}",
+                    config.display(),
+                    c.name,
+                    c.rows,
+                    tt.rows
+                )))
+            }
+            None => {
+                return Err(data(format!(
+                    "{}: no table {:?} for the trace",
+                    config.display(),
+                    tt.name
+                )))
+            }
+        }
+    }
+    if let Some(e) = engine {
+        cfg.ssd.io_engine = e;
+    }
+    let first_of = |k: embtier::MemoryKind| cfg.tiers.iter().find(|t| t.kind == k);
+    let policies = (
+        first_of(embtier::MemoryKind::Dram).map_or("none", |t| t.policy.name()),
+        first_of(embtier::MemoryKind::Pmem).map(|t| t.policy.name()),
+    );
+    let tmp = tempfile::tempdir().map_err(data)?;
+    let path = dir.unwrap_or_else(|| tmp.path().join("store"));
+    let store = embtier::Store::create(&path, cfg).map_err(data)?;
+    let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        let b = indicatif::ProgressBar::new(t.batch_ends.len() as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} batches {eta}")
+                .map_err(data)?,
+        );
+        Some(b)
+    } else {
+        None
+    };
+    let r = run_store(&store, &t, update_ratio, seed, |done, _| {
+        if let Some(b) = &bar {
+            b.set_position(done);
+        }
+    })
+    .map_err(data)?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    if r.writeback_errors > 0 || r.pending_rows > 0 {
+        eprintln!(
+            "WARNING: {} write-backs failed during the replay; {} rows are held only in memory, waiting for a write-back (not durable)",
+            r.writeback_errors, r.pending_rows
+        );
+    }
+    if output.json {
+        let mut o = serde_json::to_string_pretty(&r).map_err(data)?;
+        o.push('\n');
+        return emit(&o);
+    }
+    let table = run_table(&r, policies.0, policies.1);
+    if output.csv {
+        return emit(&table.csv());
+    }
+    let mut o = format!(
+        "{} accesses in {} batches: {} row requests ({} of them updates), {:.2} s, {:.0} accesses/s, {} engine\nbatch latency: p50 {:.0} us, p99 {:.0} us, p99.9 {:.0} us\n\n",
+        r.accesses,
+        r.batches,
+        r.requests,
+        r.updates,
+        r.seconds,
+        r.rows_per_s,
+        r.io_engine,
+        r.batch_p50_us,
+        r.batch_p99_us,
+        r.batch_p999_us,
+    );
+    o.push_str(&table.markdown());
+    let _ = writeln!(
+        o,
+        "\nSSD: {} rows read in {} reads ({} MiB), {} rows written in {} writes ({} MiB)\n{SHARES}",
+        r.ssd_rows_read,
+        r.ssd_read_ops,
+        mib(r.ssd_bytes_read),
+        r.ssd_rows_written,
+        r.ssd_write_ops,
+        mib(r.ssd_bytes_written)
+    );
+    emit(&o)
+}
+
+/// The tiers of a store run: hits, hit ratio and share of requests; PMem
+/// only where the store has it.
+pub(super) fn run_table(r: &RunReport, dram: &str, pmem: Option<&str>) -> Table {
+    let mut t = Table::new(["tier", "policy", "hits", "hit ratio", "share of requests"]);
+    t.row([
+        "dram".to_string(),
+        dram.to_string(),
+        r.dram_hits.to_string(),
+        format!("{:.4}", r.dram_hit_ratio),
+        format!("{:.4}", r.dram_share),
+    ]);
+    if let Some(p) = pmem {
+        t.row([
+            "pmem".to_string(),
+            p.to_string(),
+            r.pmem_hits.to_string(),
+            format!("{:.4}", r.pmem_hit_ratio),
+            format!("{:.4}", r.pmem_share),
+        ]);
+    }
+    t.row([
+        "ssd (missed every cache)".to_string(),
+        "-".into(),
+        format!("{} rows read", r.ssd_rows_read),
+        "-".into(),
+        format!("{:.4}", r.miss_share),
+    ]);
+    t
+}
