@@ -1,0 +1,181 @@
+//! embtier errors as Python exceptions with the facts as attributes.
+
+use super::*;
+
+/// Raise the `embtier.errors` class `class` with `message` and `facts`.
+pub(crate) fn raise(
+    py: Python<'_>,
+    class: &str,
+    message: String,
+    facts: &[(&str, Py<PyAny>)],
+) -> PyErr {
+    let made = (|| -> PyResult<PyErr> {
+        let cls = py.import("embtier.errors")?.getattr(class)?;
+        let kw = PyDict::new(py);
+        for (k, v) in facts {
+            kw.set_item(*k, v)?;
+        }
+        let e = cls.call((message.clone(),), Some(&kw))?;
+        Ok(PyErr::from_value(e))
+    })();
+    made.unwrap_or_else(|e| e)
+}
+
+pub(crate) fn obj<'py, T: IntoPyObject<'py>>(py: Python<'py>, v: T) -> Py<PyAny> {
+    match v.into_pyobject(py) {
+        Ok(o) => o.into_any().unbind(),
+        Err(_) => py.None(),
+    }
+}
+
+/// Map a store error to its Python exception, facts as attributes.
+pub(crate) fn to_py(py: Python<'_>, e: embtier::Error) -> PyErr {
+    use embtier::Error as E;
+    let msg = e.to_string();
+    let path = |p: &std::path::Path| obj(py, p.display().to_string());
+    match &e {
+        E::UnknownTable { name } => raise(
+            py,
+            "UnknownTableError",
+            msg,
+            &[("table", obj(py, name.as_str()))],
+        ),
+        E::IdOutOfRange { table, id, rows } => raise(
+            py,
+            "IdOutOfRangeError",
+            msg,
+            &[
+                ("table", obj(py, table.as_str())),
+                ("id", obj(py, *id)),
+                ("rows", obj(py, *rows)),
+            ],
+        ),
+        E::LengthMismatch {
+            table,
+            what,
+            got,
+            expected,
+            ..
+        } => raise(
+            py,
+            "InvalidArgumentError",
+            msg,
+            &[
+                ("table", obj(py, table.as_str())),
+                ("argument", obj(py, *what)),
+                ("got", obj(py, *got)),
+                ("expected", obj(py, *expected)),
+            ],
+        ),
+        E::NonFinite {
+            table, what, id, ..
+        } => raise(
+            py,
+            "InvalidArgumentError",
+            msg,
+            &[
+                ("table", obj(py, table.as_str())),
+                ("argument", obj(py, *what)),
+                ("id", obj(py, *id)),
+            ],
+        ),
+        E::BadOffsets { table, at, .. } => raise(
+            py,
+            "InvalidArgumentError",
+            msg,
+            &[
+                ("table", obj(py, table.as_str())),
+                ("argument", obj(py, "offsets")),
+                ("at", obj(py, *at)),
+            ],
+        ),
+        E::BadLearningRate { .. } => raise(py, "InvalidArgumentError", msg, &[]),
+        E::NotAStore { path: p, .. } => raise(py, "NotAStoreError", msg, &[("path", path(p))]),
+        E::AlreadyExists { path: p } => raise(py, "AlreadyExistsError", msg, &[("path", path(p))]),
+        E::Locked { path: p, pid } => raise(
+            py,
+            "LockedError",
+            msg,
+            &[("path", path(p)), ("pid", obj(py, *pid))],
+        ),
+        E::Format { path: p, source } => raise(
+            py,
+            "CorruptError",
+            msg,
+            &[("path", path(p)), ("offset", obj(py, source.offset()))],
+        ),
+        E::Corrupt {
+            path: p,
+            table,
+            id,
+            source,
+        } => raise(
+            py,
+            "CorruptError",
+            msg,
+            &[
+                ("path", path(p)),
+                ("offset", obj(py, source.offset())),
+                ("table", obj(py, table.as_str())),
+                ("id", obj(py, *id)),
+            ],
+        ),
+        E::DiskFull { path: p, offset } => raise(
+            py,
+            "DiskFullError",
+            msg,
+            &[("path", path(p)), ("offset", obj(py, *offset))],
+        ),
+        E::MapReserve {
+            path: p, source, ..
+        } => raise(
+            py,
+            "StorageError",
+            msg,
+            &[("path", path(p)), ("errno", obj(py, source.raw_os_error()))],
+        ),
+        E::Poisoned { .. } => raise(py, "PoisonedError", msg, &[]),
+        E::Io {
+            path: p,
+            offset,
+            source,
+            ..
+        } => raise(
+            py,
+            "StorageError",
+            msg,
+            &[
+                ("path", path(p)),
+                ("offset", obj(py, *offset)),
+                ("errno", obj(py, source.raw_os_error())),
+            ],
+        ),
+        E::Config { reason } => raise(
+            py,
+            "ConfigError",
+            msg,
+            &[("reason", obj(py, reason.as_str()))],
+        ),
+        E::TierTooSmall { table, .. }
+        | E::Unsupported { table, .. }
+        | E::ConfigMismatch { table, .. } => raise(
+            py,
+            "ConfigError",
+            msg.clone(),
+            &[("table", obj(py, table.as_str())), ("reason", obj(py, msg))],
+        ),
+        E::PrefetchPanicked { table } => {
+            raise(py, "Error", msg, &[("table", obj(py, table.as_str()))])
+        }
+        _ => raise(py, "Error", msg, &[]),
+    }
+}
+
+pub(crate) fn invalid(py: Python<'_>, argument: &str, message: String) -> PyErr {
+    raise(
+        py,
+        "InvalidArgumentError",
+        message,
+        &[("argument", obj(py, argument))],
+    )
+}
