@@ -14,7 +14,7 @@ if [ "${1:-}" = "--cpu" ]; then cpu=1; shift; fi
 secs=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(superblock catalog journal data_block rowlog recovery etrace importers)
+[ ${#targets[@]} -gt 0 ] || targets=(superblock catalog journal data_block rowlog recovery etrace importers hotset)
 export RUSTC_BOOTSTRAP=1
 export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
