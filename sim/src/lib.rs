@@ -34,6 +34,7 @@ pub mod offline;
 pub mod policy;
 pub mod profile;
 pub mod replay;
+pub mod table;
 pub mod trace;
 
 pub use cache::{simulate, simulate_dense, DenseCache, SimCache, SimResult, Victim};

@@ -21,6 +21,7 @@ use embtier_sim::profile::{profiles_toml, DeviceProfile};
 use embtier_sim::replay::{
     run_store, simulate_hierarchy, Hierarchy, HierarchyReport, RowGeometry, RunReport, TierSpec,
 };
+use embtier_sim::table::Table;
 use embtier_sim::trace::gen::{GenSpec, GenTable};
 use embtier_sim::trace::{row_bytes_of, Trace};
 use embtier_sim::{SimPolicy, SimResult};
@@ -29,7 +30,6 @@ use embtier_tools::cli::{
     Devices, Fail, Input, Output, DEFAULT_ROW_BYTES,
 };
 use embtier_tools::plot;
-use embtier_tools::table::Table;
 use rayon::prelude::*;
 
 #[derive(Parser)]

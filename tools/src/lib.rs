@@ -7,4 +7,3 @@
 
 pub mod cli;
 pub mod plot;
-pub mod table;

@@ -1,5 +1,19 @@
-//! One writer for the tools' tables: a header and rows of cells, printed
-//! as a markdown table (the default output) or as CSV (`--csv`).
+//! One writer for tables of results: a header and rows of cells, printed
+//! as a markdown table or as CSV. The tools (`emb-replay`, `emb-locality`:
+//! markdown by default, CSV with `--csv`) and the peer harness
+//! (`embtier-peers`) print every table through it.
+//!
+//! ```
+//! use embtier_sim::table::Table;
+//!
+//! let mut t = Table::new(["engine", "rows/s"]).right_aligned([1]);
+//! t.row(["embtier", "273.9 k"]);
+//! assert_eq!(
+//!     t.markdown(),
+//!     "| engine | rows/s |\n|---|---:|\n| embtier | 273.9 k |\n"
+//! );
+//! assert_eq!(t.csv(), "engine,rows/s\nembtier,273.9 k\n");
+//! ```
 
 use std::fmt::Write as _;
 
@@ -7,16 +21,42 @@ use std::fmt::Write as _;
 #[derive(Debug, Clone, Default)]
 pub struct Table {
     header: Vec<String>,
+    /// Per column: right-aligned in markdown (`---:`).
+    right: Vec<bool>,
     rows: Vec<Vec<String>>,
 }
 
 impl Table {
     /// A table with these column headers.
     pub fn new<S: Into<String>>(header: impl IntoIterator<Item = S>) -> Table {
+        let header: Vec<String> = header.into_iter().map(Into::into).collect();
         Table {
-            header: header.into_iter().map(Into::into).collect(),
+            right: vec![false; header.len()],
+            header,
             rows: Vec::new(),
         }
+    }
+
+    /// Right-align these columns (0-based) in markdown, as numbers are;
+    /// every column is left-aligned otherwise. An index past the last
+    /// column is ignored. CSV has no alignment.
+    pub fn right_aligned(mut self, cols: impl IntoIterator<Item = usize>) -> Table {
+        for c in cols {
+            if let Some(r) = self.right.get_mut(c) {
+                *r = true;
+            }
+        }
+        self
+    }
+
+    /// Rows so far.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Whether no row has been added.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
     }
 
     /// Append a row (as many cells as columns).
@@ -38,8 +78,8 @@ impl Table {
         };
         line(&mut o, &self.header);
         o.push('|');
-        for _ in &self.header {
-            o.push_str("---|");
+        for &right in &self.right {
+            o.push_str(if right { "---:|" } else { "---|" });
         }
         o.push('\n');
         for r in &self.rows {
@@ -92,5 +132,8 @@ mod tests {
             "| a | b |\n|---|---|\n| 1 | x,y |\n| 2 | p\\|q |\n"
         );
         assert_eq!(t.csv(), "a,b\n1,\"x,y\"\n2,p|q\n");
+        let t = Table::new(["a", "b", "c"]).right_aligned([1, 2, 7]);
+        assert_eq!(t.markdown(), "| a | b | c |\n|---|---:|---:|\n");
+        assert!(t.is_empty());
     }
 }
