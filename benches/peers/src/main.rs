@@ -682,7 +682,8 @@ fn spawn_child(
         .map_err(|e| format!("spawning the {} child: {e}", k.name()))?;
     use std::os::unix::process::ExitStatusExt as _;
     let killed = out.status.signal() == Some(libc::SIGKILL);
-    if !out.status.success() && !(killed_ok && killed) {
+    let ok = out.status.success() || (killed_ok && killed);
+    if !ok {
         return Err(format!("{} child failed ({})", k.name(), out.status));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())

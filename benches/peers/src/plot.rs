@@ -57,15 +57,16 @@ pub fn write_all(rep: &Report, dir: &Path) -> Result<Vec<PathBuf>, String> {
         let title = if w == "restart" {
             "Restart after W5, then W2: rows/s per second from the open".to_string()
         } else {
-            format!(
-                "{w}: rows/s per second from the open ({} s warm-up{})",
-                rep.settings.warmup_s,
-                if w == "W5" {
-                    ", checkpoint every minute"
-                } else {
-                    ""
-                }
-            )
+            match w {
+                "W5" => format!(
+                    "W5: rows/s per second from the open (no warm-up, checkpoint every {} s)",
+                    rep.settings.checkpoint_every_s
+                ),
+                _ => format!(
+                    "{w}: rows/s per second from the open ({} s warm-up)",
+                    rep.settings.warmup_s
+                ),
+            }
         };
         let path = dir.join(format!("peers-{}.svg", w.to_lowercase()));
         chart(&path, &title, &series)?;
