@@ -23,6 +23,9 @@ pub enum EngineKind {
     Flat,
     /// embtier over io_uring.
     EmbtierUring,
+    /// embtier over io_uring with `[ssd] cold_fill` off: a miss installs
+    /// only its own row, as before cold filling (for the cold-start runs).
+    EmbtierUringNofill,
     /// embtier over pread/pwrite threads.
     EmbtierPsync,
     /// RocksDB, configured as FBGEMM's SSD TBE uses it.
@@ -39,6 +42,7 @@ impl EngineKind {
         match self {
             EngineKind::Flat => "flat Vec (in DRAM)",
             EngineKind::EmbtierUring => "embtier io_uring",
+            EngineKind::EmbtierUringNofill => "embtier io_uring, cold_fill off",
             EngineKind::EmbtierPsync => "embtier psync",
             EngineKind::Rocksdb => "RocksDB",
             EngineKind::Foyer => "foyer HybridCache",
@@ -50,7 +54,9 @@ impl EngineKind {
     pub fn data_dir(self, base: &Path) -> PathBuf {
         base.join(match self {
             EngineKind::Flat => "flat",
-            EngineKind::EmbtierUring | EngineKind::EmbtierPsync => "embtier",
+            EngineKind::EmbtierUring
+            | EngineKind::EmbtierUringNofill
+            | EngineKind::EmbtierPsync => "embtier",
             EngineKind::Rocksdb => "rocksdb",
             EngineKind::Foyer => "foyer",
             EngineKind::Mmap => "mmap",
@@ -89,6 +95,18 @@ pub trait Engine {
     fn sgd(&mut self, b: &Batch, looked_up: &[f32], grads: &[f32], lr: f32) -> Result<()>;
     /// Make every update durable on disk (flush, compaction debt paid).
     fn persist(&mut self) -> Result<()>;
+    /// W5's periodic checkpoint, the `n`th of the run: what a trainer
+    /// would call every minute to be able to restart from here. The
+    /// default is [`Engine::persist`] (foyer: flush; mmap: `msync` +
+    /// `fsync`).
+    fn checkpoint(&mut self, _n: u64) -> Result<()> {
+        self.persist()
+    }
+    /// Row-log merges run since the engine opened (embtier); `None` for an
+    /// engine without one.
+    fn merges(&self) -> Option<u64> {
+        None
+    }
     /// After `persist`, pay any write debt the engine deferred (embtier:
     /// merge its row log into the tables). `Ok(false)`: it defers none
     /// beyond what `persist` already waited for.
@@ -210,6 +228,8 @@ impl Engine for Flat {
 /// An embtier store, one table per dataset table.
 pub struct Embtier {
     store: embtier::Store,
+    /// `row_log_merges` when it opened.
+    merges0: u64,
     names: Vec<String>,
     dim: usize,
     /// What the last `persist` did.
@@ -221,7 +241,7 @@ fn emb_err(e: embtier::Error) -> String {
 }
 
 impl Embtier {
-    fn config(s: &Setup, engine: embtier::IoEngineKind) -> embtier::StoreConfig {
+    fn config(s: &Setup, engine: embtier::IoEngineKind, cold_fill: bool) -> embtier::StoreConfig {
         let mut b = embtier::StoreConfig::builder();
         for (t, &rows) in s.ds.rows.iter().enumerate() {
             b = b.table(
@@ -229,10 +249,13 @@ impl Embtier {
                     .init(embtier::Init::Zeros),
             );
         }
-        b.dram_capacity(s.dram)
+        let mut c = b
+            .dram_capacity(s.dram)
             .io_engine(engine)
             .queue_depth(s.qd)
-            .build()
+            .build();
+        c.ssd.cold_fill = cold_fill;
+        c
     }
 
     /// Create the store and write every row.
@@ -241,8 +264,9 @@ impl Embtier {
         if path.exists() {
             std::fs::remove_dir_all(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         }
-        let store = embtier::Store::create(&path, Self::config(s, embtier::IoEngineKind::Auto))
-            .map_err(emb_err)?;
+        let store =
+            embtier::Store::create(&path, Self::config(s, embtier::IoEngineKind::Auto, true))
+                .map_err(emb_err)?;
         let dim = s.ds.dim as usize;
         let batch = 4096u64;
         let mut vals = vec![0f32; batch as usize * dim];
@@ -265,15 +289,26 @@ impl Embtier {
         Ok(())
     }
 
-    /// Open the loaded store with `engine`.
-    pub fn open(s: &Setup, engine: embtier::IoEngineKind) -> Result<Embtier> {
+    /// Open the loaded store with `engine`. `cold`: skip the warm restart
+    /// (the hot set of the last checkpoint is not read back), so the
+    /// cache starts empty; `cold_fill`: `[ssd] cold_fill`.
+    pub fn open(
+        s: &Setup,
+        engine: embtier::IoEngineKind,
+        cold: bool,
+        cold_fill: bool,
+    ) -> Result<Embtier> {
         let store = embtier::Store::open_with(
             s.dir.join("store"),
-            Self::config(s, engine),
-            embtier::OpenOptionsExt::default(),
+            Self::config(s, engine, cold_fill),
+            embtier::OpenOptionsExt {
+                cold,
+                ..Default::default()
+            },
         )
         .map_err(emb_err)?;
         Ok(Embtier {
+            merges0: store.stats().row_log_merges,
             store,
             names: (0..s.ds.rows.len() as u32)
                 .map(Dataset::table_name)
@@ -314,6 +349,15 @@ impl Engine for Embtier {
     fn settle(&mut self) -> Result<bool> {
         self.store.merge_row_log().map_err(emb_err)?;
         Ok(true)
+    }
+
+    fn checkpoint(&mut self, _n: u64) -> Result<()> {
+        self.store.checkpoint().map_err(emb_err)?;
+        Ok(())
+    }
+
+    fn merges(&self) -> Option<u64> {
+        Some(self.store.stats().row_log_merges - self.merges0)
     }
 
     fn cache(&self) -> CacheReport {
@@ -385,6 +429,8 @@ pub struct Rocks {
     read: rocksdb::ReadOptions,
     write: rocksdb::WriteOptions,
     dim: usize,
+    /// Where W5's checkpoints go (the last one is kept).
+    dir: PathBuf,
 }
 
 impl Rocks {
@@ -485,6 +531,7 @@ impl Rocks {
             read,
             write,
             dim: s.ds.dim as usize,
+            dir: s.dir.clone(),
         })
     }
 }
@@ -531,6 +578,22 @@ impl Engine for Rocks {
         self.db
             .wait_for_compact(&rocksdb::WaitForCompactOptions::default())
             .map_err(|e| e.to_string())
+    }
+
+    /// Flush the memtable, then a RocksDB `Checkpoint` (hard links of the
+    /// SST files, as a trainer would keep to restart from); the previous
+    /// checkpoint is removed. Compaction goes on in the background.
+    fn checkpoint(&mut self, n: u64) -> Result<()> {
+        self.db.flush().map_err(|e| e.to_string())?;
+        let path = self.dir.join(format!("checkpoint-{n}"));
+        let _ = std::fs::remove_dir_all(&path);
+        rocksdb::checkpoint::Checkpoint::new(&self.db)
+            .and_then(|c| c.create_checkpoint(&path))
+            .map_err(|e| format!("checkpoint {}: {e}", path.display()))?;
+        if n > 0 {
+            let _ = std::fs::remove_dir_all(self.dir.join(format!("checkpoint-{}", n - 1)));
+        }
+        Ok(())
     }
 
     fn cache(&self) -> CacheReport {
@@ -861,15 +924,19 @@ impl Mmap {
         drop_page_cache(&f)
     }
 
-    /// Map the file.
-    pub fn open(s: &Setup) -> Result<Mmap> {
+    /// Map the file. `drop_cache`: drop its pages from the page cache
+    /// first (a cold open, as after a reboot); without it, a reopen finds
+    /// what the page cache kept of an earlier process's run.
+    pub fn open(s: &Setup, drop_cache: bool) -> Result<Mmap> {
         let path = Self::path(s);
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .open(&path)
             .map_err(|e| format!("{}: {e}", path.display()))?;
-        drop_page_cache(&file)?;
+        if drop_cache {
+            drop_page_cache(&file)?;
+        }
         // SAFETY: the file is private to this harness (its own data dir) and
         // no other process maps or truncates it while it is mapped.
         let map = unsafe { memmap2::MmapMut::map_mut(&file) }.map_err(|e| e.to_string())?;

@@ -7,12 +7,21 @@
 //! are its own. The mmap engine's children run in a memory cgroup whose
 //! limit is the budget, which is what bounds its page cache.
 //!
+//! Every run also records its rows per second from the moment the engine
+//! opens ([`series`]): with `--warmup 0`, that is the cold start. W5 is a
+//! training job as it lives: W3's loop for ten minutes or more with a
+//! checkpoint every minute, every deferred cost inside the window, then
+//! restarts of the store it leaves (see `docs/benchmarks.md`).
+//!
 //! ```text
 //! cargo run --release -p embtier-peers -- --workload w2 --rows 20000000 --dim 64 --dram 512MiB
+//! cargo run --release -p embtier-peers -- --workload w5 --engine embtier-uring,mmap --plot-dir plots
 //! ```
 
 mod engines;
+mod plot;
 mod report;
+mod series;
 mod workload;
 
 use std::path::{Path, PathBuf};
@@ -85,6 +94,88 @@ pub struct Args {
     /// Internal: the memory cgroup that child joins.
     #[arg(long, hide = true)]
     child_cgroup: Option<PathBuf>,
+    /// W5: seconds it runs at least (the issue's ten minutes).
+    #[arg(long, default_value_t = 600.0)]
+    w5_duration: f64,
+    /// W5: go on past --w5-duration until embtier has run this many
+    /// row-log merges since it opened (0: do not wait for merges); the
+    /// engines after it then run as long as it did.
+    #[arg(long, default_value_t = 3)]
+    w5_merges: u64,
+    /// W5: seconds it runs at most, whatever the merges.
+    #[arg(long, default_value_t = 1800.0)]
+    w5_max_duration: f64,
+    /// W5: seconds between checkpoints.
+    #[arg(long, default_value_t = 60.0)]
+    checkpoint_every: f64,
+    /// After W5: seconds of W2 in each restart run.
+    #[arg(long, default_value_t = 60.0)]
+    restart_duration: f64,
+    /// After W5: skip the restart runs.
+    #[arg(long)]
+    no_restart: bool,
+    /// After W5: also restart embtier after a SIGKILL that follows a
+    /// checkpoint (a child trains for 30 s, checkpoints, trains 8 more
+    /// batches and kills itself).
+    #[arg(long)]
+    restart_kill: bool,
+    /// Write the per-second series as SVG charts into this directory.
+    #[arg(long)]
+    plot_dir: Option<PathBuf>,
+    /// Run nothing: read a report written by --json-out, print it as
+    /// markdown, and draw its charts (with --plot-dir).
+    #[arg(long)]
+    replot: Option<PathBuf>,
+    /// Internal: this child is a restart run of this kind.
+    #[arg(long, hide = true)]
+    child_restart: Option<RestartMode>,
+    /// Internal: W5 runs exactly this long in this child (embtier's time).
+    #[arg(long, hide = true)]
+    child_w5_secs: Option<f64>,
+    /// Internal: this child trains, checkpoints and kills itself.
+    #[arg(long, hide = true)]
+    child_kill: bool,
+}
+
+/// How a restart run reopens the store W5 left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RestartMode {
+    /// As a trainer reopens: embtier reads its hot set back (warm
+    /// restart), mmap finds what the page cache kept, RocksDB reopens.
+    Warm,
+    /// With the cache empty: embtier opened `cold`, mmap with the file's
+    /// pages dropped (as after a reboot).
+    Cold,
+    /// embtier, after a SIGKILL that followed a checkpoint: a warm open.
+    Kill,
+}
+
+impl RestartMode {
+    /// How the report names the run.
+    pub fn describe(self, k: EngineKind) -> &'static str {
+        match (self, k) {
+            (RestartMode::Warm, EngineKind::Mmap) => "reopened, page cache kept",
+            (RestartMode::Cold, EngineKind::Mmap) => "reopened, page cache dropped",
+            (RestartMode::Warm, EngineKind::Rocksdb) => "reopened",
+            (RestartMode::Warm, _) => "closed, reopened warm (hot set read back)",
+            (RestartMode::Cold, _) => "closed, reopened cold",
+            (RestartMode::Kill, _) => "SIGKILL after a checkpoint, reopened warm",
+        }
+    }
+
+    /// The restarts run for an engine after its W5.
+    pub fn for_engine(k: EngineKind, kill: bool) -> Vec<RestartMode> {
+        match k {
+            EngineKind::EmbtierUring if kill => {
+                vec![RestartMode::Warm, RestartMode::Cold, RestartMode::Kill]
+            }
+            EngineKind::EmbtierUring | EngineKind::Mmap => {
+                vec![RestartMode::Warm, RestartMode::Cold]
+            }
+            EngineKind::Rocksdb => vec![RestartMode::Warm],
+            _ => Vec::new(),
+        }
+    }
 }
 
 fn parse_bytes(s: &str) -> Result<u64, String> {
@@ -130,6 +221,47 @@ pub struct RunResult {
     pub verified_batches: u64,
     /// Facts of the setup.
     pub note: String,
+    /// Rows/s of every whole second from the moment the engine opened
+    /// (warm-up included).
+    #[serde(default)]
+    pub per_second: Vec<f64>,
+    /// Median rows/s of the last third of `per_second`.
+    #[serde(default)]
+    pub steady_rows_per_s: Option<f64>,
+    /// Seconds from the open to 90% of `steady_rows_per_s`.
+    #[serde(default)]
+    pub t90_s: Option<f64>,
+    /// A restart run: how the store was reopened.
+    #[serde(default)]
+    pub restart: Option<String>,
+    /// W5's figures.
+    #[serde(default)]
+    pub w5: Option<W5Result>,
+}
+
+/// What W5 measured beyond a plain run.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct W5Result {
+    /// Seconds trained (from the open to the end of the last batch).
+    pub seconds: f64,
+    /// Mean rows/s of each whole minute.
+    pub per_minute: Vec<f64>,
+    /// Their median: the sustained figure (`None` under a minute).
+    pub median_minute_rows_per_s: Option<f64>,
+    /// 99.9th-percentile batch latency, µs, all batches.
+    pub p999_us: f64,
+    /// p99 of the batches that ran a checkpoint (which waited on it), µs.
+    pub p99_checkpoint_us: Option<f64>,
+    /// p99 of the other batches, µs.
+    pub p99_other_us: f64,
+    /// Seconds each periodic checkpoint took.
+    pub checkpoint_s: Vec<f64>,
+    /// Row-log merges (embtier) during the window.
+    pub merges: Option<u64>,
+    /// Whether `--w5-max-duration` ended the run before the merges.
+    pub capped: bool,
+    /// Seconds the engine took to close (`None`: not closed, foyer).
+    pub close_s: Option<f64>,
 }
 
 /// One load, as a child reports it.
@@ -137,12 +269,20 @@ pub struct RunResult {
 pub struct LoadResult {
     /// Engine.
     pub engine: String,
-    /// Seconds.
+    /// Seconds (NaN, written as null, when reused).
+    #[serde(deserialize_with = "f64_or_nan")]
     pub seconds: f64,
     /// Bytes on disk afterwards.
     pub disk_bytes: u64,
     /// Whether it was reused from an earlier run.
     pub reused: bool,
+}
+
+/// An `f64` that JSON wrote as `null` (serde_json writes NaN so) reads
+/// back as NaN.
+fn f64_or_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    use serde::Deserialize as _;
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 fn main() -> ExitCode {
@@ -158,9 +298,10 @@ fn main() -> ExitCode {
         eprintln!("embtier-peers: {e}");
         return ExitCode::from(2);
     }
-    let r = match args.child_engine {
-        Some(kind) => child(&args, kind),
-        None => parent(&args),
+    let r = match (&args.replot, args.child_engine) {
+        (Some(p), _) => replot(&args, p),
+        (None, Some(kind)) => child(&args, kind),
+        (None, None) => parent(&args),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -189,6 +330,22 @@ fn check_args(a: &Args) -> Result<(), String> {
     }
     if !(a.duration > 0.0 && a.duration.is_finite() && a.warmup >= 0.0 && a.warmup.is_finite()) {
         return Err("--duration must be positive and --warmup not negative".into());
+    }
+    for (name, v) in [
+        ("--w5-duration", a.w5_duration),
+        ("--w5-max-duration", a.w5_max_duration),
+        ("--checkpoint-every", a.checkpoint_every),
+        ("--restart-duration", a.restart_duration),
+    ] {
+        if !(v > 0.0 && v.is_finite()) {
+            return Err(format!("{name} {v} must be a positive number of seconds"));
+        }
+    }
+    if a.w5_max_duration < a.w5_duration {
+        return Err(format!(
+            "--w5-max-duration {} is under --w5-duration {}",
+            a.w5_max_duration, a.w5_duration
+        ));
     }
     if a.qd == 0 || a.qd > 4096 {
         return Err(format!("--qd {} out of 1..=4096", a.qd));
@@ -267,7 +424,7 @@ fn parent(a: &Args) -> Result<(), String> {
         }
         let _ = std::fs::remove_dir_all(&dir);
         eprintln!("loading {} ...", k.name());
-        let out = spawn_child(a, k, None, None)?;
+        let out = spawn_child(a, k, None, None, &[], false)?;
         let mut l: LoadResult = parse_line(&out, k)?;
         l.disk_bytes = du(&dir);
         loads.push(l);
@@ -287,9 +444,24 @@ fn parent(a: &Args) -> Result<(), String> {
         .collect();
     order.extend(a.workloads.iter().copied().filter(|w| w.updates()));
     order.dedup();
+    // W5 runs as long as embtier took to reach its merges: embtier first.
+    // (The cold_fill-off variant is for the cold starts only.)
+    let mut w5_engines: Vec<EngineKind> = engines
+        .iter()
+        .copied()
+        .filter(|&k| k != EngineKind::EmbtierUringNofill)
+        .collect();
+    w5_engines.sort_by_key(|&k| k != EngineKind::EmbtierUring);
+    let mut w5_secs: Option<f64> = None;
     for &w in &order {
-        for &k in &engines {
+        let list = if w == Workload::W5 {
+            &w5_engines
+        } else {
+            &engines
+        };
+        for &k in list {
             eprintln!("{:?} on {} ...", w, k.name());
+            uptime(&format!("before {w:?} on {}", k.name()));
             if w.updates() {
                 // The run changes the data: the next harness run reloads.
                 let _ = std::fs::remove_file(k.data_dir(&a.dir).join("peers-dataset.json"));
@@ -299,8 +471,16 @@ fn parent(a: &Args) -> Result<(), String> {
             } else {
                 None
             };
-            let out = spawn_child(a, k, Some(w), cg.as_deref())?;
+            let mut extra = Vec::new();
+            if let (Workload::W5, Some(s)) = (w, w5_secs) {
+                extra = vec!["--child-w5-secs".to_string(), format!("{s}")];
+            }
+            let out = spawn_child(a, k, Some(w), cg.as_deref(), &extra, false)?;
             let mut r: RunResult = parse_line(&out, k)?;
+            uptime(&format!("after {w:?} on {}", k.name()));
+            if w == Workload::W5 && w5_secs.is_none() && k == EngineKind::EmbtierUring {
+                w5_secs = r.w5.as_ref().map(|x| x.seconds);
+            }
             if k == EngineKind::Mmap {
                 r.note = match &cgroup {
                     Some(Ok(p)) => format!(
@@ -313,6 +493,11 @@ fn parent(a: &Args) -> Result<(), String> {
                 };
             }
             results.push(r);
+            if w == Workload::W5 && !a.no_restart {
+                for mode in RestartMode::for_engine(k, a.restart_kill) {
+                    results.push(restart(a, k, mode, cg.as_deref())?);
+                }
+            }
             if want_fio
                 && w == Workload::W1
                 && (k == EngineKind::EmbtierUring || k == EngineKind::Mmap)
@@ -329,6 +514,11 @@ fn parent(a: &Args) -> Result<(), String> {
         let _ = std::fs::remove_dir(p);
     }
     let rep = report::Report::new(a, &ds, &target, loads, results, fio, skipped);
+    if let Some(dir) = &a.plot_dir {
+        for p in plot::write_all(&rep, dir)? {
+            eprintln!("wrote {}", p.display());
+        }
+    }
     let json = serde_json::to_string_pretty(&rep).map_err(|e| e.to_string())?;
     if let Some(p) = &a.json_out {
         std::fs::write(p, &json).map_err(|e| format!("{}: {e}", p.display()))?;
@@ -338,6 +528,21 @@ fn parent(a: &Args) -> Result<(), String> {
     } else {
         print!("{}", rep.markdown());
     }
+    Ok(())
+}
+
+/// `--replot`: a saved report, printed and drawn again.
+fn replot(a: &Args, path: &Path) -> Result<(), String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("--replot {}: {e}", path.display()))?;
+    let rep: report::Report = serde_json::from_str(&text)
+        .map_err(|e| format!("--replot {}: not a report: {e}", path.display()))?;
+    if let Some(dir) = &a.plot_dir {
+        for p in plot::write_all(&rep, dir)? {
+            eprintln!("wrote {}", p.display());
+        }
+    }
+    print!("{}", rep.markdown());
     Ok(())
 }
 
@@ -394,11 +599,61 @@ fn make_cgroup(dram: u64) -> Result<PathBuf, String> {
     })
 }
 
+/// After W5: reopen `k`'s store as `mode` says and run W2 on it, from the
+/// open, for `--restart-duration` seconds.
+fn restart(
+    a: &Args,
+    k: EngineKind,
+    mode: RestartMode,
+    cg: Option<&Path>,
+) -> Result<RunResult, String> {
+    let value = clap::ValueEnum::to_possible_value(&mode)
+        .expect("value")
+        .get_name()
+        .to_string();
+    if mode == RestartMode::Kill {
+        eprintln!("{}: training 30 s, checkpoint, SIGKILL ...", k.name());
+        spawn_child(
+            a,
+            k,
+            Some(Workload::W5),
+            cg,
+            &["--child-kill".to_string()],
+            true,
+        )?;
+    }
+    eprintln!("restart of {}: {} ...", k.name(), mode.describe(k));
+    uptime(&format!("before the {value} restart of {}", k.name()));
+    let out = spawn_child(
+        a,
+        k,
+        Some(Workload::W2),
+        cg,
+        &["--child-restart".to_string(), value.clone()],
+        false,
+    )?;
+    uptime(&format!("after the {value} restart of {}", k.name()));
+    let mut r: RunResult = parse_line(&out, k)?;
+    r.workload = "restart".into();
+    r.restart = Some(mode.describe(k).into());
+    Ok(r)
+}
+
+/// The load average, on stderr, so that a log shows how quiet the machine
+/// was around each run.
+fn uptime(when: &str) {
+    let l = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let l: Vec<&str> = l.split_whitespace().take(3).collect();
+    eprintln!("load average {} ({when})", l.join(" "));
+}
+
 fn spawn_child(
     _a: &Args,
     k: EngineKind,
     w: Option<Workload>,
     cg: Option<&Path>,
+    extra: &[String],
+    killed_ok: bool,
 ) -> Result<String, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut c = Command::new(exe);
@@ -419,12 +674,16 @@ fn spawn_child(
     if let Some(cg) = cg {
         c.arg("--child-cgroup").arg(cg);
     }
+    c.args(extra);
     let out = c
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .output()
         .map_err(|e| format!("spawning the {} child: {e}", k.name()))?;
-    if !out.status.success() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let killed = out.status.signal() == Some(libc::SIGKILL);
+    let ok = out.status.success() || (killed_ok && killed);
+    if !ok {
         return Err(format!("{} child failed ({})", k.name(), out.status));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
@@ -462,8 +721,10 @@ pub struct Fio {
     /// 4 KiB reads a second.
     pub iops: f64,
     /// Median completion latency, µs.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub p50_us: f64,
     /// 99th percentile, µs.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub p99_us: f64,
 }
 
@@ -526,19 +787,27 @@ fn run_fio(a: &Args) -> Result<Fio, String> {
 
 // ------------------------------------------------------------------ child
 
-fn open_engine(a: &Args, k: EngineKind) -> Result<Box<dyn Engine>, String> {
+/// Open `k`. Every run but a warm restart opens with the cache empty:
+/// embtier cold (the hot set its load's checkpoint recorded is the load's,
+/// not the workload's), mmap with the file's pages dropped.
+fn open_engine(
+    a: &Args,
+    k: EngineKind,
+    restart: Option<RestartMode>,
+) -> Result<Box<dyn Engine>, String> {
     let s = setup(a, k);
+    let warm = matches!(restart, Some(RestartMode::Warm | RestartMode::Kill));
+    use embtier::IoEngineKind::{Psync, Uring};
     Ok(match k {
         EngineKind::Flat => Box::new(engines::Flat::new(&s)),
-        EngineKind::EmbtierUring => {
-            Box::new(engines::Embtier::open(&s, embtier::IoEngineKind::Uring)?)
+        EngineKind::EmbtierUring => Box::new(engines::Embtier::open(&s, Uring, !warm, true)?),
+        EngineKind::EmbtierUringNofill => {
+            Box::new(engines::Embtier::open(&s, Uring, !warm, false)?)
         }
-        EngineKind::EmbtierPsync => {
-            Box::new(engines::Embtier::open(&s, embtier::IoEngineKind::Psync)?)
-        }
+        EngineKind::EmbtierPsync => Box::new(engines::Embtier::open(&s, Psync, !warm, true)?),
         EngineKind::Rocksdb => Box::new(engines::Rocks::open(&s)?),
         EngineKind::Foyer => Box::new(engines::Foyer::open(&s)?),
-        EngineKind::Mmap => Box::new(engines::Mmap::open(&s)?),
+        EngineKind::Mmap => Box::new(engines::Mmap::open(&s, !warm)?),
     })
 }
 
@@ -548,7 +817,9 @@ fn child(a: &Args, k: EngineKind) -> Result<(), String> {
         let t = Instant::now();
         match k {
             EngineKind::Flat => {}
-            EngineKind::EmbtierUring | EngineKind::EmbtierPsync => engines::Embtier::load(&s)?,
+            EngineKind::EmbtierUring
+            | EngineKind::EmbtierUringNofill
+            | EngineKind::EmbtierPsync => engines::Embtier::load(&s)?,
             EngineKind::Rocksdb => engines::Rocks::load(&s)?,
             EngineKind::Foyer => engines::Foyer::load(&s)?,
             EngineKind::Mmap => engines::Mmap::load(&s)?,
@@ -570,62 +841,71 @@ fn child(a: &Args, k: EngineKind) -> Result<(), String> {
             .map_err(|e| format!("joining {}: {e}", cg.display()))?;
     }
     let ds = dataset(a);
-    let dim = ds.dim as usize;
     let (target, _) = w4_target(a)?;
     let rss0 = proc_status("VmRSS:");
-    let t = Instant::now();
-    let mut eng = open_engine(a, k)?;
-    let open_s = t.elapsed().as_secs_f64();
+    let disk_open = disk_sectors_written(&a.dir);
+    let t0 = Instant::now();
+    let mut series = series::Series::new(t0);
+    let mut eng = open_engine(a, k, a.child_restart)?;
+    let open_s = t0.elapsed().as_secs_f64();
     let mut gen = Generator::new(&ds, w, a.batch, 0xb0a7 ^ w as u64, &target);
-    let mut out = vec![0f32; a.batch * dim];
-    let mut grads = vec![0f32; a.batch * dim];
-    for (i, g) in grads.iter_mut().enumerate() {
-        *g = ((i % 17) as f32 - 8.0) * 1e-3;
+    let mut st = Stepper::new(&ds, a.batch, k, w);
+    if a.child_kill {
+        return kill_run(a, eng, &mut gen, &mut st, t0);
     }
-    let lr = 0.01;
-    let mut verified = 0u64;
-    // One batch through the engine; the batch is drawn before the clock
-    // starts, so the generator's cost is in no engine's latency.
-    let mut step = |eng: &mut Box<dyn Engine>, b: &Batch, verify: bool| -> Result<(), String> {
-        let n = b.len();
-        eng.lookup(b, &mut out[..n * dim])?;
-        if verify {
-            engines::verify(b, &out[..n * dim], dim)
-                .map_err(|e| format!("{}: wrong value: {e}", k.name()))?;
-            verified += 1;
-        }
-        if w.updates() {
-            eng.sgd(b, &out[..n * dim], &grads[..n * dim], lr)?;
-        }
-        Ok(())
+    if w == Workload::W5 {
+        let r = w5_run(
+            a,
+            k,
+            eng,
+            &mut gen,
+            &mut st,
+            Start {
+                t0,
+                series,
+                open_s,
+                rss0,
+                disk_open,
+            },
+        )?;
+        return print_and_exit(&r);
+    }
+    let restart = a.child_restart.is_some();
+    let (warmup, duration) = if restart {
+        (0.0, a.restart_duration)
+    } else {
+        (a.warmup, a.duration)
     };
-    // Warm-up; the first batches of a read workload are checked value by value.
+    // Warm-up; the first batches of a read workload are checked value by
+    // value (not in a restart run: W5 changed the values).
     let warm = Instant::now();
     let mut i = 0u64;
-    while warm.elapsed().as_secs_f64() < a.warmup || i < 4 {
+    while warm.elapsed().as_secs_f64() < warmup || i < 4 {
         let b = gen.next_batch();
-        step(&mut eng, &b, !w.updates() && i < 32)?;
+        st.step(&mut eng, &b, !w.updates() && !restart && i < 32)?;
+        series.add(b.len() as u64);
         i += 1;
     }
     let disk0 = disk_sectors_written(&a.dir);
-    let mut hist =
-        hdrhistogram::Histogram::<u64>::new_with_bounds(1, 600_000_000, 3).expect("histogram");
+    let mut hist = histogram();
     let mut rows = 0u64;
     let mut updated = 0u64;
     let mut batches = 0u64;
     let run = Instant::now();
-    while run.elapsed().as_secs_f64() < a.duration || batches < 2 {
+    while run.elapsed().as_secs_f64() < duration || batches < 2 {
         let b = gen.next_batch();
         let bt = Instant::now();
-        step(&mut eng, &b, false)?;
+        st.step(&mut eng, &b, false)?;
         hist.saturating_record(bt.elapsed().as_micros() as u64);
         rows += b.len() as u64;
+        series.add(b.len() as u64);
         if w.updates() {
             updated += b.unique_rows() as u64;
         }
         batches += 1;
     }
     let secs = run.elapsed().as_secs_f64();
+    let per_second = series.per_second();
     let cache = eng.cache();
     let rss1 = proc_status("VmRSS:");
     let update_bytes = updated as f64 * ds.row_bytes() as f64;
@@ -641,11 +921,7 @@ fn child(a: &Args, k: EngineKind) -> Result<(), String> {
     } else {
         (None, None)
     };
-    let note = [eng.setup_note(), cache.note]
-        .into_iter()
-        .filter(|s| !s.is_empty())
-        .collect::<Vec<_>>()
-        .join("; ");
+    let note = note(&*eng, &cache);
     let (mut write_amp_settled, mut settle_s) = (None, None);
     if w.updates() {
         let t = Instant::now();
@@ -654,6 +930,7 @@ fn child(a: &Args, k: EngineKind) -> Result<(), String> {
             settle_s = Some(t.elapsed().as_secs_f64());
         }
     }
+    let steady = series::steady(&per_second);
     let r = RunResult {
         engine: k.name().into(),
         workload: format!("{w:?}"),
@@ -662,31 +939,267 @@ fn child(a: &Args, k: EngineKind) -> Result<(), String> {
         p99_us: hist.value_at_quantile(0.99) as f64,
         batches,
         peak_rss: proc_status("VmHWM:").unwrap_or(0),
-        dram_bytes_per_cached_row: match (rss0, rss1) {
-            (Some(a0), Some(a1)) if cache.rows > 0 => {
-                Some(a1.saturating_sub(a0) as f64 / cache.rows as f64)
-            }
-            _ => None,
-        },
+        dram_bytes_per_cached_row: per_cached_row(rss0, rss1, cache.rows),
         cached_rows: cache.rows,
         write_amp,
         write_amp_settled,
         settle_s,
         open_s,
         persist_s,
-        verified_batches: verified,
+        verified_batches: st.verified,
         note,
+        t90_s: steady.and_then(|s| series::t90(&per_second, s)),
+        steady_rows_per_s: steady,
+        per_second,
+        restart: None,
+        w5: None,
     };
+    print_and_exit(&r)
+}
+
+fn histogram() -> hdrhistogram::Histogram<u64> {
+    hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).expect("histogram")
+}
+
+fn per_cached_row(rss0: Option<u64>, rss1: Option<u64>, rows: u64) -> Option<f64> {
+    match (rss0, rss1) {
+        (Some(a0), Some(a1)) if rows > 0 => Some(a1.saturating_sub(a0) as f64 / rows as f64),
+        _ => None,
+    }
+}
+
+fn note(eng: &dyn Engine, cache: &engines::CacheReport) -> String {
+    [eng.setup_note(), cache.note.clone()]
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Print the child's result for the parent, and exit without closing the
+/// engine: nothing after this is measured, the data of a writing run is
+/// reloaded next time, and foyer 0.22.6's close can wait forever after a
+/// write-heavy run (seen here).
+fn print_and_exit(r: &RunResult) -> Result<(), String> {
     println!(
         "RESULT {}",
-        serde_json::to_string(&r).map_err(|e| e.to_string())?
+        serde_json::to_string(r).map_err(|e| e.to_string())?
     );
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
-    // Exit without closing the engine: nothing after this is measured, the
-    // data of a writing run is reloaded next time, and foyer 0.22.6's close
-    // can wait forever after a write-heavy run (seen here).
     std::process::exit(0)
+}
+
+/// One batch through an engine, with the buffers it needs.
+struct Stepper {
+    out: Vec<f32>,
+    grads: Vec<f32>,
+    dim: usize,
+    kind: EngineKind,
+    updates: bool,
+    verified: u64,
+}
+
+impl Stepper {
+    fn new(ds: &Dataset, batch: usize, kind: EngineKind, w: Workload) -> Stepper {
+        let dim = ds.dim as usize;
+        let mut grads = vec![0f32; batch * dim];
+        for (i, g) in grads.iter_mut().enumerate() {
+            *g = ((i % 17) as f32 - 8.0) * 1e-3;
+        }
+        Stepper {
+            out: vec![0f32; batch * dim],
+            grads,
+            dim,
+            kind,
+            updates: w.updates(),
+            verified: 0,
+        }
+    }
+
+    /// Look the batch up (and check its values if `verify`), then update
+    /// it if the workload writes. The batch is drawn before the caller's
+    /// clock starts, so the generator's cost is in no engine's latency.
+    fn step(&mut self, eng: &mut Box<dyn Engine>, b: &Batch, verify: bool) -> Result<(), String> {
+        let n = b.len() * self.dim;
+        eng.lookup(b, &mut self.out[..n])?;
+        if verify {
+            engines::verify(b, &self.out[..n], self.dim)
+                .map_err(|e| format!("{}: wrong value: {e}", self.kind.name()))?;
+            self.verified += 1;
+        }
+        if self.updates {
+            eng.sgd(b, &self.out[..n], &self.grads[..n], 0.01)?;
+        }
+        Ok(())
+    }
+}
+
+/// What a child knew when its engine had just opened.
+struct Start {
+    t0: Instant,
+    series: series::Series,
+    open_s: f64,
+    rss0: Option<u64>,
+    disk_open: Option<u64>,
+}
+
+/// W5: W3's loop from the open for `--w5-duration` seconds (and on until
+/// embtier's merges, see `Args::w5_merges`), a checkpoint every
+/// `--checkpoint-every` seconds on a fixed schedule (a checkpoint that
+/// overruns the next slot skips it); then the final persist, the deferred
+/// writes, and a clean close.
+fn w5_run(
+    a: &Args,
+    k: EngineKind,
+    mut eng: Box<dyn Engine>,
+    gen: &mut Generator,
+    st: &mut Stepper,
+    s: Start,
+) -> Result<RunResult, String> {
+    let Start {
+        t0,
+        mut series,
+        open_s,
+        rss0,
+        disk_open,
+    } = s;
+    let (min_secs, max_secs, wait_merges) = match a.child_w5_secs {
+        Some(x) => (x, x, false),
+        None => (a.w5_duration, a.w5_max_duration, a.w5_merges > 0),
+    };
+    let (mut all, mut ck_hist, mut other) = (histogram(), histogram(), histogram());
+    let mut next_ck = a.checkpoint_every;
+    let mut checkpoint_s = Vec::new();
+    let (mut rows, mut updated, mut batches) = (0u64, 0u64, 0u64);
+    let mut capped = false;
+    loop {
+        let el = t0.elapsed().as_secs_f64();
+        let merges_due = wait_merges && eng.merges().is_some_and(|m| m < a.w5_merges);
+        if el >= max_secs {
+            capped = merges_due;
+            break;
+        }
+        if el >= min_secs && !merges_due {
+            break;
+        }
+        let b = gen.next_batch();
+        let bt = Instant::now();
+        let ck = t0.elapsed().as_secs_f64() >= next_ck;
+        if ck {
+            let c = Instant::now();
+            eng.checkpoint(checkpoint_s.len() as u64)?;
+            checkpoint_s.push(c.elapsed().as_secs_f64());
+            let now = t0.elapsed().as_secs_f64();
+            while next_ck <= now {
+                next_ck += a.checkpoint_every;
+            }
+        }
+        st.step(&mut eng, &b, false)?;
+        let us = bt.elapsed().as_micros() as u64;
+        all.saturating_record(us);
+        if ck {
+            ck_hist.saturating_record(us);
+        } else {
+            other.saturating_record(us);
+        }
+        rows += b.len() as u64;
+        updated += b.unique_rows() as u64;
+        batches += 1;
+        series.add(b.len() as u64);
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    let per_second = series.per_second();
+    let merges = eng.merges();
+    let cache = eng.cache();
+    let rss1 = proc_status("VmRSS:");
+    let update_bytes = updated as f64 * a.dim as f64 * 4.0;
+    let wa_now = || {
+        disk_sectors_written(&a.dir)
+            .zip(disk_open)
+            .map(|(b, a)| ((b - a) * 512) as f64 / update_bytes)
+    };
+    let t = Instant::now();
+    eng.persist()?;
+    let persist_s = t.elapsed().as_secs_f64();
+    let write_amp = wa_now();
+    let note = note(&*eng, &cache);
+    let (mut write_amp_settled, mut settle_s) = (None, None);
+    let t = Instant::now();
+    if eng.settle()? {
+        write_amp_settled = wa_now();
+        settle_s = Some(t.elapsed().as_secs_f64());
+    }
+    // Close cleanly, so that a restart finds what a trainer's clean exit
+    // leaves; not foyer, whose close can wait forever after writes.
+    let close_s = (k != EngineKind::Foyer).then(|| {
+        let t = Instant::now();
+        drop(eng);
+        t.elapsed().as_secs_f64()
+    });
+    let per_minute = series::per_minute(&per_second);
+    let steady = series::steady(&per_second);
+    let q = |h: &hdrhistogram::Histogram<u64>, p: f64| h.value_at_quantile(p) as f64;
+    Ok(RunResult {
+        engine: k.name().into(),
+        workload: "W5".into(),
+        rows_per_s: rows as f64 / seconds,
+        p50_us: q(&all, 0.5),
+        p99_us: q(&all, 0.99),
+        batches,
+        peak_rss: proc_status("VmHWM:").unwrap_or(0),
+        dram_bytes_per_cached_row: per_cached_row(rss0, rss1, cache.rows),
+        cached_rows: cache.rows,
+        write_amp,
+        write_amp_settled,
+        settle_s,
+        open_s,
+        persist_s: Some(persist_s),
+        verified_batches: 0,
+        note,
+        t90_s: steady.and_then(|s| series::t90(&per_second, s)),
+        steady_rows_per_s: steady,
+        restart: None,
+        w5: Some(W5Result {
+            seconds,
+            median_minute_rows_per_s: series::median(&per_minute),
+            per_minute,
+            p999_us: q(&all, 0.999),
+            p99_checkpoint_us: (!ck_hist.is_empty()).then(|| q(&ck_hist, 0.99)),
+            p99_other_us: q(&other, 0.99),
+            checkpoint_s,
+            merges,
+            capped,
+            close_s,
+        }),
+        per_second,
+    })
+}
+
+/// The SIGKILL variant of a restart: train 30 s, checkpoint, train 8 more
+/// batches (whose updates the checkpoint does not hold), and kill this
+/// process as a crash would.
+fn kill_run(
+    _a: &Args,
+    mut eng: Box<dyn Engine>,
+    gen: &mut Generator,
+    st: &mut Stepper,
+    t0: Instant,
+) -> Result<(), String> {
+    while t0.elapsed().as_secs_f64() < 30.0 {
+        st.step(&mut eng, &gen.next_batch(), false)?;
+    }
+    eng.checkpoint(0)?;
+    for _ in 0..8 {
+        st.step(&mut eng, &gen.next_batch(), false)?;
+    }
+    eprintln!("killing the child after a checkpoint");
+    // SAFETY: raise only sends a signal to this process; SIGKILL ends it
+    // here, without unwinding, which is the crash being modelled.
+    unsafe {
+        libc::raise(libc::SIGKILL);
+    }
+    Err("SIGKILL did not end the process".into())
 }
 
 /// A `kB` field of `/proc/self/status`, in bytes.

@@ -2,11 +2,14 @@
 
 use std::fmt::Write as _;
 
+use embtier_sim::table::Table;
+
+use crate::series;
 use crate::workload::{self, Dataset, DlrmGen, Workload};
 use crate::{Args, Fio, LoadResult, RunResult};
 
 /// Everything one run of the harness measured.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Report {
     /// The machine.
     pub machine: String,
@@ -28,7 +31,7 @@ pub struct Report {
 }
 
 /// Settings of the run.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Settings {
     /// Rows per table.
     pub table_rows: Vec<u64>,
@@ -48,10 +51,18 @@ pub struct Settings {
     pub warmup_s: f64,
     /// Data directory.
     pub dir: String,
+    /// W5: seconds at least.
+    pub w5_duration_s: f64,
+    /// W5: row-log merges embtier must have run.
+    pub w5_merges: u64,
+    /// W5: seconds between checkpoints.
+    pub checkpoint_every_s: f64,
+    /// Seconds of W2 per restart run.
+    pub restart_s: f64,
 }
 
 /// W4's histogram check.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct W4Check {
     /// Where the target came from.
     pub source: String,
@@ -64,7 +75,7 @@ pub struct W4Check {
 }
 
 /// One run with its ratio.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Row {
     /// The run.
     #[serde(flatten)]
@@ -74,7 +85,7 @@ pub struct Row {
 }
 
 /// A target of the issue.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Target {
     /// What is compared.
     pub comparison: String,
@@ -172,6 +183,77 @@ impl Report {
         t("embtier write amplification", "W3", "<= 1.2", wa, |x| {
             x <= 1.2
         });
+        // Issue 16's targets.
+        let find = |e: &str, w: &str, restart: Option<&str>| {
+            runs.iter()
+                .find(|r| r.engine == e && r.workload == w && r.restart.as_deref() == restart)
+        };
+        let sustained = |e: &str| {
+            find(e, "W5", None)
+                .and_then(|r| r.w5.as_ref())
+                .and_then(|x| x.median_minute_rows_per_s)
+        };
+        let over = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a / b);
+        if a.workloads.contains(&Workload::W5) {
+            let e = sustained(EMB);
+            t(
+                "embtier sustained rows/s vs RocksDB (median minute)",
+                "W5",
+                ">= 3x",
+                over(e, sustained("RocksDB")),
+                |x| x >= 3.0,
+            );
+            t(
+                "embtier sustained rows/s vs budget-held mmap (median minute)",
+                "W5",
+                ">= 2x",
+                over(e, sustained("mmap flat file")),
+                |x| x >= 2.0,
+            );
+            let w5 = find(EMB, "W5", None);
+            t(
+                "embtier write amplification, nothing deferred (log merged)",
+                "W5",
+                "<= 3",
+                w5.and_then(|r| r.write_amp_settled),
+                |x| x <= 3.0,
+            );
+            let x = w5.and_then(|r| r.w5.as_ref());
+            t(
+                "embtier p99 of batches with a checkpoint vs p99 of the others",
+                "W5",
+                "<= 2x",
+                x.and_then(|x| x.p99_checkpoint_us.map(|c| c / x.p99_other_us)),
+                |x| x <= 2.0,
+            );
+            let t90 = |e: &str, how: &str| find(e, "restart", Some(how)).and_then(|r| r.t90_s);
+            let emb_warm = t90(
+                EMB,
+                crate::RestartMode::Warm.describe(crate::EngineKind::EmbtierUring),
+            );
+            for how in [
+                crate::RestartMode::Cold.describe(crate::EngineKind::Mmap),
+                crate::RestartMode::Warm.describe(crate::EngineKind::Mmap),
+            ] {
+                t(
+                    &format!("embtier warm restart, time to 90% vs mmap {how}"),
+                    "restart, W2",
+                    "<= 0.25x",
+                    over(emb_warm, t90("mmap flat file", how)),
+                    |x| x <= 0.25,
+                );
+            }
+        }
+        if a.warmup == 0.0 && a.workloads.contains(&Workload::W2) {
+            let t90 = |e: &str| find(e, "W2", None).and_then(|r| r.t90_s);
+            t(
+                "embtier cold first open, time to 90% vs mmap",
+                "W2",
+                "<= 1x",
+                over(t90(EMB), t90("mmap flat file")),
+                |x| x <= 1.0,
+            );
+        }
         let w4_histogram = a.workloads.contains(&Workload::W4).then(|| {
             let shares = workload::shares(ds.rows.len(), a.batch);
             let mut ids = Vec::new();
@@ -203,6 +285,10 @@ impl Report {
                 duration_s: a.duration,
                 warmup_s: a.warmup,
                 dir: a.dir.display().to_string(),
+                w5_duration_s: a.w5_duration,
+                w5_merges: a.w5_merges,
+                checkpoint_every_s: a.checkpoint_every,
+                restart_s: a.restart_duration,
             },
             w4_histogram,
             loads,
@@ -235,16 +321,16 @@ impl Report {
             s.duration_s
         );
         if !self.loads.is_empty() {
-            let _ = writeln!(o, "| load | seconds | on disk |\n|---|---:|---:|");
+            let mut t = Table::new(["load", "seconds", "on disk"]).right_aligned([1, 2]);
             for l in &self.loads {
                 let secs = if l.reused {
                     "reused".to_string()
                 } else {
                     format!("{:.1}", l.seconds)
                 };
-                let _ = writeln!(o, "| {} | {} | {} |", l.engine, secs, gib(l.disk_bytes));
+                t.row([l.engine.clone(), secs, gib(l.disk_bytes)]);
             }
-            o.push('\n');
+            let _ = writeln!(o, "{}", t.markdown());
         }
         let mut workloads: Vec<&str> = Vec::new();
         for r in &self.results {
@@ -253,33 +339,47 @@ impl Report {
             }
         }
         for w in workloads {
+            if w == "restart" {
+                self.restarts(&mut o);
+                continue;
+            }
             let desc = match w {
                 "W1" => Workload::W1.describe(),
                 "W2" => Workload::W2.describe(),
                 "W3" => Workload::W3.describe(),
+                "W5" => Workload::W5.describe(),
                 _ => Workload::W4.describe(),
             };
             let _ = writeln!(o, "**{w}: {desc}**\n");
-            let _ = writeln!(
-                o,
-                "| engine | rows/s | p50 ms | p99 ms | peak RSS | DRAM B / cached row | write amp. | embtier ÷ this |\n|---|---:|---:|---:|---:|---:|---:|---:|"
-            );
+            if w == "W5" {
+                self.w5(&mut o);
+                continue;
+            }
+            let mut t = Table::new([
+                "engine",
+                "rows/s",
+                "p50 ms",
+                "p99 ms",
+                "peak RSS",
+                "DRAM B / cached row",
+                "write amp.",
+                "embtier ÷ this",
+            ])
+            .right_aligned(1..8);
             for r in self.results.iter().filter(|r| r.run.workload == w) {
                 let x = &r.run;
-                let _ = writeln!(
-                    o,
-                    "| {} | {} | {:.2} | {:.2} | {} | {} | {} | {} |",
-                    x.engine,
+                t.row([
+                    x.engine.clone(),
                     si(x.rows_per_s),
-                    x.p50_us / 1000.0,
-                    x.p99_us / 1000.0,
+                    format!("{:.2}", x.p50_us / 1000.0),
+                    format!("{:.2}", x.p99_us / 1000.0),
                     gib(x.peak_rss),
                     x.dram_bytes_per_cached_row
                         .map_or("-".into(), |v| format!("{v:.0}")),
                     x.write_amp.map_or("-".into(), |v| format!("{v:.2}")),
                     r.embtier_over_this
                         .map_or("-".into(), |v| format!("{v:.2}x")),
-                );
+                ]);
             }
             if w == "W1" {
                 match &self.fio {
@@ -289,23 +389,26 @@ impl Report {
                             .iter()
                             .find(|r| r.run.engine == EMB && r.run.workload == "W1")
                             .map(|r| r.run.rows_per_s);
-                        let _ = writeln!(
-                            o,
-                            "| fio randread 4 KiB, QD{} (device limit) | {} IOPS | {:.3} | {:.3} | - | - | - | {} |",
-                            s.qd,
-                            si(f.iops),
-                            f.p50_us / 1000.0,
-                            f.p99_us / 1000.0,
-                            emb.map_or("-".into(), |e| format!("{:.2}x", e / f.iops))
-                        );
+                        t.row([
+                            format!("fio randread 4 KiB, QD{} (device limit)", s.qd),
+                            format!("{} IOPS", si(f.iops)),
+                            format!("{:.3}", f.p50_us / 1000.0),
+                            format!("{:.3}", f.p99_us / 1000.0),
+                            "-".into(),
+                            "-".into(),
+                            "-".into(),
+                            emb.map_or("-".into(), |e| format!("{:.2}x", e / f.iops)),
+                        ]);
                     }
                     Some(Err(e)) => {
-                        let _ = writeln!(o, "| fio | {e} | | | | | | |");
+                        let mut cells = vec!["fio".to_string(), e.clone()];
+                        cells.resize(8, String::new());
+                        t.row(cells);
                     }
                     None => {}
                 }
             }
-            o.push('\n');
+            let _ = writeln!(o, "{}", t.markdown());
             for r in self.results.iter().filter(|r| r.run.workload == w) {
                 if let (Some(wa), Some(secs)) = (r.run.write_amp_settled, r.run.settle_s) {
                     let _ = writeln!(
@@ -315,6 +418,7 @@ impl Report {
                     );
                 }
             }
+            self.cold_start(&mut o, w);
         }
         if let Some(h) = &self.w4_histogram {
             let _ = writeln!(
@@ -324,22 +428,20 @@ impl Report {
                 100.0 * h.max_bin_error
             );
         }
-        let _ = writeln!(
-            o,
-            "| target | workload | wanted | measured | met |\n|---|---|---|---:|---|"
-        );
-        for t in &self.targets {
-            let _ = writeln!(
-                o,
-                "| {} | {} | {} | {} | {} |",
-                t.comparison,
-                t.workload,
-                t.target,
-                t.measured.map_or("-".into(), |v| format!("{v:.2}")),
-                t.met.map_or("not run", |m| if m { "yes" } else { "NO" })
-            );
+        let mut t =
+            Table::new(["target", "workload", "wanted", "measured", "met"]).right_aligned([3]);
+        for x in &self.targets {
+            t.row([
+                x.comparison.clone(),
+                x.workload.clone(),
+                x.target.clone(),
+                x.measured.map_or("-".into(), |v| format!("{v:.2}")),
+                x.met
+                    .map_or("not run", |m| if m { "yes" } else { "NO" })
+                    .to_string(),
+            ]);
         }
-        o.push('\n');
+        let _ = writeln!(o, "{}", t.markdown());
         let mut notes: Vec<(String, String)> = Vec::new();
         for r in &self.results {
             if !notes.iter().any(|(e, _)| *e == r.run.engine) {
@@ -354,6 +456,180 @@ impl Report {
         }
         o
     }
+
+    /// The cold start of workload `w`'s runs: rows/s from the open, beside
+    /// the steady state, same runs.
+    fn cold_start(&self, o: &mut String, w: &str) {
+        let runs: Vec<&RunResult> = self
+            .results
+            .iter()
+            .filter(|r| r.run.workload == w && !r.run.per_second.is_empty())
+            .map(|r| &r.run)
+            .collect();
+        if runs.is_empty() {
+            return;
+        }
+        let run = if w == "W5" {
+            "no warm-up: the whole run".to_string()
+        } else {
+            format!(
+                "{} s warm-up, then {} s measured",
+                self.settings.warmup_s, self.settings.duration_s
+            )
+        };
+        let _ = writeln!(
+            o,
+            "{w} from the open ({run}; steady = median of the last third of the seconds from the open; t90 = end of the first second from which 3 seconds average 90% of it):\n"
+        );
+        let mut t = Table::new([
+            "engine",
+            "open s",
+            "first 10 s rows/s",
+            "first 30 s rows/s",
+            "steady rows/s",
+            "t90 s",
+            "seconds from open",
+        ])
+        .right_aligned(1..7);
+        for x in runs {
+            t.row(cold_cells(x));
+        }
+        let _ = writeln!(o, "{}", t.markdown());
+    }
+
+    /// W5's tables: the figures, then the per-minute series.
+    fn w5(&self, o: &mut String) {
+        let runs: Vec<&Row> = self
+            .results
+            .iter()
+            .filter(|r| r.run.workload == "W5")
+            .collect();
+        let emb = runs
+            .iter()
+            .find(|r| r.run.engine == EMB)
+            .and_then(|r| r.run.w5.as_ref())
+            .and_then(|x| x.median_minute_rows_per_s);
+        let mut t = Table::new([
+            "engine",
+            "seconds",
+            "rows/s, median minute",
+            "rows/s, mean",
+            "p50 ms",
+            "p99 ms",
+            "p99.9 ms",
+            "p99 ms, batches with a checkpoint",
+            "p99 ms, other batches",
+            "checkpoints: n, mean s, max s",
+            "merges",
+            "write amp. (window + final persist)",
+            "write amp., nothing deferred",
+            "peak RSS",
+            "embtier ÷ this",
+        ])
+        .right_aligned(1..15);
+        let ms = |us: f64| format!("{:.1}", us / 1000.0);
+        for r in &runs {
+            let x = &r.run;
+            let Some(f) = &x.w5 else { continue };
+            let n = f.checkpoint_s.len();
+            let mean = f.checkpoint_s.iter().sum::<f64>() / n.max(1) as f64;
+            let max = f.checkpoint_s.iter().copied().fold(0.0, f64::max);
+            t.row([
+                x.engine.clone(),
+                format!(
+                    "{:.0}{}",
+                    f.seconds,
+                    if f.capped { " (capped)" } else { "" }
+                ),
+                f.median_minute_rows_per_s.map_or("-".into(), si),
+                si(x.rows_per_s),
+                ms(x.p50_us),
+                ms(x.p99_us),
+                ms(f.p999_us),
+                f.p99_checkpoint_us.map_or("-".into(), ms),
+                ms(f.p99_other_us),
+                format!("{n}, {mean:.2}, {max:.2}"),
+                f.merges.map_or("-".into(), |m| m.to_string()),
+                x.write_amp.map_or("-".into(), |v| format!("{v:.2}")),
+                match (x.write_amp_settled, x.settle_s) {
+                    (Some(v), Some(s)) => format!("{v:.2} (merge {s:.1} s)"),
+                    _ => x
+                        .write_amp
+                        .map_or("-".into(), |v| format!("{v:.2} (as persisted)")),
+                },
+                gib(x.peak_rss),
+                emb.zip(f.median_minute_rows_per_s)
+                    .map_or("-".into(), |(e, x)| format!("{:.2}x", e / x)),
+            ]);
+        }
+        let _ = writeln!(o, "{}", t.markdown());
+        let minutes = runs
+            .iter()
+            .filter_map(|r| r.run.w5.as_ref().map(|x| x.per_minute.len()))
+            .max()
+            .unwrap_or(0);
+        if minutes > 0 {
+            let mut header = vec!["minute".to_string()];
+            header.extend(runs.iter().map(|r| r.run.engine.clone()));
+            let mut t = Table::new(header).right_aligned(0..=runs.len());
+            for m in 0..minutes {
+                let mut cells = vec![(m + 1).to_string()];
+                for r in &runs {
+                    cells.push(
+                        r.run
+                            .w5
+                            .as_ref()
+                            .and_then(|x| x.per_minute.get(m))
+                            .map_or("-".into(), |&v| si(v)),
+                    );
+                }
+                t.row(cells);
+            }
+            let _ = writeln!(o, "W5 rows/s per minute from the open:\n\n{}", t.markdown());
+        }
+        self.cold_start(o, "W5");
+    }
+
+    /// The restart runs: W2 from the open of the store W5 left.
+    fn restarts(&self, o: &mut String) {
+        let _ = writeln!(
+            o,
+            "**Restart after W5: W2 from the open ({} s per run; steady and t90 as above)**\n",
+            self.settings.restart_s
+        );
+        let mut t = Table::new([
+            "engine",
+            "how",
+            "open s",
+            "first 10 s rows/s",
+            "first 30 s rows/s",
+            "steady rows/s",
+            "t90 s",
+            "seconds from open",
+        ])
+        .right_aligned(2..8);
+        for r in self.results.iter().filter(|r| r.run.workload == "restart") {
+            let mut cells = cold_cells(&r.run);
+            cells.insert(1, r.run.restart.clone().unwrap_or_default());
+            t.row(cells);
+        }
+        let _ = writeln!(o, "{}", t.markdown());
+    }
+}
+
+/// A run's cold-start cells: engine, open s, first 10 s, first 30 s,
+/// steady, t90, seconds.
+fn cold_cells(x: &RunResult) -> Vec<String> {
+    let ps = &x.per_second;
+    vec![
+        x.engine.clone(),
+        format!("{:.2}", x.open_s),
+        series::first(ps, 10).map_or("-".into(), si),
+        series::first(ps, 30).map_or("-".into(), si),
+        x.steady_rows_per_s.map_or("-".into(), si),
+        x.t90_s.map_or("-".into(), |v| format!("{v:.0}")),
+        ps.len().to_string(),
+    ]
 }
 
 fn gib(b: u64) -> String {

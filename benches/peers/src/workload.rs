@@ -149,6 +149,10 @@ pub enum Workload {
     /// W4: multi-table, access-count histogram of dlrm_datasets.
     #[value(alias = "dlrm")]
     W4,
+    /// W5: W3's loop sustained (ten minutes or more from the open), with a
+    /// checkpoint every minute; then restarts of the store it leaves.
+    #[value(alias = "sustained")]
+    W5,
 }
 
 impl Workload {
@@ -159,12 +163,13 @@ impl Workload {
             Workload::W2 => "Zipf(1.05) lookups",
             Workload::W3 => "Zipf(1.05) lookup + apply_sgd",
             Workload::W4 => "dlrm_datasets histogram, multi-table",
+            Workload::W5 => "sustained training: W3 with a checkpoint every minute",
         }
     }
 
     /// Whether the workload writes.
     pub fn updates(self) -> bool {
-        self == Workload::W3
+        matches!(self, Workload::W3 | Workload::W5)
     }
 }
 
@@ -220,7 +225,7 @@ impl Generator {
                     per[t as usize].push(r);
                 }
             }
-            Workload::W2 | Workload::W3 => {
+            Workload::W2 | Workload::W3 | Workload::W5 => {
                 for _ in 0..self.batch {
                     let rank = self.zipf.sample(&mut self.rng) - 1;
                     let (t, r) = self.ds.split(self.scatter.map(rank));
