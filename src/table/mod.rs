@@ -396,12 +396,12 @@ impl Table {
         }
     }
 
-    /// Rows pinned in DRAM now.
     /// Whether the table is pinned whole to a memory tier.
     pub(crate) fn is_pinned(&self) -> bool {
-        matches!(self.kind, TableKind::Pinned { .. })
+        self.pin_tier().is_some()
     }
 
+    /// Rows pinned in the first tier by prefetches now.
     pub(crate) fn pinned_rows(&self) -> usize {
         match &self.kind {
             TableKind::Cached { shards, .. } => {
