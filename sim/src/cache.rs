@@ -99,6 +99,16 @@ pub struct SimResult {
 }
 
 impl SimResult {
+    /// Count one access.
+    #[inline]
+    pub fn record(&mut self, hit: bool) {
+        if hit {
+            self.hits += 1;
+        } else {
+            self.misses += 1;
+        }
+    }
+
     /// misses / accesses.
     pub fn miss_ratio(&self) -> f64 {
         let n = self.hits + self.misses;
@@ -118,11 +128,7 @@ pub fn simulate(kind: PolicyKind, capacity: usize, ids: &[u64]) -> SimResult {
         let mut c = SimCache::new(kind, capacity.max(1));
         let mut r = SimResult::default();
         for &id in ids {
-            if c.access(id) {
-                r.hits += 1;
-            } else {
-                r.misses += 1;
-            }
+            r.record(c.access(id));
         }
         return r;
     }
@@ -302,11 +308,7 @@ pub fn simulate_dense(
     let mut c = DenseCache::new(kind, capacity.max(1), n_objects);
     let mut r = SimResult::default();
     for &id in ids {
-        if c.access(id) {
-            r.hits += 1;
-        } else {
-            r.misses += 1;
-        }
+        r.record(c.access(id));
     }
     r
 }
