@@ -160,6 +160,91 @@ impl GenSpec {
             .collect()
     }
 
+    /// Accesses a batch holds on average (samples x the tables' pooling).
+    pub fn accesses_per_batch(&self) -> f64 {
+        self.batch_size as f64 * self.tables.iter().map(|t| t.pooling).sum::<f64>()
+    }
+
+    /// Generate the trace straight into a `.etrace` file, batches in
+    /// parallel and written in order while the next ones are generated, in
+    /// memory bounded by a few groups of batches (not by the trace). The
+    /// file is the one [`GenSpec::generate`] + [`Trace::write_etrace`]
+    /// write. `progress` is called after each group with the batches
+    /// written so far. Returns the accesses, batches and bytes written.
+    pub fn write_etrace(
+        &self,
+        path: &std::path::Path,
+        progress: impl FnMut(u64),
+    ) -> Result<(u64, u64, u64), super::TraceError> {
+        // About 4 M accesses a group, at least two batches per thread.
+        let group = ((4e6 / self.accesses_per_batch().max(1.0)) as u64)
+            .max(2 * rayon::current_num_threads() as u64);
+        self.write_etrace_grouped(path, group, progress)
+    }
+
+    /// [`GenSpec::write_etrace`] with `group` batches generated at a time.
+    fn write_etrace_grouped(
+        &self,
+        path: &std::path::Path,
+        group: u64,
+        mut progress: impl FnMut(u64),
+    ) -> Result<(u64, u64, u64), super::TraceError> {
+        use rayon::prelude::*;
+        use std::io::BufWriter;
+        let io = |source| super::TraceError::Io {
+            path: path.into(),
+            source,
+        };
+        let samplers = self.samplers();
+        let f = std::fs::File::create(path).map_err(io)?;
+        let mut w = super::TraceWriter::new(BufWriter::with_capacity(1 << 20, f), self.catalog())
+            .map_err(io)?;
+        let group = group.max(1);
+        let gen_group = |first: u64| -> Vec<Vec<Access>> {
+            (first..(first + group).min(self.batches))
+                .into_par_iter()
+                .map(|b| {
+                    let mut v = Vec::new();
+                    self.batch_into(b, &samplers, &mut v);
+                    v
+                })
+                .collect()
+        };
+        let mut batches = 0u64;
+        let mut next = gen_group(0);
+        let mut first = 0u64;
+        while !next.is_empty() {
+            first += group;
+            let write = |done: Vec<Vec<Access>>, w: &mut super::TraceWriter<_>| {
+                let mut n = 0u64;
+                for b in done.iter().filter(|b| !b.is_empty()) {
+                    for a in b {
+                        w.access(a.table, a.row, a.kind)?;
+                    }
+                    w.end_batch()?;
+                    n += 1;
+                }
+                Ok::<u64, std::io::Error>(n)
+            };
+            let done = std::mem::take(&mut next);
+            let (wrote, gen) = rayon::join(
+                || write(done, &mut w),
+                || {
+                    if first < self.batches {
+                        gen_group(first)
+                    } else {
+                        Vec::new()
+                    }
+                },
+            );
+            batches += wrote.map_err(io)?;
+            next = gen;
+            progress(batches);
+        }
+        let (_, accesses, bytes) = w.finish().map_err(io)?;
+        Ok((accesses, batches, bytes))
+    }
+
     /// Generate the whole trace in memory.
     pub fn generate(&self) -> Trace {
         let samplers = self.samplers();
@@ -205,6 +290,10 @@ impl Scatter {
     /// The id of `rank`.
     #[inline]
     pub fn map(&self, rank: u64) -> u64 {
+        if self.n <= u32::MAX as u64 {
+            // a, rank, c < n < 2^32: a * rank + c < 2^64, no 128-bit division.
+            return (self.a * rank + self.c) % self.n;
+        }
         ((self.a as u128 * rank as u128 + self.c as u128) % self.n as u128) as u64
     }
 }
@@ -334,6 +423,52 @@ fn helper2(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The streamed, parallel writer writes the bytes of the in-memory
+    /// trace, over groups of batches (many batches, uneven pooling,
+    /// drift, tables past 2^32 rows on the 128-bit scatter path).
+    #[test]
+    fn streamed_file_is_the_in_memory_trace() {
+        let t = |name: &str, rows: u64, pooling: f64, alpha: f64, drift: f64| GenTable {
+            name: name.into(),
+            rows,
+            dim: 8,
+            pooling,
+            alpha,
+            drift,
+        };
+        let spec = GenSpec {
+            seed: 11,
+            batches: 37,
+            batch_size: 300,
+            tables: vec![
+                t("a", 1000, 2.5, 1.1, 0.0),
+                t("b", 7, 0.3, 0.0, 0.01),
+                t("c", 10_000_000_000, 1.0, 0.9, 0.001),
+            ],
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        let whole = spec.generate();
+        let bytes = whole.write_etrace(&a).unwrap();
+        let mut seen = Vec::new();
+        let got = spec.write_etrace_grouped(&b, 4, |n| seen.push(n)).unwrap();
+        assert_eq!(
+            got,
+            (
+                whole.accesses.len() as u64,
+                whole.batch_ends.len() as u64,
+                bytes
+            )
+        );
+        assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+        assert!(seen.len() > 1, "one group only: {seen:?}");
+        assert_eq!(seen.last(), Some(&(whole.batch_ends.len() as u64)));
+        assert!(seen.windows(2).all(|w| w[0] < w[1]));
+        // The public entry (one group here) writes the same file.
+        assert_eq!(spec.write_etrace(&b, |_| ()).unwrap(), got);
+        assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    }
 
     /// Sampled frequencies match the Zipf pmf.
     #[test]

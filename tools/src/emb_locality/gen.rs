@@ -25,15 +25,32 @@ pub(super) fn gen_cmd(a: GenArgs) -> Result<(), Fail> {
     }
     spec.validate().map_err(usage)?;
     let start = std::time::Instant::now();
-    let t = spec.generate();
-    let bytes = t.write_etrace(&a.out).map_err(data)?;
+    let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        let b = indicatif::ProgressBar::new(spec.batches);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} batches {eta}")
+                .map_err(data)?,
+        );
+        Some(b)
+    } else {
+        None
+    };
+    // Streamed: memory holds a few groups of batches, not the trace.
+    let (accesses, batches, bytes) = spec
+        .write_etrace(&a.out, |done| {
+            if let Some(b) = &bar {
+                b.set_position(done);
+            }
+        })
+        .map_err(data)?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
     let secs = start.elapsed().as_secs_f64();
     eprintln!(
-        "{}: {} accesses in {} batches, {bytes} bytes, {:.1} M accesses/s",
+        "{}: {accesses} accesses in {batches} batches, {bytes} bytes, {:.1} M accesses/s",
         a.out.display(),
-        t.accesses.len(),
-        t.batch_ends.len(),
-        t.accesses.len() as f64 / secs / 1e6
+        accesses as f64 / secs / 1e6
     );
     Ok(())
 }
