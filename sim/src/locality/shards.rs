@@ -136,89 +136,186 @@ impl Fenwick {
 
 /// Run SHARDS over a key sequence of `total` references.
 pub fn shards(keys: impl Iterator<Item = u64>, total: u64, sampling: Sampling) -> Sampled {
-    let (mut threshold, s_max) = match sampling {
-        Sampling::Rate(r) => (
-            ((r.clamp(0.0, 1.0)) * P as f64).round().max(1.0) as u64,
-            usize::MAX,
-        ),
-        Sampling::FixedSize(n) => (P, n.max(1)),
-    };
-    // Sampled keys: dense slot, last sampled position, hash.
-    let mut slot_of: HashMap<u64, u32> = HashMap::new();
-    let mut last: Vec<u32> = Vec::new();
-    let mut free: Vec<u32> = Vec::new();
-    let mut heap: BinaryHeap<(u64, u64)> = BinaryHeap::new(); // (hash, key)
-    let mut bit = Fenwick::default();
-    let mut reuses: Vec<(f64, f64)> = Vec::new();
-    let mut hist = Log2Hist::default();
-    let mut cold_w = 0.0f64;
-    let mut pos = 0usize;
-    let mut sampled = 0u64;
+    let mut s = Shards::new(sampling);
     for key in keys {
-        let h = key_hash(key);
-        if h >= threshold {
-            continue;
+        s.access_hashed(key, key_hash(key));
+    }
+    s.finish(total)
+}
+
+/// SHARDS, one reference at a time: memory grows with the sampled keys
+/// (about `rate x` the distinct keys, or `s_max`), not with the trace.
+#[derive(Default)]
+pub struct Shards {
+    threshold: u64,
+    s_max: usize,
+    /// Sampled keys: dense slot.
+    slot_of: HashMap<u64, u32, crate::FastHash>,
+    /// Last sampled position of each slot.
+    last: Vec<u32>,
+    free: Vec<u32>,
+    /// (hash, key) of the tracked keys, for fixed size.
+    heap: BinaryHeap<(u64, u64)>,
+    bit: Fenwick,
+    /// Positions at which the Fenwick tree is compacted next.
+    compact_at: usize,
+    /// Fixed rate: weight by sampled distance (bounded by the sampled keys).
+    by_distance: Vec<f64>,
+    /// Fixed size: (estimated distance, weight) of every sampled reuse.
+    reuses: Vec<(f64, f64)>,
+    hist: Log2Hist,
+    cold_w: f64,
+    pos: usize,
+    sampled: u64,
+}
+
+impl Shards {
+    /// An empty pass.
+    pub fn new(sampling: Sampling) -> Shards {
+        let (threshold, s_max) = match sampling {
+            Sampling::Rate(r) => (
+                ((r.clamp(0.0, 1.0)) * P as f64).round().max(1.0) as u64,
+                usize::MAX,
+            ),
+            Sampling::FixedSize(n) => (P, n.max(1)),
+        };
+        Shards {
+            threshold,
+            s_max,
+            compact_at: 1 << 16,
+            ..Shards::default()
         }
-        sampled += 1;
-        let rate = threshold as f64 / P as f64;
+    }
+
+    /// The sampling hash of `key` (compare with [`Shards::threshold`]).
+    #[inline]
+    pub fn hash(key: u64) -> u64 {
+        key_hash(key)
+    }
+
+    /// Keys whose hash is below this are sampled (it only falls).
+    #[inline]
+    pub fn threshold(&self) -> u64 {
+        self.threshold
+    }
+
+    /// The sampling rate in force.
+    pub fn rate(&self) -> f64 {
+        self.threshold as f64 / P as f64
+    }
+
+    /// One reference to `key`, whose [`Shards::hash`] is `h`.
+    #[inline]
+    pub fn access_hashed(&mut self, key: u64, h: u64) {
+        if h >= self.threshold {
+            return;
+        }
+        self.sampled += 1;
         // Each sampled reference stands for 1/R references at the rate in
         // force (for fixed size, older weights are thereby relatively
         // rescaled by R_new / R_old, as the paper prescribes).
+        let rate = self.rate();
         let w = 1.0 / rate;
-        match slot_of.get(&key) {
+        if self.pos >= self.compact_at {
+            self.compact();
+        }
+        let pos = self.pos;
+        match self.slot_of.get(&key) {
             Some(&s) => {
-                let p = last[s as usize] as usize;
-                let d = (bit.prefix(pos) - bit.prefix(p + 1)) as f64 / rate;
-                reuses.push((d, w));
-                hist.add(d as u64);
-                bit.add(p, -1);
-                last[s as usize] = pos as u32;
+                let p = self.last[s as usize] as usize;
+                // Every tracked key has its one marker before `pos`: the
+                // markers after `p` are the tracked keys minus those up to `p`.
+                let ds = (self.slot_of.len() as i64 - self.bit.prefix(p + 1)) as u64;
+                let d = ds as f64 / rate;
+                if self.s_max == usize::MAX {
+                    if ds as usize >= self.by_distance.len() {
+                        self.by_distance.resize(ds as usize + 1, 0.0);
+                    }
+                    self.by_distance[ds as usize] += w;
+                } else {
+                    self.reuses.push((d, w));
+                }
+                self.hist.add(d as u64);
+                self.bit.add(p, -1);
+                self.last[s as usize] = pos as u32;
             }
             None => {
-                cold_w += w;
-                hist.cold += 1;
-                let s = free.pop().unwrap_or_else(|| {
-                    last.push(0);
-                    (last.len() - 1) as u32
+                self.cold_w += w;
+                self.hist.cold += 1;
+                let s = self.free.pop().unwrap_or_else(|| {
+                    self.last.push(0);
+                    (self.last.len() - 1) as u32
                 });
-                last[s as usize] = pos as u32;
-                slot_of.insert(key, s);
-                if s_max != usize::MAX {
-                    heap.push((h, key));
-                    if slot_of.len() > s_max {
+                self.last[s as usize] = pos as u32;
+                self.slot_of.insert(key, s);
+                if self.s_max != usize::MAX {
+                    self.heap.push((h, key));
+                    if self.slot_of.len() > self.s_max {
                         // Drop the largest-hash key and lower the threshold.
-                        let (hmax, kmax) = heap.pop().expect("non-empty");
-                        threshold = hmax;
-                        let ks = slot_of.remove(&kmax).expect("tracked");
-                        bit.add(last[ks as usize] as usize, -1);
-                        free.push(ks);
+                        let (hmax, kmax) = self.heap.pop().expect("non-empty");
+                        self.threshold = hmax;
+                        let ks = self.slot_of.remove(&kmax).expect("tracked");
+                        self.bit.add(self.last[ks as usize] as usize, -1);
+                        self.free.push(ks);
                         if kmax == key {
-                            pos += 1;
-                            continue;
+                            self.pos += 1;
+                            return;
                         }
                     }
                 }
             }
         }
-        bit.add(pos, 1);
-        pos += 1;
+        self.bit.add(pos, 1);
+        self.pos += 1;
     }
-    let rate = threshold as f64 / P as f64;
-    let mut total_w = cold_w + reuses.iter().map(|r| r.1).sum::<f64>();
-    // SHARDS_adj: the references the sample stands for fall short of (or
-    // exceed) the trace's; the difference goes to the smallest distance.
-    let adj = total as f64 - total_w;
-    if adj != 0.0 {
-        reuses.push((0.0, adj));
-        total_w += adj;
+
+    /// Renumber the tracked keys' last positions `0..live` in order, so
+    /// that the Fenwick tree holds about twice the tracked keys, not every
+    /// sampled reference.
+    fn compact(&mut self) {
+        let mut live: Vec<(u32, u32)> = self
+            .slot_of
+            .values()
+            .map(|&s| (self.last[s as usize], s))
+            .collect();
+        live.sort_unstable();
+        let mut bit = Fenwick::default();
+        for (i, &(_, s)) in live.iter().enumerate() {
+            self.last[s as usize] = i as u32;
+            bit.add(i, 1);
+        }
+        self.bit = bit;
+        self.pos = live.len();
+        self.compact_at = (2 * live.len()).max(1 << 16);
     }
-    reuses.sort_by(|a, b| a.0.total_cmp(&b.0));
-    Sampled {
-        reuses,
-        total: total_w,
-        rate,
-        sampled,
-        reuse_distance: hist,
+
+    /// The estimate for a trace of `total` references.
+    pub fn finish(self, total: u64) -> Sampled {
+        let rate = self.rate();
+        let mut reuses = self.reuses;
+        reuses.extend(
+            self.by_distance
+                .iter()
+                .enumerate()
+                .filter(|(_, &w)| w > 0.0)
+                .map(|(d, &w)| (d as f64 / rate, w)),
+        );
+        let mut total_w = self.cold_w + reuses.iter().map(|r| r.1).sum::<f64>();
+        // SHARDS_adj: the references the sample stands for fall short of (or
+        // exceed) the trace's; the difference goes to the smallest distance.
+        let adj = total as f64 - total_w;
+        if adj != 0.0 {
+            reuses.push((0.0, adj));
+            total_w += adj;
+        }
+        reuses.sort_by(|a, b| a.0.total_cmp(&b.0));
+        Sampled {
+            reuses,
+            total: total_w,
+            rate,
+            sampled: self.sampled,
+            reuse_distance: self.hist,
+        }
     }
 }
 
@@ -229,7 +326,7 @@ mod tests {
     #[test]
     fn rate_one_is_exact() {
         let mut x = 3u64;
-        let seq: Vec<u64> = (0..20_000)
+        let seq: Vec<u64> = (0..200_000) // past the first compaction
             .map(|_| {
                 x = mix64(x);
                 (x % 1000) * (x % 7)
