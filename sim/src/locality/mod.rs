@@ -267,6 +267,111 @@ fn working_sets(s: &Stream<'_>, window: u64) -> (Vec<u64>, Vec<u64>) {
     (per_batch, per_window)
 }
 
+/// The figures that follow from per-row access counts alone.
+struct CountFigures {
+    unique: u64,
+    one_hit: u64,
+    hist_rows: Vec<f64>,
+    hist_acc: Vec<f64>,
+    top: (f64, f64, f64),
+    alpha: f64,
+    gini: f64,
+}
+
+impl CountFigures {
+    /// From the counts of the touched rows (zeros are dropped; reordered).
+    fn of(mut counts: Vec<u64>, accesses: u64) -> CountFigures {
+        counts.retain(|&c| c > 0);
+        let unique = counts.len() as u64;
+        let one_hit = counts.iter().filter(|&&c| c == 1).count() as u64;
+        let mut hist_rows = vec![0f64; 17];
+        let mut hist_acc = vec![0f64; 17];
+        for &c in &counts {
+            let b = count_bin(c);
+            hist_rows[b] += 1.0;
+            hist_acc[b] += c as f64;
+        }
+        hist_rows
+            .iter_mut()
+            .for_each(|v| *v /= unique.max(1) as f64);
+        hist_acc
+            .iter_mut()
+            .for_each(|v| *v /= accesses.max(1) as f64);
+        counts.sort_unstable_by(|a, b| b.cmp(a));
+        let (t01, t1, t10, alpha, gini) = skew(&counts, accesses);
+        CountFigures {
+            unique,
+            one_hit,
+            hist_rows,
+            hist_acc,
+            top: (t01, t1, t10),
+            alpha,
+            gini,
+        }
+    }
+}
+
+/// The MRC sizes of a table or the trace (bytes with `--bytes`), and the
+/// same sizes in rows for a table whose rows are all one size.
+fn curve_sizes(
+    opts: &Options,
+    unique: u64,
+    row_bytes: u64,
+    mean_bytes: u64,
+) -> (Vec<u64>, Vec<u64>) {
+    let sizes = opts.mrc_sizes.clone().unwrap_or_else(|| {
+        let rows = default_sizes(unique);
+        if opts.bytes {
+            let rb = if row_bytes > 0 { row_bytes } else { mean_bytes };
+            rows.iter().map(|r| r * rb).collect()
+        } else {
+            rows
+        }
+    });
+    // With --bytes, a table's sizes convert to rows (its rows are all one size).
+    let row_sizes = if opts.bytes && row_bytes > 0 {
+        sizes.iter().map(|c| c / row_bytes).collect()
+    } else {
+        sizes.clone()
+    };
+    (sizes, row_sizes)
+}
+
+/// The MRC, distance histogram and method of a SHARDS estimate.
+fn sampled_curve(
+    r: &shards::Sampled,
+    opts: &Options,
+    sizes: &[u64],
+    row_sizes: &[u64],
+    row_bytes: u64,
+    mean_bytes: u64,
+) -> (Vec<MrcPoint>, Log2Hist, String) {
+    // Scale sampled counts to estimates of the whole trace.
+    let mut dh = r.reuse_distance.clone();
+    let scale = 1.0 / r.rate;
+    dh.bins
+        .iter_mut()
+        .for_each(|c| *c = (*c as f64 * scale).round() as u64);
+    dh.cold = (dh.cold as f64 * scale).round() as u64;
+    let mut method = format!(
+        "shards (rate {:.6}, {} sampled references)",
+        r.rate, r.sampled
+    );
+    if opts.bytes && row_bytes == 0 {
+        // SHARDS counts rows; convert at the mean row size.
+        let as_rows: Vec<u64> = sizes.iter().map(|c| c / mean_bytes).collect();
+        let mut m = r.mrc(&as_rows);
+        for (p, &c) in m.iter_mut().zip(sizes) {
+            p.cache_bytes = Some(c);
+            p.cache_rows = 0;
+        }
+        method.push_str(&format!(", bytes at the mean row size {mean_bytes}"));
+        (m, dh, method)
+    } else {
+        (r.mrc(row_sizes), dh, method)
+    }
+}
+
 fn report(st: &Stream<'_>, opts: &Options) -> TableReport {
     let (name, rows, seq, n_objects) = (st.name, st.rows, st.seq, st.n_objects);
     let accesses = seq.len() as u64;
@@ -274,51 +379,15 @@ fn report(st: &Stream<'_>, opts: &Options) -> TableReport {
     for &o in seq {
         counts[o as usize] += 1;
     }
-    counts.retain(|&c| c > 0);
-    let unique = counts.len() as u64;
-    let one_hit = counts.iter().filter(|&&c| c == 1).count() as u64;
-    let mut hist_rows = vec![0f64; 17];
-    let mut hist_acc = vec![0f64; 17];
-    for &c in &counts {
-        let b = count_bin(c);
-        hist_rows[b] += 1.0;
-        hist_acc[b] += c as f64;
-    }
-    hist_rows
-        .iter_mut()
-        .for_each(|v| *v /= unique.max(1) as f64);
-    hist_acc
-        .iter_mut()
-        .for_each(|v| *v /= accesses.max(1) as f64);
-    counts.sort_unstable_by(|a, b| b.cmp(a));
-    let (t01, t1, t10, alpha, gini) = skew(&counts, accesses);
-    let sizes = opts.mrc_sizes.clone().unwrap_or_else(|| {
-        let rows = default_sizes(unique);
-        if opts.bytes {
-            let rb = if st.row_bytes > 0 {
-                st.row_bytes
-            } else {
-                (st.object_bytes.iter().sum::<u64>() / st.object_bytes.len().max(1) as u64).max(1)
-            };
-            rows.iter().map(|r| r * rb).collect()
-        } else {
-            rows
-        }
-    });
+    let cf = CountFigures::of(counts, accesses);
+    let unique = cf.unique;
+    let mean_bytes =
+        (st.object_bytes.iter().sum::<u64>() / st.object_bytes.len().max(1) as u64).max(1);
+    let (sizes, row_sizes) = curve_sizes(opts, unique, st.row_bytes, mean_bytes);
     let th = reuse_times(seq, n_objects);
     let window = opts.window.unwrap_or((accesses / 100).max(1000)).max(1);
     let (ws_batch, ws_window) = working_sets(st, window);
-    let bps = opts.batches_per_s.unwrap_or(1.0);
-    // Means over all batches of the trace (a table absent from a batch moves nothing then).
-    let per_batch = accesses as f64 / st.batches.max(1) as f64;
-    let uniq_per_batch = ws_batch.iter().sum::<u64>() as f64 / st.batches.max(1) as f64;
-    // With --bytes, a table's sizes convert to rows (its rows are all one size).
-    let row_sizes: Vec<u64> = if opts.bytes && st.row_bytes > 0 {
-        sizes.iter().map(|c| c / st.row_bytes).collect()
-    } else {
-        sizes.clone()
-    };
-    let (mut mrc, dh, method) = match opts.sample {
+    let (mrc, dh, method) = match opts.sample {
         None if opts.bytes && st.row_bytes == 0 => {
             // Overall: rows of different sizes, so weigh distances in bytes.
             let (_, dh, _) = stack_distances(seq, n_objects);
@@ -339,69 +408,88 @@ fn report(st: &Stream<'_>, opts: &Options) -> TableReport {
         }
         Some(sampling) => {
             let r = shards::shards(seq.iter().map(|&o| o as u64), accesses, sampling);
-            // Scale sampled counts to estimates of the whole trace.
-            let mut dh = r.reuse_distance.clone();
-            let scale = 1.0 / r.rate;
-            dh.bins
-                .iter_mut()
-                .for_each(|c| *c = (*c as f64 * scale).round() as u64);
-            dh.cold = (dh.cold as f64 * scale).round() as u64;
-            let mut method = format!(
-                "shards (rate {:.6}, {} sampled references)",
-                r.rate, r.sampled
-            );
-            if opts.bytes && st.row_bytes == 0 {
-                // SHARDS counts rows; convert at the mean row size.
-                let mean = (st.object_bytes.iter().sum::<u64>()
-                    / st.object_bytes.len().max(1) as u64)
-                    .max(1);
-                let as_rows: Vec<u64> = sizes.iter().map(|c| c / mean).collect();
-                let mut m = r.mrc(&as_rows);
-                for (p, &c) in m.iter_mut().zip(&sizes) {
-                    p.cache_bytes = Some(c);
-                    p.cache_rows = 0;
-                }
-                method.push_str(&format!(", bytes at the mean row size {mean}"));
-                (m, dh, method)
-            } else {
-                (r.mrc(&row_sizes), dh, method)
-            }
+            sampled_curve(&r, opts, &sizes, &row_sizes, st.row_bytes, mean_bytes)
         }
     };
-    if opts.bytes && st.row_bytes > 0 {
-        for (p, &c) in mrc.iter_mut().zip(&sizes) {
-            p.cache_bytes = Some(c);
-        }
-    }
-    TableReport {
-        name: name.into(),
+    assemble(Parts {
+        name,
         rows,
         accesses,
-        unique_rows: unique,
-        one_hit_rows: one_hit,
-        coverage: unique as f64 / rows.max(1) as f64,
-        top_0_1pct_share: t01,
-        top_1pct_share: t1,
-        top_10pct_share: t10,
-        zipf_alpha: alpha,
-        gini,
-        count_hist_rows: hist_rows,
-        count_hist_accesses: hist_acc,
+        row_bytes: st.row_bytes,
+        batches: st.batches,
+        cf,
+        sizes: &sizes,
+        mrc,
         reuse_distance: dh,
         reuse_time: th,
-        mrc,
-        mrc_method: method,
-        cold_miss_ratio: unique as f64 / accesses.max(1) as f64,
-        working_set_per_batch: Series::of(&ws_batch),
-        working_set_per_window: Series::of(&ws_window),
+        method,
+        ws_batch: &ws_batch,
+        ws_window: &ws_window,
         window,
+        opts,
+    })
+}
+
+/// What a [`TableReport`] is made of, however it was computed.
+struct Parts<'a> {
+    name: &'a str,
+    rows: u64,
+    accesses: u64,
+    row_bytes: u64,
+    batches: usize,
+    cf: CountFigures,
+    sizes: &'a [u64],
+    mrc: Vec<MrcPoint>,
+    reuse_distance: Log2Hist,
+    reuse_time: Log2Hist,
+    method: String,
+    ws_batch: &'a [u64],
+    ws_window: &'a [u64],
+    window: u64,
+    opts: &'a Options,
+}
+
+fn assemble(p: Parts<'_>) -> TableReport {
+    let mut mrc = p.mrc;
+    if p.opts.bytes && p.row_bytes > 0 {
+        for (m, &c) in mrc.iter_mut().zip(p.sizes) {
+            m.cache_bytes = Some(c);
+        }
+    }
+    let bps = p.opts.batches_per_s.unwrap_or(1.0);
+    // Means over all batches of the trace (a table absent from a batch moves nothing then).
+    let per_batch = p.accesses as f64 / p.batches.max(1) as f64;
+    let uniq_per_batch = p.ws_batch.iter().sum::<u64>() as f64 / p.batches.max(1) as f64;
+    let unique = p.cf.unique;
+    TableReport {
+        name: p.name.into(),
+        rows: p.rows,
+        accesses: p.accesses,
+        unique_rows: unique,
+        one_hit_rows: p.cf.one_hit,
+        coverage: unique as f64 / p.rows.max(1) as f64,
+        top_0_1pct_share: p.cf.top.0,
+        top_1pct_share: p.cf.top.1,
+        top_10pct_share: p.cf.top.2,
+        zipf_alpha: p.cf.alpha,
+        gini: p.cf.gini,
+        count_hist_rows: p.cf.hist_rows,
+        count_hist_accesses: p.cf.hist_acc,
+        reuse_distance: p.reuse_distance,
+        reuse_time: p.reuse_time,
+        mrc,
+        mrc_method: p.method,
+        cold_miss_ratio: unique as f64 / p.accesses.max(1) as f64,
+        working_set_per_batch: Series::of(p.ws_batch),
+        working_set_per_window: Series::of(p.ws_window),
+        window: p.window,
         bandwidth: Bandwidth {
-            row_bytes: st.row_bytes,
+            row_bytes: p.row_bytes,
             batches_per_s: bps,
             accesses_per_batch: per_batch,
             unique_rows_per_batch: uniq_per_batch,
-            bytes_per_s: per_batch * st.row_bytes as f64 * bps,
-            unique_bytes_per_s: uniq_per_batch * st.row_bytes as f64 * bps,
+            bytes_per_s: per_batch * p.row_bytes as f64 * bps,
+            unique_bytes_per_s: uniq_per_batch * p.row_bytes as f64 * bps,
         },
     }
 }
