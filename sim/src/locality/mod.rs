@@ -15,6 +15,7 @@ pub mod dlrm;
 pub mod plan;
 pub mod shards;
 pub mod store_toml;
+pub mod stream;
 
 use crate::trace::Trace;
 
@@ -495,7 +496,29 @@ fn assemble(p: Parts<'_>) -> TableReport {
 }
 
 /// Analyse `trace`.
+///
+/// With `opts.sample`, one streaming pass ([`stream::StreamAnalysis`]):
+/// counts, histograms and working sets exact, curves, distances and reuse
+/// times estimated from the sampled rows.
 pub fn analyze(trace: &Trace, opts: &Options) -> Report {
+    if opts.sample.is_some() {
+        let mut per_table = vec![0u64; trace.tables.len()];
+        for a in &trace.accesses {
+            per_table[a.table as usize] += 1;
+        }
+        let mut s = stream::StreamAnalysis::new(
+            &trace.tables,
+            opts,
+            stream::Expect {
+                accesses: trace.accesses.len() as u64,
+                per_table: Some(per_table),
+            },
+        );
+        for b in trace.batches() {
+            s.batch(b);
+        }
+        return s.finish();
+    }
     // Dense ids once: overall over (table, row), and per table.
     let nt = trace.tables.len();
     let mut per_table_maps: Vec<std::collections::HashMap<u64, u32, crate::FastHash>> =
