@@ -18,10 +18,11 @@ use embtier::PolicyKind;
 use embtier_sim::locality::plan::{plan, Budgets, Decision, Plan};
 use embtier_sim::locality::shards::Sampling;
 use embtier_sim::locality::store_toml::{round_size, store_config, store_toml, Policies};
+use embtier_sim::locality::stream::{analyze_etrace, StreamAnalysis};
 use embtier_sim::locality::{analyze, Log2Hist, Options, Report, TableReport, COUNT_BIN_EDGES};
 use embtier_sim::table::Table;
 use embtier_sim::trace::gen::{GenSpec, GenTable};
-use embtier_sim::trace::{row_bytes_of, Trace};
+use embtier_sim::trace::{detect, row_bytes_of, Format, TraceReader, TraceTable};
 use embtier_tools::cli::{
     check_sizes, data, emit, load, main_with, mean_row_bytes, parse_rate, parse_sizes, progress,
     usage, Devices, Fail, Input, Output, DEFAULT_ROW_BYTES,
@@ -117,6 +118,12 @@ struct AnalyzeArgs {
     /// dlrm_datasets locality_stats.txt.
     #[arg(long)]
     compare_dlrm: Option<PathBuf>,
+    /// Memory the analysis may take, e.g. 8GiB (default: three quarters of
+    /// the machine's). The exact analysis holds the trace (about 56 bytes
+    /// an access) and is refused past it; with --sample a .etrace streams
+    /// in memory bounded by its tables' rows.
+    #[arg(long, value_parser = |s: &str| s.parse::<embtier::ByteSize>())]
+    max_memory: Option<embtier::ByteSize>,
 }
 
 /// The options of `plan`.
@@ -175,6 +182,9 @@ struct PlanArgs {
     /// Tables the charts draw beside the overall curve: the most accessed.
     #[arg(long, default_value_t = plot::DEFAULT_TOP, value_parser = clap::value_parser!(u64).range(1..))]
     top: u64,
+    /// Memory the analysis may take (as analyze --max-memory).
+    #[arg(long, value_parser = |s: &str| s.parse::<embtier::ByteSize>())]
+    max_memory: Option<embtier::ByteSize>,
 }
 
 /// The options of `gen`.

@@ -274,3 +274,58 @@ fn bytes_mrc_in_json() {
     assert_eq!(v["tables"][0]["mrc"][0]["cache_rows"], 10);
     assert_eq!(v["overall"]["mrc"][1]["cache_bytes"], 25600);
 }
+
+/// `--max-memory` refuses the exact analysis with one line naming
+/// `--sample`, and a sampled analysis of a `.etrace` streams past it;
+/// `plan` takes the same limit.
+#[test]
+fn max_memory_refuses_exact_and_streams_sampled() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t.etrace");
+    gen_trace(&t, 40, 100, Some("a:5000:4:1.0,b:300:1:0.5"));
+    let p = t.to_str().unwrap();
+    // 40 x 100 x 5 = 20,000 accesses: about 1.1 MB exact; 100 KB is too little.
+    for args in [
+        &["analyze", p, "--max-memory", "100KiB"][..],
+        &["plan", p, "--dram", "1MiB", "--max-memory", "100KiB"],
+    ] {
+        let o = bin(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert_eq!(e.trim().lines().count(), 1, "{e}");
+        assert!(e.contains("t.etrace") && e.contains("--sample 0.01"), "{e}");
+    }
+    let o = bin(&[
+        "analyze",
+        p,
+        "--max-memory",
+        "200KiB",
+        "--sample",
+        "0.5",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("streamed"), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["overall"]["accesses"], 20_000);
+    assert_eq!(v["tables"][0]["accesses"], 16_000);
+    assert!(v["overall"]["mrc_method"]
+        .as_str()
+        .unwrap()
+        .starts_with("shards (rate 0.5"));
+    // The per-row counters themselves must fit: 5,300 rows x 16 bytes.
+    let o = bin(&["analyze", p, "--max-memory", "50KiB", "--sample", "0.5"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("per-row counters"), "{}", stderr(&o));
+    let o = bin(&[
+        "plan",
+        p,
+        "--dram",
+        "1MiB",
+        "--sample",
+        "0.5",
+        "--max-memory",
+        "1MiB",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

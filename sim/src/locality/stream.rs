@@ -87,6 +87,8 @@ impl Reuse {
 }
 
 struct TableState {
+    /// The catalog index in the top 24 bits (`Access::key`).
+    key_base: u64,
     /// Row state, by row id or by the map's slot.
     rows: Vec<RowState>,
     /// Slots of the rows touched, for tables indexed through a map.
@@ -104,9 +106,10 @@ struct TableState {
 }
 
 impl TableState {
-    fn new(rows: u64, window: u64, sampling: Sampling) -> TableState {
+    fn new(table: usize, rows: u64, window: u64, sampling: Sampling) -> TableState {
         let direct = rows > 0 && rows <= DIRECT_ROWS;
         TableState {
+            key_base: (table as u64) << 40,
             rows: if direct {
                 vec![[0; 4]; rows as usize]
             } else {
@@ -128,15 +131,36 @@ impl TableState {
     #[inline]
     fn slot(&mut self, row: u64) -> usize {
         match &mut self.map {
-            None => row as usize,
+            None if (row as usize) < self.rows.len() => row as usize,
+            None => {
+                self.outgrow(row);
+                self.slot(row)
+            }
             Some(m) => {
-                let next = m.len() as u32;
+                let next = self.rows.len() as u32;
                 let s = *m.entry(row).or_insert(next);
-                if s as usize == self.rows.len() {
+                if s == next {
                     self.rows.push([0; 4]);
                 }
                 s as usize
             }
+        }
+    }
+
+    /// A row past the table's declared rows (an in-memory trace may
+    /// declare too few): grow the direct state, or move it behind a map.
+    #[cold]
+    fn outgrow(&mut self, row: u64) {
+        if row < DIRECT_ROWS {
+            self.rows.resize(row as usize + 1, [0; 4]);
+        } else {
+            let touched = self
+                .rows
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.iter().any(|&x| x != 0))
+                .map(|(i, _)| (i as u64, i as u32));
+            self.map = Some(touched.collect());
         }
     }
 
@@ -166,10 +190,150 @@ impl TableState {
 struct Overall {
     accesses: u64,
     window: Window,
-    per_window: Vec<u64>,
-    per_batch: Vec<u64>,
     shards: Shards,
     reuse: Reuse,
+}
+
+/// A share of the tables, analysed on its own thread: their states, and
+/// its share of the trace-wide working sets (rows are disjoint across
+/// tables, so the parts' distinct counts add up).
+#[derive(Default)]
+struct Part {
+    /// (catalog index, state) of the tables of this part.
+    states: Vec<(usize, TableState)>,
+    /// Trace-wide distinct rows of this part per window and per batch.
+    per_window: Vec<u64>,
+    per_batch: Vec<u64>,
+    /// (trace position, key, hash) of the accesses the trace-wide SHARDS
+    /// pass may sample, from the last batch.
+    sampled: Vec<(u64, u64, u64)>,
+}
+
+/// A prefetch hint; never faults, whatever the address.
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint: it reads no memory architecturally and
+    // cannot fault, even for an invalid address; SSE is baseline on x86_64.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Accesses ahead whose row state is prefetched.
+const AHEAD: usize = 16;
+
+/// One access of a part: its position in the batch, the table's index in
+/// the part, the row.
+#[derive(Debug, Clone, Copy)]
+pub struct Own {
+    pos: u32,
+    table: u32,
+    row: u64,
+}
+
+/// A batch split among the parts ([`Splitter::split`]).
+#[derive(Debug, Default)]
+pub struct Split {
+    len: u64,
+    parts: Vec<Vec<Own>>,
+}
+
+/// Splits batches among the parts of a [`StreamAnalysis`]; it can run on
+/// another thread (the one that decodes the trace).
+#[derive(Debug, Clone)]
+pub struct Splitter {
+    part_of: Vec<(u32, u32)>,
+    n_parts: usize,
+}
+
+impl Splitter {
+    /// Split `accesses` into `out` (its buffers are reused).
+    pub fn split(&self, accesses: &[Access], out: &mut Split) {
+        out.parts.resize_with(self.n_parts, Vec::new);
+        out.parts.iter_mut().for_each(Vec::clear);
+        out.len = accesses.len() as u64;
+        for (i, a) in accesses.iter().enumerate() {
+            let (p, l) = self.part_of[a.table as usize];
+            out.parts[p as usize].push(Own {
+                pos: i as u32,
+                table: l,
+                row: a.row,
+            });
+        }
+    }
+}
+
+impl Part {
+    /// This part's accesses of batch `b1` - 1, which starts at trace
+    /// position `at` and holds `len` accesses; trace windows of `ow_len`.
+    fn process(&mut self, own: &[Own], b1: u32, at: u64, len: u64, ow_len: u64, ov_threshold: u64) {
+        self.per_batch.push(0);
+        self.sampled.clear();
+        let mut ob = 0u64;
+        // Trace windows are [k * ow_len, (k + 1) * ow_len); every part
+        // keeps one entry per window begun.
+        let mut next_start = self.per_window.len() as u64 * ow_len;
+        for (i, a) in own.iter().enumerate() {
+            if let Some(n) = own.get(i + AHEAD) {
+                let st = &self.states[n.table as usize].1;
+                if st.map.is_none() {
+                    prefetch(st.rows.as_ptr().wrapping_add(n.row as usize));
+                }
+            }
+            let g = at + a.pos as u64;
+            while g >= next_start {
+                self.per_window.push(0);
+                next_start += ow_len;
+            }
+            let ow_index = self.per_window.len() as u32;
+            let st = &mut self.states[a.table as usize].1;
+            let slot = st.slot(a.row);
+            if st.batch != b1 {
+                st.batch = b1;
+                st.per_batch.push(0);
+            }
+            if st.window.tick() {
+                st.per_window.push(0);
+            }
+            let rs = &mut st.rows[slot];
+            rs[0] = rs[0].wrapping_add(1);
+            if rs[0] == 0 {
+                *st.overflow.entry(slot as u32).or_insert(0) += 1 << 32;
+            }
+            if rs[1] != b1 {
+                rs[1] = b1;
+                *st.per_batch.last_mut().expect("pushed") += 1;
+                ob += 1;
+            }
+            if rs[2] != st.window.index {
+                rs[2] = st.window.index;
+                *st.per_window.last_mut().expect("pushed") += 1;
+            }
+            if rs[3] != ow_index {
+                rs[3] = ow_index;
+                *self.per_window.last_mut().expect("pushed") += 1;
+            }
+            // The trace-wide key, as `Access::key`.
+            let key = st.key_base | a.row;
+            let h = Shards::hash(key);
+            if h < st.shards.threshold() {
+                st.shards.access_hashed(key, h);
+                st.reuse.access(key, st.accesses);
+            }
+            if h < ov_threshold {
+                self.sampled.push((g, key, h));
+            }
+            st.accesses += 1;
+        }
+        while next_start < at + len {
+            self.per_window.push(0);
+            next_start += ow_len;
+        }
+        *self.per_batch.last_mut().expect("pushed") = ob;
+    }
 }
 
 /// What the caller knows of the trace before the pass, for the default
@@ -190,7 +354,9 @@ pub struct StreamAnalysis {
     opts: Options,
     sampling: Sampling,
     expect: Expect,
-    states: Vec<TableState>,
+    /// The parts, and each table's (part, index in the part).
+    parts: Vec<Part>,
+    part_of: Vec<(u32, u32)>,
     overall: Overall,
     batches: u32,
     /// Batches held back until the tables' windows are known.
@@ -215,12 +381,11 @@ impl StreamAnalysis {
             opts: opts.clone(),
             sampling,
             expect,
-            states: Vec::new(),
+            parts: Vec::new(),
+            part_of: Vec::new(),
             overall: Overall {
                 accesses: 0,
                 window: Window::new(overall_window),
-                per_window: Vec::new(),
-                per_batch: Vec::new(),
                 shards: Shards::new(sampling),
                 reuse: Reuse::default(),
             },
@@ -244,19 +409,32 @@ impl StreamAnalysis {
             .sum()
     }
 
-    /// Set the windows from per-table access counts and allocate the state.
+    /// Set the windows from per-table access counts, allocate the state,
+    /// and share the tables among the parts by their accesses.
     fn start(&mut self, per_table: &[u64]) {
+        let n_parts = rayon::current_num_threads().clamp(1, self.tables.len().max(1));
+        self.start_parts(per_table, n_parts);
+    }
+
+    fn start_parts(&mut self, per_table: &[u64], n_parts: usize) {
         let opts = &self.opts;
-        self.states = self
-            .tables
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                let acc = per_table.get(i).copied().unwrap_or(0);
-                let w = opts.window.unwrap_or((acc / 100).max(1000));
-                TableState::new(t.rows, w, self.sampling)
-            })
-            .collect();
+        let acc = |i: usize| per_table.get(i).copied().unwrap_or(0);
+        let mut order: Vec<usize> = (0..self.tables.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(acc(i)));
+        let mut load = vec![0u64; n_parts];
+        let mut parts: Vec<Part> = (0..n_parts).map(|_| Part::default()).collect();
+        self.part_of = vec![(0, 0); self.tables.len()];
+        for i in order {
+            let p = (0..n_parts).min_by_key(|&p| load[p]).expect("a part");
+            load[p] += acc(i).max(1);
+            let t = &self.tables[i];
+            let w = opts.window.unwrap_or((acc(i) / 100).max(1000));
+            self.part_of[i] = (p as u32, parts[p].states.len() as u32);
+            parts[p]
+                .states
+                .push((i, TableState::new(i, t.rows, w, self.sampling)));
+        }
+        self.parts = parts;
     }
 
     /// One batch of accesses, in trace order.
@@ -264,7 +442,7 @@ impl StreamAnalysis {
         if accesses.is_empty() {
             return;
         }
-        if self.states.is_empty() {
+        if self.parts.is_empty() {
             self.held.push(accesses.to_vec());
             self.held_accesses += accesses.len() as u64;
             if self.held_accesses >= HOLD {
@@ -292,61 +470,55 @@ impl StreamAnalysis {
         }
     }
 
+    /// The splitter of this pass's parts (`None` while batches are held
+    /// back to estimate the tables' shares: pass `Expect::per_table`).
+    pub fn splitter(&self) -> Option<Splitter> {
+        (!self.parts.is_empty()).then(|| Splitter {
+            part_of: self.part_of.clone(),
+            n_parts: self.parts.len(),
+        })
+    }
+
     fn process(&mut self, accesses: &[Access]) {
+        let mut split = Split::default();
+        self.splitter()
+            .expect("started")
+            .split(accesses, &mut split);
+        self.batch_split(&split);
+    }
+
+    /// One batch, split by [`StreamAnalysis::splitter`].
+    pub fn batch_split(&mut self, split: &Split) {
+        use rayon::prelude::*;
+        if split.len == 0 {
+            return;
+        }
         self.batches += 1;
         let b1 = self.batches;
         let ov = &mut self.overall;
-        ov.per_batch.push(0);
-        let ob = ov.per_batch.last_mut().expect("pushed");
-        for a in accesses {
-            let st = &mut self.states[a.table as usize];
-            let slot = st.slot(a.row);
-            if st.batch != b1 {
-                st.batch = b1;
-                st.per_batch.push(0);
-            }
-            if st.window.tick() {
-                st.per_window.push(0);
-            }
-            if ov.window.tick() {
-                ov.per_window.push(0);
-            }
-            let rs = &mut st.rows[slot];
-            rs[0] = rs[0].wrapping_add(1);
-            if rs[0] == 0 {
-                *st.overflow.entry(slot as u32).or_insert(0) += 1 << 32;
-            }
-            if rs[1] != b1 {
-                rs[1] = b1;
-                *st.per_batch.last_mut().expect("pushed") += 1;
-                *ob += 1;
-            }
-            if rs[2] != st.window.index {
-                rs[2] = st.window.index;
-                *st.per_window.last_mut().expect("pushed") += 1;
-            }
-            if rs[3] != ov.window.index {
-                rs[3] = ov.window.index;
-                *ov.per_window.last_mut().expect("pushed") += 1;
-            }
-            let key = a.key();
-            let h = Shards::hash(key);
-            if h < st.shards.threshold() {
-                st.shards.access_hashed(key, h);
-                st.reuse.access(key, st.accesses);
-            }
+        let (at, ow_len, threshold) = (ov.accesses, ov.window.len, ov.shards.threshold());
+        self.parts
+            .par_iter_mut()
+            .zip(&split.parts)
+            .for_each(|(p, own)| p.process(own, b1, at, split.len, ow_len, threshold));
+        // The trace-wide SHARDS pass and reuse times, in trace order.
+        let mut sampled: Vec<(u64, u64, u64)> = Vec::new();
+        for p in &mut self.parts {
+            sampled.append(&mut p.sampled);
+        }
+        sampled.sort_unstable_by_key(|s| s.0);
+        for (pos, key, h) in sampled {
             if h < ov.shards.threshold() {
                 ov.shards.access_hashed(key, h);
-                ov.reuse.access(key, ov.accesses);
+                ov.reuse.access(key, pos);
             }
-            st.accesses += 1;
-            ov.accesses += 1;
         }
+        ov.accesses += split.len;
     }
 
     /// The report.
     pub fn finish(mut self) -> Report {
-        if self.states.is_empty() {
+        if self.parts.is_empty() {
             self.release();
         }
         let opts = self.opts.clone();
@@ -355,8 +527,22 @@ impl StreamAnalysis {
         let mut overall_counts: Vec<u64> = Vec::new();
         let mut object_bytes = (0u64, 0u64); // (sum, objects)
         let mut tables = Vec::with_capacity(self.tables.len());
-        let states = std::mem::take(&mut self.states);
-        for (t, st) in self.tables.iter().zip(states) {
+        let mut states: Vec<(usize, TableState)> = Vec::new();
+        let mut ov_per_window: Vec<u64> = Vec::new();
+        let mut ov_per_batch: Vec<u64> = Vec::new();
+        let add = |sum: &mut Vec<u64>, v: &[u64]| {
+            if sum.len() < v.len() {
+                sum.resize(v.len(), 0);
+            }
+            sum.iter_mut().zip(v).for_each(|(s, x)| *s += x);
+        };
+        for p in std::mem::take(&mut self.parts) {
+            add(&mut ov_per_window, &p.per_window);
+            add(&mut ov_per_batch, &p.per_batch);
+            states.extend(p.states);
+        }
+        states.sort_by_key(|s| s.0);
+        for (t, (_, st)) in self.tables.iter().zip(states) {
             let counts = st.counts();
             drop(st.rows);
             overall_counts.extend_from_slice(&counts);
@@ -396,8 +582,8 @@ impl StreamAnalysis {
             cf,
             ov.shards,
             &ov.reuse,
-            &ov.per_batch,
-            &ov.per_window,
+            &ov_per_batch,
+            &ov_per_window,
             ov.window.len,
             &Options {
                 row_bytes: Some(mean),
@@ -410,6 +596,83 @@ impl StreamAnalysis {
             tables.iter().map(|t| t.bandwidth.unique_bytes_per_s).sum();
         Report { overall, tables }
     }
+}
+
+/// The sampled analysis of a `.etrace` file in one pass: a second thread
+/// decodes and checks the chunks while this one analyses; memory holds a
+/// few batches and the per-row state, never the trace.
+pub fn analyze_etrace(
+    path: &std::path::Path,
+    opts: &Options,
+) -> Result<Report, crate::trace::TraceError> {
+    use crate::trace::{TraceError, TraceReader};
+    use std::sync::mpsc;
+    let f = std::fs::File::open(path).map_err(|source| TraceError::Io {
+        path: path.into(),
+        source,
+    })?;
+    let fmt = |source| TraceError::Format {
+        path: path.into(),
+        source,
+    };
+    let mut r = TraceReader::new(std::io::BufReader::with_capacity(1 << 20, f)).map_err(fmt)?;
+    let (_, accesses) = r.totals().map_err(fmt)?;
+    if accesses == 0 {
+        return Err(TraceError::Empty { path: path.into() });
+    }
+    // The tables' shares from the first accesses (for their windows and
+    // to balance the parts), then the whole trace from the start.
+    let mut seen = vec![0u64; r.tables().len()];
+    let mut b = Vec::new();
+    let mut held = 0u64;
+    while held < HOLD && r.next_batch(&mut b).map_err(fmt)? {
+        for a in &b {
+            seen[a.table as usize] += 1;
+        }
+        held += b.len() as u64;
+    }
+    let scale = accesses as f64 / held.max(1) as f64;
+    let per_table = seen.iter().map(|&c| (c as f64 * scale) as u64).collect();
+    let f = std::fs::File::open(path).map_err(|source| TraceError::Io {
+        path: path.into(),
+        source,
+    })?;
+    let mut r = TraceReader::new(std::io::BufReader::with_capacity(1 << 20, f)).map_err(fmt)?;
+    let mut s = StreamAnalysis::new(
+        r.tables(),
+        opts,
+        Expect {
+            accesses,
+            per_table: Some(per_table),
+        },
+    );
+    let splitter = s
+        .splitter()
+        .expect("started: the tables' accesses are given");
+    let decoded = std::thread::scope(|scope| {
+        let (full_tx, full_rx) = mpsc::sync_channel::<Split>(2);
+        let (empty_tx, empty_rx) = mpsc::channel::<Split>();
+        let reader = scope.spawn(move || {
+            let mut b = Vec::new();
+            loop {
+                if !r.next_batch(&mut b)? {
+                    return Ok(());
+                }
+                let mut split = empty_rx.try_recv().unwrap_or_default();
+                splitter.split(&b, &mut split);
+                if full_tx.send(split).is_err() {
+                    return Ok(()); // the analysis stopped
+                }
+            }
+        });
+        for split in full_rx {
+            s.batch_split(&split);
+            let _ = empty_tx.send(split);
+        }
+        reader.join().expect("the trace reader does not panic")
+    });
+    decoded.map_err(fmt)?;
+    Ok(s.finish())
 }
 
 /// The report of one table (`row_bytes` > 0) or of the trace (0; then
@@ -538,10 +801,56 @@ mod tests {
         }
     }
 
+    /// Rows past the declared rows grow the state, or move it behind a map,
+    /// keeping the counts.
+    #[test]
+    fn rows_past_the_declared_ones_are_counted() {
+        let mut st = TableState::new(0, 10, 1000, Sampling::Rate(1.0));
+        for row in [3u64, 3, 12, DIRECT_ROWS + 5, 3, DIRECT_ROWS + 5, 12] {
+            let s = st.slot(row);
+            st.rows[s][0] += 1;
+        }
+        assert!(st.map.is_some());
+        let mut c = st.counts();
+        c.sort_unstable();
+        assert_eq!(c, vec![2, 2, 3]);
+    }
+
+    /// However the tables are shared among parts (one part, more parts
+    /// than threads, more parts than tables), the report is the same.
+    #[test]
+    fn parts_do_not_change_the_report() {
+        let t = trace();
+        let opts = Options {
+            sample: Some(Sampling::Rate(0.3)),
+            ..Options::default()
+        };
+        let want = analyze(&t, &opts);
+        let mut per = vec![0u64; t.tables.len()];
+        for a in &t.accesses {
+            per[a.table as usize] += 1;
+        }
+        for n in [1, 3, 4] {
+            let mut s = StreamAnalysis::new(
+                &t.tables,
+                &opts,
+                Expect {
+                    accesses: t.accesses.len() as u64,
+                    per_table: None,
+                },
+            );
+            s.start_parts(&per, n);
+            for b in t.batches() {
+                s.batch(b);
+            }
+            assert_eq!(s.finish(), want, "{n} parts");
+        }
+    }
+
     /// Counts past u32::MAX are kept exactly.
     #[test]
     fn counts_overflow_into_the_side_map() {
-        let mut st = TableState::new(4, 1000, Sampling::Rate(0.5));
+        let mut st = TableState::new(0, 4, 1000, Sampling::Rate(0.5));
         st.rows[2][0] = u32::MAX;
         st.overflow.insert(2, 1 << 32);
         st.rows[3][0] = 7;

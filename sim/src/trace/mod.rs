@@ -13,7 +13,9 @@ use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
 
 pub use embtier_format::trace::{Access, AccessKind, TraceReader, TraceTable, TraceWriter};
-pub use import::{import, import_noting, looks_like_header, CsvSpec, Format, Imported, Note};
+pub use import::{
+    detect, import, import_noting, looks_like_header, CsvSpec, Format, Imported, Note,
+};
 
 /// Errors of reading or converting a trace. Each names the file and, where
 /// known, the record (1-based line or record number) or byte offset.

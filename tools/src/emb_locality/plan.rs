@@ -3,7 +3,7 @@
 use super::*;
 
 /// `--rows`: the table sizes of the model, by trace table.
-fn table_rows(spec: &[String], t: &Trace) -> Result<Vec<Option<u64>>, Fail> {
+fn table_rows(spec: &[String], tables: &[TraceTable]) -> Result<Vec<Option<u64>>, Fail> {
     let bad = |s: &str| usage(format!("--rows: {s:?} is not ROWS or NAME=ROWS"));
     let mut all = None;
     let mut named: Vec<(String, u64)> = Vec::new();
@@ -16,15 +16,15 @@ fn table_rows(spec: &[String], t: &Trace) -> Result<Vec<Option<u64>>, Fail> {
         }
     }
     for (n, _) in &named {
-        if !t.tables.iter().any(|tt| &tt.name == n) {
-            let names: Vec<&str> = t.tables.iter().map(|tt| tt.name.as_str()).collect();
+        if !tables.iter().any(|tt| &tt.name == n) {
+            let names: Vec<&str> = tables.iter().map(|tt| tt.name.as_str()).collect();
             return Err(usage(format!(
                 "--rows: the trace has no table {n:?} (it has {})",
                 names.join(", ")
             )));
         }
     }
-    t.tables
+    tables
         .iter()
         .map(|tt| {
             let r = named
@@ -44,16 +44,19 @@ fn table_rows(spec: &[String], t: &Trace) -> Result<Vec<Option<u64>>, Fail> {
 }
 
 pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
-    let t = load(&a.input)?;
     let devices = a.devices.tiers()?;
-    let rows = table_rows(&a.rows, &t)?;
-    let mut r = analyze(
-        &t,
-        &Options {
+    let max_memory = a.max_memory.map_or_else(default_max_memory, |b| b.0);
+    let t = analysed(
+        &a.input,
+        Options {
             sample: a.sample.map(Sampling::Rate),
             ..Options::default()
         },
-    );
+        max_memory,
+        |_| Ok(None),
+    )?;
+    let rows = table_rows(&a.rows, &t.tables)?;
+    let mut r = t.report;
     for (tr, rows) in r.tables.iter_mut().zip(&rows) {
         if let Some(n) = rows {
             tr.rows = *n;
@@ -81,7 +84,7 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
         dram: a.dram,
         pmem: a.pmem,
     };
-    let p = plan(&r, &rb, budgets, &devices, t.batch_ends.len() as u64);
+    let p = plan(&r, &rb, budgets, &devices, t.batches);
     let policies = Policies {
         dram: a.dram_policy,
         pmem: a.pmem_policy,
@@ -108,8 +111,8 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
     let header = format!(
         "store.toml planned by emb-locality from {} ({} accesses in {} batches)\nbudgets: DRAM {}, PMem {}; SSD data file {}\npredicted shares of all accesses: DRAM {:.4}, PMem {:.4}, SSD {:.4}; {:.3} ms per batch\n(hit ratios predicted for LRU caches, one per table; the tiers run {} and {}: docs/tuning.md)",
         a.input.trace.display(),
-        t.accesses.len(),
-        t.batch_ends.len(),
+        t.accesses,
+        t.batches,
         round_size(a.dram).1,
         round_size(a.pmem).1,
         round_size(ssd_need).1,
