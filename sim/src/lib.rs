@@ -29,6 +29,7 @@
 pub mod cache;
 pub mod calibrate;
 pub mod densify;
+mod hint;
 pub mod locality;
 pub mod offline;
 pub mod policy;

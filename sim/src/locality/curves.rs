@@ -30,31 +30,129 @@ impl Fenwick {
     }
 }
 
+/// 0/1 markers over positions `0..n`: a bitmap in 512-position blocks
+/// (one cache line each) and a Fenwick tree over the blocks, so that a
+/// count of the markers up to a position reads a few lines that stay in
+/// a core's cache for millions of positions.
+struct Markers {
+    bits: Vec<[u64; 8]>,
+    blocks: Fenwick,
+}
+
+impl Markers {
+    /// `n` positions, the first `k` marked.
+    fn ones(n: usize, k: usize) -> Markers {
+        let nb = n.div_ceil(512).max(1);
+        let mut bits = vec![[0u64; 8]; nb];
+        for (w, b) in bits.iter_mut().flatten().enumerate() {
+            let lo = w * 64;
+            if k >= lo + 64 {
+                *b = u64::MAX;
+            } else if k > lo {
+                *b = u64::MAX >> (64 - (k - lo));
+            }
+        }
+        let mut blocks = Fenwick::new(nb);
+        for (i, b) in bits.iter().enumerate() {
+            let c: u32 = b.iter().map(|w| w.count_ones()).sum();
+            if c != 0 {
+                blocks.add(i, c as i32);
+            }
+        }
+        Markers { bits, blocks }
+    }
+    #[inline]
+    fn set(&mut self, i: usize) {
+        self.bits[i / 512][(i / 64) % 8] |= 1 << (i % 64);
+        self.blocks.add(i / 512, 1);
+    }
+    #[inline]
+    fn clear(&mut self, i: usize) {
+        self.bits[i / 512][(i / 64) % 8] &= !(1 << (i % 64));
+        self.blocks.add(i / 512, -1);
+    }
+    /// Markers at positions `0..=i`.
+    #[inline]
+    fn upto(&self, i: usize) -> i64 {
+        let b = &self.bits[i / 512];
+        let w = (i / 64) % 8;
+        let mut n = (b[w] & (u64::MAX >> (63 - i % 64))).count_ones();
+        for x in &b[..w] {
+            n += x.count_ones();
+        }
+        self.blocks.prefix(i / 512) + n as i64
+    }
+}
+
 /// Exact stack distances of a sequence of dense object ids `0..n_objects`:
 /// returns `(distance_counts, reuse_distance_hist, reuse_time_hist)` where
 /// `distance_counts[d]` counts reuses at distance `d`.
+///
+/// Each object keeps one marker at its last access in a Fenwick tree; the
+/// distance of a reuse is the markers after the previous one. The tree
+/// holds `2 x n_objects` positions, renumbered in order when full (every
+/// `n_objects` accesses at least), as a bitmap and a tree over its words,
+/// so it stays small and in cache however long the sequence; the markers
+/// after a position are the objects seen minus those up to it: one prefix
+/// query per reuse.
 pub fn stack_distances(seq: &[u32], n_objects: usize) -> (Vec<u64>, Log2Hist, Log2Hist) {
     const NONE: u32 = u32::MAX;
-    let mut last = vec![NONE; n_objects];
-    let mut bit = Fenwick::new(seq.len());
+    let cap = (2 * n_objects).max(1024);
+    // Per object: its marker's position and its last access (one cache
+    // line for both); the object at each position.
+    let mut of: Vec<[u32; 2]> = vec![[NONE, 0]; n_objects];
+    let mut obj_at = vec![NONE; cap];
+    let mut marks = Markers::ones(cap, 0);
+    let mut next = 0usize;
+    let mut seen = 0i64;
     let mut counts = vec![0u64; n_objects.max(1)];
     let mut dist_hist = Log2Hist::default();
     let mut time_hist = Log2Hist::default();
     for (t, &o) in seq.iter().enumerate() {
-        let p = last[o as usize];
+        // Objects are random memory: ask for the line of an object a few
+        // accesses ahead, and for the marker slot of one nearer.
+        if let Some(&o2) = seq.get(t + 16) {
+            crate::hint::prefetch(of.as_ptr().wrapping_add(o2 as usize));
+        }
+        if let Some(&o1) = seq.get(t + 8) {
+            let p1 = of[o1 as usize][0];
+            if p1 != NONE {
+                crate::hint::prefetch(obj_at.as_ptr().wrapping_add(p1 as usize));
+            }
+        }
+        if next == cap {
+            // Renumber the markers 0..seen in order; rebuild the tree.
+            let mut k = 0usize;
+            for i in 0..cap {
+                let x = obj_at[i];
+                if x != NONE {
+                    obj_at[i] = NONE;
+                    obj_at[k] = x;
+                    of[x as usize][0] = k as u32;
+                    k += 1;
+                }
+            }
+            marks = Markers::ones(cap, k);
+            next = k;
+        }
+        let [p, last_t] = of[o as usize];
         if p == NONE {
             dist_hist.cold += 1;
             time_hist.cold += 1;
+            seen += 1;
         } else {
             let p = p as usize;
-            let d = (bit.prefix(t) - bit.prefix(p + 1)) as u64;
+            let d = (seen - marks.upto(p)) as u64;
             counts[d as usize] += 1;
             dist_hist.add(d);
-            time_hist.add((t - p) as u64);
-            bit.add(p, -1);
+            time_hist.add((t as u32 - last_t) as u64);
+            marks.clear(p);
+            obj_at[p] = NONE;
         }
-        bit.add(t, 1);
-        last[o as usize] = t as u32;
+        marks.set(next);
+        obj_at[next] = o;
+        of[o as usize] = [next as u32, t as u32];
+        next += 1;
     }
     (counts, dist_hist, time_hist)
 }

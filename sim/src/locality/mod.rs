@@ -495,12 +495,89 @@ fn assemble(p: Parts<'_>) -> TableReport {
     }
 }
 
+/// Row ids to dense ids in order of first appearance: a vector over the
+/// table's rows where they are few (at most `budget`), else a hash map.
+enum DenseIds {
+    /// Dense id + 1 by row (0: not seen), and the ids given.
+    Direct(Vec<u32>, u32),
+    Map(std::collections::HashMap<u64, u32, crate::FastHash>),
+}
+
+impl DenseIds {
+    fn new(rows: u64, budget: u64) -> DenseIds {
+        if rows <= budget {
+            DenseIds::Direct(vec![0; rows as usize], 0)
+        } else {
+            DenseIds::Map(Default::default())
+        }
+    }
+
+    /// The dense id of `row`.
+    #[inline]
+    fn id(&mut self, row: u64) -> u32 {
+        match self {
+            DenseIds::Direct(v, n) => match v.get_mut(row as usize) {
+                Some(x) => {
+                    if *x == 0 {
+                        *n += 1;
+                        *x = *n;
+                    }
+                    *x - 1
+                }
+                None => {
+                    // A row past the declared rows: move to a map.
+                    let m = v
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, &x)| x != 0)
+                        .map(|(r, &x)| (r as u64, x - 1))
+                        .collect();
+                    *self = DenseIds::Map(m);
+                    self.id(row)
+                }
+            },
+            DenseIds::Map(m) => {
+                let next = m.len() as u32;
+                *m.entry(row).or_insert(next)
+            }
+        }
+    }
+
+    /// Ids given.
+    fn len(&self) -> usize {
+        match self {
+            DenseIds::Direct(_, n) => *n as usize,
+            DenseIds::Map(m) => m.len(),
+        }
+    }
+}
+
+/// The trace-wide report of a one-table trace: the table's, as the
+/// trace-wide pass would compute it (its objects are the table's rows, so
+/// every figure is the same; with `--bytes` its curve is in bytes only).
+fn single_overall(t: &TableReport, opts: &Options) -> TableReport {
+    let mut o = t.clone();
+    o.name = "overall".into();
+    o.bandwidth.row_bytes = 0;
+    if opts.bytes {
+        o.mrc_method = "exact, in bytes".into();
+        o.mrc.iter_mut().for_each(|p| p.cache_rows = 0);
+    }
+    o
+}
+
 /// Analyse `trace`.
 ///
 /// With `opts.sample`, one streaming pass ([`stream::StreamAnalysis`]):
 /// counts, histograms and working sets exact, curves, distances and reuse
 /// times estimated from the sampled rows.
 pub fn analyze(trace: &Trace, opts: &Options) -> Report {
+    analyze_with(trace, opts, true)
+}
+
+/// [`analyze`]; `share_single`: a one-table trace's trace-wide report is
+/// its table's (the same figures, computed once).
+fn analyze_with(trace: &Trace, opts: &Options, share_single: bool) -> Report {
     if opts.sample.is_some() {
         let mut per_table = vec![0u64; trace.tables.len()];
         for a in &trace.accesses {
@@ -521,8 +598,14 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Report {
     }
     // Dense ids once: overall over (table, row), and per table.
     let nt = trace.tables.len();
-    let mut per_table_maps: Vec<std::collections::HashMap<u64, u32, crate::FastHash>> =
-        vec![Default::default(); nt];
+    // A one-table trace's trace-wide pass is its table's.
+    let single = share_single && nt == 1;
+    let direct_budget = 2 * trace.accesses.len() as u64 + 1024;
+    let mut per_table_maps: Vec<DenseIds> = trace
+        .tables
+        .iter()
+        .map(|t| DenseIds::new(t.rows, direct_budget))
+        .collect();
     let mut per_table_seq: Vec<Vec<u32>> = vec![Vec::new(); nt];
     let mut per_table_batch: Vec<Vec<u32>> = vec![Vec::new(); nt];
     let mut overall_of_local: Vec<Vec<u32>> = vec![Vec::new(); nt];
@@ -535,17 +618,17 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Report {
             b += 1;
         }
         let t = a.table as usize;
-        let m = &mut per_table_maps[t];
-        let next = m.len() as u32;
-        let local = *m.entry(a.row).or_insert(next);
+        let local = per_table_maps[t].id(a.row);
         if local as usize == overall_of_local[t].len() {
             overall_of_local[t].push(n_overall);
             n_overall += 1;
         }
         per_table_seq[t].push(local);
         per_table_batch[t].push(b as u32);
-        overall_seq.push(overall_of_local[t][local as usize]);
-        overall_batch.push(b as u32);
+        if !single {
+            overall_seq.push(overall_of_local[t][local as usize]);
+            overall_batch.push(b as u32);
+        }
     }
     let batches = trace.batch_ends.len().max(1);
     let default_rb = opts.row_bytes.unwrap_or(256);
@@ -581,19 +664,23 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Report {
             object_bytes[o as usize] = row_bytes(&trace.tables[t]);
         }
     }
-    let mut overall = report(
-        &Stream {
-            name: "overall",
-            rows,
-            row_bytes: 0,
-            seq: &overall_seq,
-            batch_of: &overall_batch,
-            batches,
-            n_objects: n_overall as usize,
-            object_bytes,
-        },
-        opts,
-    );
+    let mut overall = if single {
+        single_overall(&tables[0], opts)
+    } else {
+        report(
+            &Stream {
+                name: "overall",
+                rows,
+                row_bytes: 0,
+                seq: &overall_seq,
+                batch_of: &overall_batch,
+                batches,
+                n_objects: n_overall as usize,
+                object_bytes,
+            },
+            opts,
+        )
+    };
     // Overall bandwidth is the sum of the tables' (rows differ in size).
     overall.bandwidth.bytes_per_s = tables.iter().map(|t| t.bandwidth.bytes_per_s).sum();
     overall.bandwidth.unique_bytes_per_s =
@@ -623,7 +710,8 @@ mod tests {
     fn mrc_equals_lru_simulation_at_every_size() {
         let s = seq(8_000, 300, 5);
         let n = 300;
-        let (dist, _, _) = stack_distances(&s, n);
+        let (dist, _, times) = stack_distances(&s, n);
+        assert_eq!(times, reuse_times(&s, n));
         let sizes: Vec<u64> = (1..=n as u64).collect();
         let mrc = mrc_from_distances(&dist, s.len() as u64, &sizes);
         for p in mrc {
@@ -637,6 +725,55 @@ mod tests {
                 p.miss_ratio
             );
         }
+    }
+
+    /// A one-table trace's trace-wide report, taken from its table, is
+    /// the one the trace-wide pass computes, in rows and in bytes.
+    #[test]
+    fn single_table_overall_is_the_computed_one() {
+        use crate::trace::gen::{GenSpec, GenTable};
+        let t = GenSpec {
+            seed: 2,
+            batches: 30,
+            batch_size: 64,
+            tables: vec![GenTable {
+                name: "only".into(),
+                rows: 3000,
+                dim: 8,
+                pooling: 2.0,
+                alpha: 0.9,
+                drift: 0.01,
+            }],
+        }
+        .generate();
+        for bytes in [false, true] {
+            for window in [None, Some(100)] {
+                let opts = Options {
+                    bytes,
+                    window,
+                    ..Options::default()
+                };
+                let shared = analyze_with(&t, &opts, true);
+                let computed = analyze_with(&t, &opts, false);
+                assert_eq!(shared, computed, "bytes {bytes} window {window:?}");
+            }
+        }
+    }
+
+    /// Dense ids are given in order of first appearance, the same by
+    /// vector and by map, and a row past the declared ones keeps them.
+    #[test]
+    fn dense_ids_by_vector_and_by_map_agree() {
+        let rows = [5u64, 2, 5, 0, 9, 2, 7, 40, 5, 41, 0];
+        let mut v = DenseIds::new(10, 100);
+        let mut m = DenseIds::new(10, 5);
+        assert!(matches!(v, DenseIds::Direct(..)) && matches!(m, DenseIds::Map(_)));
+        let a: Vec<u32> = rows.iter().map(|&r| v.id(r)).collect();
+        let b: Vec<u32> = rows.iter().map(|&r| m.id(r)).collect();
+        assert_eq!(a, vec![0, 1, 0, 2, 3, 1, 4, 5, 0, 6, 2]);
+        assert_eq!(a, b);
+        assert_eq!((v.len(), m.len()), (7, 7));
+        assert!(matches!(v, DenseIds::Map(_)));
     }
 
     /// Byte MRC with equal sizes equals the row MRC at C / size.

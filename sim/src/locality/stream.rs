@@ -209,19 +209,6 @@ struct Part {
     sampled: Vec<(u64, u64, u64)>,
 }
 
-/// A prefetch hint; never faults, whatever the address.
-#[inline(always)]
-fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint: it reads no memory architecturally and
-    // cannot fault, even for an invalid address; SSE is baseline on x86_64.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 /// Accesses ahead whose row state is prefetched.
 const AHEAD: usize = 16;
 
@@ -280,7 +267,7 @@ impl Part {
             if let Some(n) = own.get(i + AHEAD) {
                 let st = &self.states[n.table as usize].1;
                 if st.map.is_none() {
-                    prefetch(st.rows.as_ptr().wrapping_add(n.row as usize));
+                    crate::hint::prefetch(st.rows.as_ptr().wrapping_add(n.row as usize));
                 }
             }
             let g = at + a.pos as u64;

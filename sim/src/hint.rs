@@ -1,0 +1,15 @@
+//! Hints to the processor.
+
+/// A prefetch hint for the cache line at `p`; never faults, whatever the
+/// address (callers compute it with `wrapping_add`).
+#[inline(always)]
+pub(crate) fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint: it reads no memory architecturally and
+    // cannot fault, even for an invalid address; SSE is baseline on x86_64.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
