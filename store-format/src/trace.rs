@@ -561,6 +561,13 @@ impl<R: Read> TraceReader<R> {
     /// end of the trace.
     pub fn next_batch(&mut self, out: &mut Vec<Access>) -> Result<bool, FormatError> {
         out.clear();
+        self.next_batch_with(|a| out.push(a))
+    }
+
+    /// Read the next batch, handing each access to `f` in order (no
+    /// buffer). Returns false at the end of the trace. On an error, `f`
+    /// may have seen part of the batch.
+    pub fn next_batch_with(&mut self, mut f: impl FnMut(Access)) -> Result<bool, FormatError> {
         while self.batches_left == 0 {
             if self.pos != self.payload.len() {
                 return Err(self.corrupt("bytes after the last batch of the chunk"));
@@ -574,7 +581,6 @@ impl<R: Read> TraceReader<R> {
         if n == 0 || n > self.payload.len() as u64 {
             return Err(self.corrupt("bad batch length"));
         }
-        out.reserve(n as usize);
         for _ in 0..n {
             let tag = get_varint(&self.payload, &mut self.pos)
                 .ok_or_else(|| self.corrupt("bad table"))?;
@@ -588,7 +594,7 @@ impl<R: Read> TraceReader<R> {
             if row >= t.rows {
                 return Err(self.corrupt("row beyond its table"));
             }
-            out.push(Access {
+            f(Access {
                 table: table as u32,
                 row,
                 kind: if tag & 1 == 1 {

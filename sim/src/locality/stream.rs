@@ -239,17 +239,27 @@ pub struct Splitter {
 impl Splitter {
     /// Split `accesses` into `out` (its buffers are reused).
     pub fn split(&self, accesses: &[Access], out: &mut Split) {
+        self.start(out);
+        accesses.iter().for_each(|a| self.push(out, a));
+    }
+
+    /// Empty `out` for a batch given access by access ([`Splitter::push`]).
+    pub fn start(&self, out: &mut Split) {
         out.parts.resize_with(self.n_parts, Vec::new);
         out.parts.iter_mut().for_each(Vec::clear);
-        out.len = accesses.len() as u64;
-        for (i, a) in accesses.iter().enumerate() {
-            let (p, l) = self.part_of[a.table as usize];
-            out.parts[p as usize].push(Own {
-                pos: i as u32,
-                table: l,
-                row: a.row,
-            });
-        }
+        out.len = 0;
+    }
+
+    /// The next access of the batch `out` holds.
+    #[inline]
+    pub fn push(&self, out: &mut Split, a: &Access) {
+        let (p, l) = self.part_of[a.table as usize];
+        out.parts[p as usize].push(Own {
+            pos: out.len as u32,
+            table: l,
+            row: a.row,
+        });
+        out.len += 1;
     }
 }
 
@@ -640,13 +650,13 @@ pub fn analyze_etrace(
         let (full_tx, full_rx) = mpsc::sync_channel::<Split>(2);
         let (empty_tx, empty_rx) = mpsc::channel::<Split>();
         let reader = scope.spawn(move || {
-            let mut b = Vec::new();
             loop {
-                if !r.next_batch(&mut b)? {
+                // Decoded straight into the parts' lists.
+                let mut split = empty_rx.try_recv().unwrap_or_default();
+                splitter.start(&mut split);
+                if !r.next_batch_with(|a| splitter.push(&mut split, &a))? {
                     return Ok(());
                 }
-                let mut split = empty_rx.try_recv().unwrap_or_default();
-                splitter.split(&b, &mut split);
                 if full_tx.send(split).is_err() {
                     return Ok(()); // the analysis stopped
                 }
@@ -832,6 +842,28 @@ mod tests {
             }
             assert_eq!(s.finish(), want, "{n} parts");
         }
+    }
+
+    /// A `.etrace` streamed from its file (decoded into the parts on the
+    /// reader thread) gives the report of the trace in memory; a damaged
+    /// file is an error naming it.
+    #[test]
+    fn streamed_file_equals_the_trace_in_memory() {
+        let t = trace();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.etrace");
+        t.write_etrace(&path).unwrap();
+        let opts = Options {
+            sample: Some(Sampling::Rate(0.2)),
+            ..Options::default()
+        };
+        assert_eq!(analyze_etrace(&path, &opts).unwrap(), analyze(&t, &opts));
+        let mut b = std::fs::read(&path).unwrap();
+        let n = b.len();
+        b[n / 2] ^= 0x55;
+        std::fs::write(&path, &b).unwrap();
+        let e = analyze_etrace(&path, &opts).unwrap_err().to_string();
+        assert!(e.contains("t.etrace"), "{e}");
     }
 
     /// Counts past u32::MAX are kept exactly.
