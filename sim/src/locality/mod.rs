@@ -373,6 +373,8 @@ fn sampled_curve(
     }
 }
 
+/// The exact report of one table or of the trace (sampled analyses
+/// stream: [`stream::StreamAnalysis`]).
 fn report(st: &Stream<'_>, opts: &Options) -> TableReport {
     let (name, rows, seq, n_objects) = (st.name, st.rows, st.seq, st.n_objects);
     let accesses = seq.len() as u64;
@@ -385,32 +387,18 @@ fn report(st: &Stream<'_>, opts: &Options) -> TableReport {
     let mean_bytes =
         (st.object_bytes.iter().sum::<u64>() / st.object_bytes.len().max(1) as u64).max(1);
     let (sizes, row_sizes) = curve_sizes(opts, unique, st.row_bytes, mean_bytes);
-    let th = reuse_times(seq, n_objects);
     let window = opts.window.unwrap_or((accesses / 100).max(1000)).max(1);
     let (ws_batch, ws_window) = working_sets(st, window);
-    let (mrc, dh, method) = match opts.sample {
-        None if opts.bytes && st.row_bytes == 0 => {
-            // Overall: rows of different sizes, so weigh distances in bytes.
-            let (_, dh, _) = stack_distances(seq, n_objects);
-            let sz: Vec<u64> = st.object_bytes.iter().map(|&b| b.max(1)).collect();
-            (
-                byte_mrc(seq, &sz, &sizes),
-                dh,
-                "exact, in bytes".to_string(),
-            )
-        }
-        None => {
-            let (dist, dh, _) = stack_distances(seq, n_objects);
-            (
-                mrc_from_distances(&dist, accesses, &row_sizes),
-                dh,
-                "exact".to_string(),
-            )
-        }
-        Some(sampling) => {
-            let r = shards::shards(seq.iter().map(|&o| o as u64), accesses, sampling);
-            sampled_curve(&r, opts, &sizes, &row_sizes, st.row_bytes, mean_bytes)
-        }
+    let (dist, dh, th) = stack_distances(seq, n_objects);
+    let (mrc, method) = if opts.bytes && st.row_bytes == 0 {
+        // Overall: rows of different sizes, so weigh distances in bytes.
+        let sz: Vec<u64> = st.object_bytes.iter().map(|&b| b.max(1)).collect();
+        (byte_mrc(seq, &sz, &sizes), "exact, in bytes".to_string())
+    } else {
+        (
+            mrc_from_distances(&dist, accesses, &row_sizes),
+            "exact".to_string(),
+        )
     };
     assemble(Parts {
         name,
