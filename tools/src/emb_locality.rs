@@ -89,13 +89,17 @@ struct AnalyzeArgs {
         default_value = "auto"
     )]
     sizes: Vec<String>,
-    /// Estimate MRCs by SHARDS at this sampling rate, in (0, 1].
+    /// Estimate MRCs, stack distances and reuse times by SHARDS at this
+    /// sampling rate, in (0, 1]; counts, histograms and working sets stay
+    /// exact. A .etrace then streams in one pass, in memory bounded by its
+    /// tables' rows (16 bytes a row), not by its accesses.
     #[arg(long, value_parser = parse_rate, conflicts_with = "sample_size")]
     sample: Option<f64>,
     /// Estimate MRCs by fixed-size SHARDS with at most this many sampled rows.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     sample_size: Option<u64>,
-    /// Accesses per working-set window (default: a hundredth of the trace).
+    /// Accesses per working-set window (default: a hundredth of each
+    /// table's accesses, and of the trace's, at least 1000).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     window: Option<u64>,
     /// Target training rate for the bandwidth figures, batches per second.
@@ -172,7 +176,8 @@ struct PlanArgs {
     out: Option<PathBuf>,
     #[command(flatten)]
     output: Output,
-    /// Estimate MRCs by SHARDS at this rate, in (0, 1].
+    /// Estimate MRCs by SHARDS at this rate, in (0, 1]; a .etrace then
+    /// streams in memory bounded by its tables' rows (as analyze --sample).
     #[arg(long, value_parser = parse_rate)]
     sample: Option<f64>,
     /// Write the charts of the analysis the plan is made from into this
