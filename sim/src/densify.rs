@@ -37,17 +37,104 @@ impl std::hash::Hasher for MixHasher {
 pub type FastHash = std::hash::BuildHasherDefault<MixHasher>;
 
 /// Dense ids `0..n` for `ids`, in order of first appearance, and `n`.
+/// Ids that already are (each a repeat or the next new number, as the
+/// importers write them) are copied without hashing.
 pub fn densify(ids: &[u64]) -> (Vec<u32>, usize) {
-    let mut map: HashMap<u64, u32, FastHash> =
-        HashMap::with_capacity_and_hasher(ids.len() / 4, Default::default());
-    let dense = ids
-        .iter()
-        .map(|id| {
-            let n = map.len() as u32;
-            *map.entry(*id).or_insert(n)
-        })
-        .collect();
-    (dense, map.len())
+    let mut next = 0u64;
+    let already = ids.iter().all(|&id| {
+        if id == next {
+            next += 1;
+        }
+        id < next
+    });
+    if already && next <= u32::MAX as u64 {
+        return (ids.iter().map(|&id| id as u32).collect(), next as usize);
+    }
+    let mut t = IdTable::with_capacity(ids.len() / 4);
+    let dense = ids.iter().map(|&id| t.id(id)).collect();
+    (dense, t.len())
+}
+
+/// Dense ids for u64 keys in order of first appearance: an open-addressing
+/// table (linear probing, SplitMix64 hash, at most half full), the hot path
+/// of every importer of integer ids.
+#[derive(Debug, Clone)]
+pub struct IdTable {
+    /// (key, id + 1); id 0 marks an empty slot.
+    slots: Vec<(u64, u32)>,
+    len: u32,
+    shift: u32,
+}
+
+impl Default for IdTable {
+    fn default() -> IdTable {
+        IdTable::with_capacity(0)
+    }
+}
+
+impl IdTable {
+    /// A table for about `n` keys before it grows.
+    pub fn with_capacity(n: usize) -> IdTable {
+        let cap = (2 * n).next_power_of_two().max(1024);
+        IdTable {
+            slots: vec![(0, 0); cap],
+            len: 0,
+            shift: 64 - cap.trailing_zeros(),
+        }
+    }
+
+    /// The dense id of `key`, a new one on its first appearance.
+    ///
+    /// # Panics
+    /// Past 2^32 - 1 distinct keys (dense ids are u32).
+    #[inline]
+    pub fn id(&mut self, key: u64) -> u32 {
+        let mask = self.slots.len() - 1;
+        let mut i = (mix64(key) >> self.shift) as usize;
+        loop {
+            let (k, v) = self.slots[i];
+            if v == 0 {
+                break;
+            }
+            if k == key {
+                return v - 1;
+            }
+            i = (i + 1) & mask;
+        }
+        let id = self.len;
+        assert!(id < u32::MAX - 1, "more than 2^32 - 2 distinct ids");
+        self.slots[i] = (key, id + 1);
+        self.len += 1;
+        if self.len as usize * 2 > self.slots.len() {
+            self.grow();
+        }
+        id
+    }
+
+    fn grow(&mut self) {
+        let old = std::mem::take(&mut self.slots);
+        let cap = old.len() * 2;
+        self.slots = vec![(0, 0); cap];
+        self.shift = 64 - cap.trailing_zeros();
+        let mask = cap - 1;
+        for (k, v) in old.into_iter().filter(|s| s.1 != 0) {
+            let mut i = (mix64(k) >> self.shift) as usize;
+            while self.slots[i].1 != 0 {
+                i = (i + 1) & mask;
+            }
+            self.slots[i] = (k, v);
+        }
+    }
+
+    /// Keys seen.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether no key was seen.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
 }
 
 /// Dense ids in order of first appearance, one key at a time (the
@@ -75,5 +162,56 @@ impl<K: std::hash::Hash + Eq> Densify<K> {
         let mut v: Vec<(K, u64)> = self.map.into_iter().collect();
         v.sort_unstable_by_key(|(_, i)| *i);
         v.into_iter().map(|(k, _)| k).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// First-appearance ids by a plain map: the reference.
+    fn reference(ids: &[u64]) -> (Vec<u32>, usize) {
+        let mut m: HashMap<u64, u32> = HashMap::new();
+        let d = ids
+            .iter()
+            .map(|k| {
+                let n = m.len() as u32;
+                *m.entry(*k).or_insert(n)
+            })
+            .collect();
+        (d, m.len())
+    }
+
+    #[test]
+    fn id_table_and_densify_match_the_reference() {
+        let mut x = 9u64;
+        let mut next = || {
+            x = mix64(x);
+            x
+        };
+        // Colliding low bits, zero and u64::MAX keys, many growths.
+        let wide: Vec<u64> = (0..300_000)
+            .map(|_| {
+                let r = next();
+                match r % 4 {
+                    0 => (r >> 40) << 20,
+                    1 => r % 1000,
+                    2 => u64::MAX - r % 3,
+                    _ => r,
+                }
+            })
+            .collect();
+        assert_eq!(densify(&wide), reference(&wide));
+        let mut t = IdTable::with_capacity(1);
+        let got: Vec<u32> = wide.iter().map(|&k| t.id(k)).collect();
+        assert_eq!((got, t.len()), reference(&wide));
+        // Already dense (the importers' rows): copied, same answer.
+        let (dense, n) = reference(&wide);
+        let as_u64: Vec<u64> = dense.iter().map(|&d| d as u64).collect();
+        assert_eq!(densify(&as_u64), (dense.clone(), n));
+        // Dense but not in first-appearance order: hashed, not copied.
+        let swapped = [1u64, 0, 1, 2];
+        assert_eq!(densify(&swapped), (vec![0, 1, 0, 2], 3));
+        assert_eq!(densify(&[]), (vec![], 0));
     }
 }

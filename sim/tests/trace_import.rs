@@ -299,3 +299,58 @@ fn bad_inputs_name_the_file_and_record() {
         .to_string();
     assert!(e.contains("t.etrace"), "{e}");
 }
+
+/// The block reader of oracleGeneral against a plain model: records over
+/// several blocks (and a partial one), ids numbered in order of first
+/// appearance, batches of the requested size; a torn record is an error
+/// naming the record.
+#[test]
+fn oracle_general_blocks_match_a_plain_reader() {
+    use std::collections::HashMap;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g.oracleGeneral.bin");
+    let n = 3 * 65_536 + 123;
+    let mut x = 5u64;
+    let mut bytes = Vec::with_capacity(n * 24);
+    let mut ids = Vec::with_capacity(n);
+    for i in 0..n {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let id = match x >> 62 {
+            0 => u64::MAX - (x >> 50) % 7,
+            1 => (x >> 33) % 5000,
+            _ => (x >> 20) % 200_000 * 0x1_0000_0001,
+        };
+        ids.push(id);
+        bytes.extend_from_slice(&(i as u32).to_le_bytes());
+        bytes.extend_from_slice(&id.to_le_bytes());
+        bytes.extend_from_slice(&1u32.to_le_bytes());
+        bytes.extend_from_slice(&(-1i64).to_le_bytes());
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let mut m: HashMap<u64, u64> = HashMap::new();
+    let want: Vec<u64> = ids
+        .iter()
+        .map(|k| {
+            let next = m.len() as u64;
+            *m.entry(*k).or_insert(next)
+        })
+        .collect();
+    let (t, f) = import(&path, Format::OracleGeneral, &CsvSpec::default(), 1000).unwrap();
+    assert_eq!(f, Format::OracleGeneral);
+    let got: Vec<u64> = t.accesses.iter().map(|a| a.row).collect();
+    assert_eq!(got, want);
+    assert!(t.accesses.iter().all(|a| a.table == 0));
+    assert_eq!(t.tables[0].rows, m.len() as u64);
+    let ends: Vec<usize> = (1..=n / 1000)
+        .map(|b| b * 1000)
+        .chain(std::iter::once(n))
+        .collect();
+    assert_eq!(t.batch_ends, ends);
+    std::fs::write(&path, &bytes[..bytes.len() - 5]).unwrap();
+    let e = import(&path, Format::OracleGeneral, &CsvSpec::default(), 1000)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(&format!("record {n}")), "{e}");
+}
