@@ -30,6 +30,7 @@ pub mod cache;
 pub mod calibrate;
 pub mod densify;
 pub mod locality;
+pub mod minisim;
 pub mod offline;
 pub mod policy;
 pub mod profile;
