@@ -65,8 +65,8 @@ pub struct MiniSim {
     levels: Vec<OnceLock<Level>>,
     rates: Vec<f64>,
     /// The full trace's exact LRU stack-distance counts, when corrected by
-    /// LRU ([`MiniSim::with_lru_reference`]).
-    lru: Option<Vec<u64>>,
+    /// LRU ([`MiniSim::with_lru_reference`]; computed on first use).
+    lru: Option<OnceLock<Vec<u64>>>,
 }
 
 /// One estimated point of a miss-ratio curve.
@@ -116,12 +116,21 @@ impl MiniSim {
     }
 
     /// Correct every sampled estimate by LRU's error on the same sample
-    /// and size (the module doc says why): one exact LRU pass over the
-    /// full trace now.
+    /// and size (the module doc says why), at the cost of one exact LRU
+    /// pass over the full trace (made on first use, beside the sampled
+    /// simulations).
     pub fn with_lru_reference(mut self) -> MiniSim {
-        let (dense, n) = crate::densify(&self.keys);
-        self.lru = Some(crate::locality::stack_distances(&dense, n).0);
+        self.lru = Some(OnceLock::new());
         self
+    }
+
+    /// The full trace's LRU stack-distance counts, if corrected by LRU.
+    fn lru_counts(&self) -> Option<&[u64]> {
+        let cell = self.lru.as_ref()?;
+        Some(cell.get_or_init(|| {
+            let (dense, n) = crate::densify(&self.keys);
+            crate::locality::stack_distances(&dense, n).0
+        }))
     }
 
     /// Whether estimates are corrected by LRU.
@@ -194,7 +203,7 @@ impl MiniSim {
             // SHARDS_adj: misses over the expected sampled count N·R.
             let expected = (total as f64 * l.rate).max(1.0);
             let mut ratio = r.misses as f64 / expected;
-            if let Some(counts) = &self.lru {
+            if let Some(counts) = self.lru_counts() {
                 let lru = SimPolicy::Online(embtier::PolicyKind::Lru);
                 let mini = lru.run(scaled, &l.keys, &l.dense, l.n).misses as f64 / expected;
                 let exact =
@@ -223,9 +232,15 @@ impl MiniSim {
         let mut ks: Vec<usize> = sizes.iter().map(|&s| self.level_for(s)).collect();
         ks.sort_unstable();
         ks.dedup();
-        ks.par_iter().for_each(|&k| {
-            self.level(k);
-        });
+        // The exact LRU pass (if any) beside the sampling.
+        rayon::join(
+            || self.lru_counts(),
+            || {
+                ks.par_iter().for_each(|&k| {
+                    self.level(k);
+                })
+            },
+        );
         let mut jobs: Vec<(usize, SimPolicy, u64)> = policies
             .iter()
             .flat_map(|&p| sizes.iter().map(move |&s| (p, s)))
