@@ -208,6 +208,11 @@ impl DenseCache {
         self.len
     }
 
+    /// The most ids it holds.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// Whether nothing is resident.
     pub fn is_empty(&self) -> bool {
         self.len == 0

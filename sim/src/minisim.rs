@@ -365,7 +365,7 @@ mod tests {
         let keys = zipf(20_000, 2_000, 0.8, 5);
         let m = MiniSim::new(keys, 0.01, 100);
         let r = m.rate_for(1_000);
-        assert!(r >= 0.1 && r < 0.2, "{r}");
+        assert!((0.1..0.2).contains(&r), "{r}");
         let p = m.run(SimPolicy::Online(PolicyKind::Lru), 1_000);
         assert!(p.scaled >= 100 && p.rate == r, "{p:?}");
         assert_eq!(m.rate_for(50), 1.0);
