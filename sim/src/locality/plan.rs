@@ -22,6 +22,7 @@ use serde::Serialize;
 
 use super::{Report, TableReport};
 use crate::profile::TierDevices;
+use crate::replay::StoreCounts;
 
 /// Bytes of DRAM bookkeeping per cached row (measured: tests/bookkeeping.rs).
 pub const BOOKKEEPING_BYTES: f64 = 14.5;
@@ -155,9 +156,14 @@ fn hull(mut pts: Vec<Point>) -> Vec<Point> {
     h
 }
 
-/// Greedy allocation of `budget` bytes over hulls; returns the chosen index
-/// on each hull.
-fn allocate(hulls: &[Vec<Point>], budget: f64) -> Vec<usize> {
+/// Greedy allocation of `budget` bytes over the tables' curves `pts`
+/// (each sorted by bytes): along their upper concave hulls by marginal
+/// hits per byte, then, with what no hull step fits in, the affordable
+/// point of any curve that adds the most hits, until none does (a curve
+/// whose hull jumps from a small cache to the whole table would otherwise
+/// leave most of the budget unspent). Returns the chosen point per table.
+fn allocate(pts: &[Vec<Point>], budget: f64) -> Vec<Point> {
+    let hulls: Vec<Vec<Point>> = pts.iter().map(|p| hull(p.clone())).collect();
     let mut at = vec![0usize; hulls.len()];
     let mut left = budget;
     loop {
@@ -180,7 +186,32 @@ fn allocate(hulls: &[Vec<Point>], budget: f64) -> Vec<usize> {
                 left -= cost;
                 at[i] += 1;
             }
-            None => return at,
+            None => break,
+        }
+    }
+    let mut chosen: Vec<Point> = at.iter().zip(&hulls).map(|(&i, h)| h[i]).collect();
+    loop {
+        let mut best: Option<(usize, Point, f64)> = None;
+        for (i, curve) in pts.iter().enumerate() {
+            let cur = chosen[i];
+            for &p in curve {
+                let cost = p.bytes - cur.bytes;
+                let gain = p.hits - cur.hits;
+                if cost > 0.0
+                    && cost <= left + 1e-9
+                    && gain > 0.0
+                    && best.is_none_or(|b| gain > b.2)
+                {
+                    best = Some((i, p, gain));
+                }
+            }
+        }
+        match best {
+            Some((i, p, _)) => {
+                left -= p.bytes - chosen[i].bytes;
+                chosen[i] = p;
+            }
+            None => return chosen,
         }
     }
 }
@@ -208,7 +239,7 @@ pub fn plan(
 ) -> Plan {
     let n = r.tables.len();
     // DRAM.
-    let hulls: Vec<Vec<Point>> = r
+    let curves: Vec<Vec<Point>> = r
         .tables
         .iter()
         .zip(row_bytes)
@@ -229,20 +260,19 @@ pub fn plan(
                 rows: t.rows,
                 pin: true,
             });
-            hull(pts)
+            pts
         })
         .collect();
-    let at = allocate(&hulls, budgets.dram as f64);
-    let dram: Vec<Point> = at.iter().zip(&hulls).map(|(&i, h)| h[i]).collect();
+    let dram = allocate(&curves, budgets.dram as f64);
     // PMem: for tables not pinned to DRAM.
-    let pmem_hulls: Vec<Vec<Point>> = r
+    let pmem_curves: Vec<Vec<Point>> = r
         .tables
         .iter()
         .zip(row_bytes)
         .zip(&dram)
         .map(|((t, &rb), d)| {
             if d.pin {
-                return hull(Vec::new());
+                return Vec::new();
             }
             let acc = t.accesses as f64;
             let base = acc * (1.0 - mrc_at(t, d.rows as f64));
@@ -264,18 +294,15 @@ pub fn plan(
                     pin: true,
                 });
             }
-            hull(pts)
+            pts
         })
         .collect();
-    let pat = allocate(&pmem_hulls, budgets.pmem as f64);
+    let pmem = allocate(&pmem_curves, budgets.pmem as f64);
     let mut tables = Vec::with_capacity(n);
-    let (mut dh, mut ph, mut total) = (0.0, 0.0, 0.0);
-    // Row bytes read from DRAM and PMem over the trace.
-    let (mut dram_bytes, mut pmem_bytes) = (0.0, 0.0);
     for i in 0..n {
         let t = &r.tables[i];
         let d = dram[i];
-        let p = pmem_hulls[i][pat[i]];
+        let p = pmem[i];
         let acc = t.accesses as f64;
         let (placement, dram_hits, pmem_hits) = if d.pin {
             (Decision::PinnedDram, acc, 0.0)
@@ -285,12 +312,6 @@ pub fn plan(
             (Decision::Cached, d.hits, p.hits)
         };
         let ssd = (acc - dram_hits - pmem_hits).max(0.0);
-        let rb = row_bytes[i] as f64;
-        dram_bytes += dram_hits * rb;
-        pmem_bytes += pmem_hits * rb;
-        dh += dram_hits;
-        ph += pmem_hits;
-        total += acc;
         tables.push(TablePlan {
             name: t.name.clone(),
             rows: t.rows,
@@ -306,17 +327,59 @@ pub fn plan(
             ssd_ratio: ssd / acc.max(1.0),
         });
     }
-    let ssd = total - dh - ph;
-    let secs = devices.dram.seconds(dh, dram_bytes, 0.0)
-        + devices.pmem.seconds(ph, pmem_bytes, 0.0)
-        + devices.ssd.seconds(ssd, ssd * 4096.0, 0.0);
-    Plan {
+    let mut p = Plan {
         tables,
-        dram_hit_ratio: dh / total.max(1.0),
-        pmem_hit_ratio: ph / total.max(1.0),
-        ssd_ratio: 1.0 - (dh + ph) / total.max(1.0),
-        seconds_per_batch: secs / batches.max(1) as f64,
+        dram_hit_ratio: 0.0,
+        pmem_hit_ratio: 0.0,
+        ssd_ratio: 0.0,
+        seconds_per_batch: 0.0,
         batches,
+    };
+    p.total(devices);
+    p
+}
+
+impl Plan {
+    /// The overall shares and the time per batch, from the tables'.
+    fn total(&mut self, devices: &TierDevices) {
+        let (mut dh, mut ph, mut total) = (0.0, 0.0, 0.0);
+        // Row bytes read from DRAM and PMem over the trace.
+        let (mut dram_bytes, mut pmem_bytes) = (0.0, 0.0);
+        for t in &self.tables {
+            let acc = t.accesses as f64;
+            let (d, p) = (t.dram_hit_ratio * acc, t.pmem_hit_ratio * acc);
+            dram_bytes += d * t.row_bytes as f64;
+            pmem_bytes += p * t.row_bytes as f64;
+            dh += d;
+            ph += p;
+            total += acc;
+        }
+        let ssd = (total - dh - ph).max(0.0);
+        let secs = devices.dram.seconds(dh, dram_bytes, 0.0)
+            + devices.pmem.seconds(ph, pmem_bytes, 0.0)
+            + devices.ssd.seconds(ssd, ssd * 4096.0, 0.0);
+        self.dram_hit_ratio = dh / total.max(1.0);
+        self.pmem_hit_ratio = ph / total.max(1.0);
+        self.ssd_ratio = 1.0 - (dh + ph) / total.max(1.0);
+        self.seconds_per_batch = secs / self.batches.max(1) as f64;
+    }
+
+    /// Replace the curves' predictions by what a simulation of the
+    /// planned store counted ([`crate::replay::simulate_store`]: its
+    /// shards, the tiers' policies, its batch lookups and cold fill), per
+    /// table by name; shares are then of each table's row requests.
+    pub fn predict_from(&mut self, counts: &StoreCounts, devices: &TierDevices) {
+        for t in &mut self.tables {
+            let Some(c) = counts.tables.iter().find(|c| c.name == t.name) else {
+                continue;
+            };
+            let n = c.requests.max(1) as f64;
+            t.accesses = c.requests;
+            t.dram_hit_ratio = c.dram_hits as f64 / n;
+            t.pmem_hit_ratio = c.pmem_hits as f64 / n;
+            t.ssd_ratio = (1.0 - t.dram_hit_ratio - t.pmem_hit_ratio).max(0.0);
+        }
+        self.total(devices);
     }
 }
 

@@ -81,13 +81,19 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
         dram: a.dram,
         pmem: a.pmem,
     };
-    let p = plan(&r, &rb, budgets, &devices, t.batch_ends.len() as u64);
+    let mut p = plan(&r, &rb, budgets, &devices, t.batch_ends.len() as u64);
     let policies = Policies {
         dram: a.dram_policy,
         pmem: a.pmem_policy,
     };
     let cfg = store_config(&p, &shapes, budgets, policies);
     cfg.validate().map_err(data)?;
+    // The sizes come from the curves (one LRU cache per table, one access
+    // at a time); the prediction from a simulation of the store planned:
+    // its shards, the tiers' policies, its batch lookups and cold fill.
+    let curve_dram = p.dram_hit_ratio;
+    let counts = simulate_store(&t, &cfg).map_err(data)?;
+    p.predict_from(&counts, &devices);
     // The SSD data file holds every row, in sealed 4 KiB block groups.
     let ssd_need: u64 = cfg
         .tables
@@ -106,7 +112,7 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
         }
     }
     let header = format!(
-        "store.toml planned by emb-locality from {} ({} accesses in {} batches)\nbudgets: DRAM {}, PMem {}; SSD data file {}\npredicted shares of all accesses: DRAM {:.4}, PMem {:.4}, SSD {:.4}; {:.3} ms per batch\n(hit ratios predicted for LRU caches, one per table; the tiers run {} and {}: docs/tuning.md)",
+        "store.toml planned by emb-locality from {} ({} accesses in {} batches)\nbudgets: DRAM {}, PMem {}; SSD data file {}\npredicted shares of all row requests: DRAM {:.4}, PMem {:.4}, SSD {:.4}; {:.3} ms per batch\n(predicted by simulating this store over the trace: its shards, its {} DRAM and {} PMem caches, its batch lookups and cold fill;\n sizes chosen on the tables' LRU curves, which predicted DRAM {:.4} for one cache per table; docs/locality.md)",
         a.input.trace.display(),
         t.accesses.len(),
         t.batch_ends.len(),
@@ -119,6 +125,7 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
         p.seconds_per_batch * 1e3,
         a.dram_policy,
         a.pmem_policy,
+        curve_dram,
     );
     let toml_text = store_toml(&p, &cfg, &header);
     if let Some(path) = &a.out {

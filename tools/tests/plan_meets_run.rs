@@ -1,0 +1,100 @@
+//! Issue 17 item 5, plan meets reality: `emb-locality plan` predicts the
+//! shares of row requests DRAM and PMem serve, and `emb-replay run`
+//! measures them on a store created from the plan's `store.toml`; on the
+//! shared real traces the two agree within 0.01. Both are shares of all
+//! row requests (no updates: `run` without `--update-ratio`).
+
+mod common;
+
+use common::{locality, replay, stderr};
+
+/// The shares the plan predicts and the run measures: (DRAM, PMem) each.
+fn plan_and_run(trace: &str, args: &[&str]) -> ((f64, f64), (f64, f64)) {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = dir.path().join("store.toml");
+    let mut a = vec!["plan", trace, "--out", toml.to_str().unwrap(), "--json"];
+    a.extend_from_slice(args);
+    let o = locality(&a);
+    assert!(o.status.success(), "plan {args:?}: {}", stderr(&o));
+    let p: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let store = dir.path().join("store");
+    let o = replay(&[
+        "run",
+        trace,
+        "--config",
+        toml.to_str().unwrap(),
+        "--dir",
+        store.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "run {args:?}: {}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
+    (
+        (f(&p, "dram_hit_ratio"), f(&p, "pmem_hit_ratio")),
+        (f(&r, "dram_share"), f(&r, "pmem_share")),
+    )
+}
+
+#[test]
+fn plan_predicts_what_the_store_serves_on_the_shared_traces() {
+    let shared = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/traces");
+    let cases: &[(&str, &[&str])] = &[
+        ("cloudPhysicsIO.oracleGeneral.bin", &["--dram", "2MiB"]),
+        // 30 k DRAM rows in 29 shards.
+        ("cloudPhysicsIO.oracleGeneral.bin", &["--dram", "8MiB"]),
+        (
+            "cloudPhysicsIO.oracleGeneral.bin",
+            &["--dram", "1MiB", "--pmem", "4MiB"],
+        ),
+        (
+            "cloudPhysicsIO.oracleGeneral.bin",
+            &[
+                "--dram",
+                "4MiB",
+                "--pmem",
+                "4MiB",
+                "--dram-policy",
+                "s3fifo",
+                "--pmem-policy",
+                "clock",
+            ],
+        ),
+        ("ml-100k.inter", &["--dram", "256KiB"]),
+        ("ml-100k.inter", &["--dram", "128KiB", "--pmem", "512KiB"]),
+        (
+            "lirs_sprite.trace.gz",
+            &["--dram", "128KiB", "--pmem", "512KiB"],
+        ),
+        (
+            "lirs_sprite.trace.gz",
+            &["--dram", "1MiB", "--dram-policy", "arc"],
+        ),
+        (
+            "lirs_loop.trace.gz",
+            &["--dram", "128KiB", "--dram-policy", "lru"],
+        ),
+    ];
+    let mut ran = 0;
+    for (name, args) in cases {
+        let path = shared.join(name);
+        if !path.exists() {
+            eprintln!("SKIP: {} is absent", path.display());
+            continue;
+        }
+        let ((pd, pp), (rd, rp)) = plan_and_run(path.to_str().unwrap(), args);
+        eprintln!("{name} {args:?}: DRAM plan {pd:.4} run {rd:.4}; PMem plan {pp:.4} run {rp:.4}");
+        assert!(
+            (pd - rd).abs() <= 0.01,
+            "{name} {args:?}: DRAM {pd} vs {rd}"
+        );
+        assert!(
+            (pp - rp).abs() <= 0.01,
+            "{name} {args:?}: PMem {pp} vs {rp}"
+        );
+        ran += 1;
+    }
+    if ran == 0 {
+        eprintln!("SKIP: no shared trace present");
+    }
+}
