@@ -40,6 +40,8 @@ use std::sync::OnceLock;
 use rayon::prelude::*;
 
 use crate::locality::shards::{exact_rate, spatial_sample};
+use crate::locality::{MrcPoint, Report};
+use crate::trace::Trace;
 use crate::{SimPolicy, SimResult};
 
 /// The fewest objects a scaled cache holds by default: smaller sizes run
@@ -256,6 +258,52 @@ impl MiniSim {
         out.sort_by_key(|o| o.0);
         out.into_iter().map(|o| o.1).collect()
     }
+}
+
+/// `r`'s tables with their LRU curves replaced by `policy`'s, estimated
+/// by miniature simulations of each table's accesses in `trace` at `rate`
+/// (1: full simulations; below 1 corrected by LRU, as
+/// [`MiniSim::with_lru_reference`]) at `points` log-spaced sizes up to its
+/// distinct rows: what [`crate::locality::plan::plan`] sizes caches of
+/// `policy` on. Tables of `r` match tables of `trace` by name.
+pub fn with_policy_curves(
+    r: &Report,
+    trace: &Trace,
+    policy: SimPolicy,
+    rate: f64,
+    points: usize,
+) -> Report {
+    let mut out = r.clone();
+    for t in &mut out.tables {
+        let Some(ti) = trace.tables.iter().position(|tt| tt.name == t.name) else {
+            continue;
+        };
+        let keys: Vec<u64> = trace
+            .accesses
+            .iter()
+            .filter(|a| a.table as usize == ti)
+            .map(|a| a.row)
+            .collect();
+        let u = t.unique_rows.max(1) as f64;
+        let mut sizes: Vec<u64> = (1..=points.max(1))
+            .map(|i| u.powf(i as f64 / points.max(1) as f64).round().max(1.0) as u64)
+            .collect();
+        sizes.dedup();
+        let mut m = MiniSim::new(keys, rate, DEFAULT_MIN_OBJECTS);
+        if m.rate() < 1.0 {
+            m = m.with_lru_reference();
+        }
+        t.mrc = m
+            .curves(&[policy], &sizes)
+            .into_iter()
+            .map(|p| MrcPoint {
+                cache_rows: p.size,
+                cache_bytes: None,
+                miss_ratio: p.miss_ratio(),
+            })
+            .collect();
+    }
+    out
 }
 
 #[cfg(test)]

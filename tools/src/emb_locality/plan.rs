@@ -81,19 +81,62 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
         dram: a.dram,
         pmem: a.pmem,
     };
-    let mut p = plan(&r, &rb, budgets, &devices, t.batch_ends.len() as u64);
-    let policies = Policies {
-        dram: a.dram_policy,
-        pmem: a.pmem_policy,
+    let batches = t.batch_ends.len() as u64;
+    // The sizes come from the curves (one cache per table, one access at a
+    // time); the prediction from a simulation of the store planned: its
+    // shards, the tiers' policies, its batch lookups and cold fill.
+    let make = |dram: PolicyKind, r: &Report| -> Result<(Plan, embtier::StoreConfig, f64), Fail> {
+        let mut p = plan(r, &rb, budgets, &devices, batches);
+        let policies = Policies {
+            dram,
+            pmem: a.pmem_policy,
+        };
+        let cfg = store_config(&p, &shapes, budgets, policies);
+        cfg.validate().map_err(data)?;
+        let curve_dram = p.dram_hit_ratio;
+        let counts = simulate_store(&t, &cfg).map_err(data)?;
+        p.predict_from(&counts, &devices);
+        Ok((p, cfg, curve_dram))
     };
-    let cfg = store_config(&p, &shapes, budgets, policies);
-    cfg.validate().map_err(data)?;
-    // The sizes come from the curves (one LRU cache per table, one access
-    // at a time); the prediction from a simulation of the store planned:
-    // its shards, the tiers' policies, its batch lookups and cold fill.
-    let curve_dram = p.dram_hit_ratio;
-    let counts = simulate_store(&t, &cfg).map_err(data)?;
-    p.predict_from(&counts, &devices);
+    let mut tried = String::new();
+    let (dram_policy, p, cfg, curve_dram) = if a.policies.is_empty() {
+        let (pp, c, d) = make(a.dram_policy, &r)?;
+        (a.dram_policy, pp, c, d)
+    } else {
+        // Each candidate sizes the caches on its own curves (miniature
+        // simulations at --sample's rate, else full ones) and is scored by
+        // the simulated store: the most DRAM + PMem hits, then DRAM's.
+        let rate = a.sample.unwrap_or(1.0);
+        let runs: Vec<Result<(PolicyKind, Plan, embtier::StoreConfig, f64), Fail>> = a
+            .policies
+            .par_iter()
+            .map(|&k| {
+                let rk = with_policy_curves(&r, &t, SimPolicy::Online(k), rate, 32);
+                make(k, &rk).map(|(pp, c, d)| (k, pp, c, d))
+            })
+            .collect();
+        let mut best: Option<(PolicyKind, Plan, embtier::StoreConfig, f64)> = None;
+        for run in runs {
+            let run = run?;
+            let score = |p: &Plan| (p.dram_hit_ratio + p.pmem_hit_ratio, p.dram_hit_ratio);
+            let _ = write!(
+                tried,
+                "{}{} DRAM {:.4} PMem {:.4}",
+                if tried.is_empty() { "" } else { "; " },
+                run.0,
+                run.1.dram_hit_ratio,
+                run.1.pmem_hit_ratio
+            );
+            if best.as_ref().is_none_or(|b| {
+                score(&run.1).partial_cmp(&score(&b.1)) == Some(std::cmp::Ordering::Greater)
+            }) {
+                best = Some(run);
+            }
+        }
+        let best = best.expect("--policies is not empty");
+        eprintln!("--policies: {tried}; {} chosen for DRAM", best.0);
+        best
+    };
     // The SSD data file holds every row, in sealed 4 KiB block groups.
     let ssd_need: u64 = cfg
         .tables
@@ -112,7 +155,7 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
         }
     }
     let header = format!(
-        "store.toml planned by emb-locality from {} ({} accesses in {} batches)\nbudgets: DRAM {}, PMem {}; SSD data file {}\npredicted shares of all row requests: DRAM {:.4}, PMem {:.4}, SSD {:.4}; {:.3} ms per batch\n(predicted by simulating this store over the trace: its shards, its {} DRAM and {} PMem caches, its batch lookups and cold fill;\n sizes chosen on the tables' LRU curves, which predicted DRAM {:.4} for one cache per table; docs/locality.md)",
+        "store.toml planned by emb-locality from {} ({} accesses in {} batches)\nbudgets: DRAM {}, PMem {}; SSD data file {}\npredicted shares of all row requests: DRAM {:.4}, PMem {:.4}, SSD {:.4}; {:.3} ms per batch\n(predicted by simulating this store over the trace: its shards, its {} DRAM and {} PMem caches, its batch lookups and cold fill;\n sizes chosen on the tables' {} curves, which predicted DRAM {:.4} for one cache per table; docs/locality.md){}",
         a.input.trace.display(),
         t.accesses.len(),
         t.batch_ends.len(),
@@ -123,9 +166,19 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
         p.pmem_hit_ratio,
         p.ssd_ratio,
         p.seconds_per_batch * 1e3,
-        a.dram_policy,
+        dram_policy,
         a.pmem_policy,
+        if a.policies.is_empty() {
+            "LRU".to_string()
+        } else {
+            dram_policy.to_string()
+        },
         curve_dram,
+        if tried.is_empty() {
+            String::new()
+        } else {
+            format!("\nDRAM policy chosen by --policies from: {tried}")
+        },
     );
     let toml_text = store_toml(&p, &cfg, &header);
     if let Some(path) = &a.out {
