@@ -35,7 +35,8 @@
 //! Sampled streams are built once per rate and shared; every (policy,
 //! size) pair runs in parallel (rayon).
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 
 use rayon::prelude::*;
 
@@ -69,6 +70,8 @@ pub struct MiniSim {
     /// The full trace's exact LRU stack-distance counts, when corrected by
     /// LRU ([`MiniSim::with_lru_reference`]; computed on first use).
     lru: Option<OnceLock<Vec<u64>>>,
+    /// LRU's error per size on its sample, once computed.
+    corrections: Mutex<HashMap<u64, f64>>,
 }
 
 /// One estimated point of a miss-ratio curve.
@@ -114,6 +117,7 @@ impl MiniSim {
             levels: rates.iter().map(|_| OnceLock::new()).collect(),
             rates,
             lru: None,
+            corrections: Mutex::new(HashMap::new()),
         }
     }
 
@@ -205,12 +209,8 @@ impl MiniSim {
             // SHARDS_adj: misses over the expected sampled count N·R.
             let expected = (total as f64 * l.rate).max(1.0);
             let mut ratio = r.misses as f64 / expected;
-            if let Some(counts) = self.lru_counts() {
-                let lru = SimPolicy::Online(embtier::PolicyKind::Lru);
-                let mini = lru.run(scaled, &l.keys, &l.dense, l.n).misses as f64 / expected;
-                let exact =
-                    crate::locality::mrc_from_distances(counts, total, &[size])[0].miss_ratio;
-                ratio += exact - mini;
+            if let Some(c) = self.correction(size) {
+                ratio += c;
             }
             let ratio = ratio.clamp(0.0, 1.0);
             let misses = (ratio * total as f64).round() as u64;
@@ -226,6 +226,28 @@ impl MiniSim {
             scaled,
             result,
         }
+    }
+
+    /// LRU's error at `size` on the sample it runs on (exact − miniature),
+    /// if estimates are corrected by LRU; computed once per size.
+    fn correction(&self, size: u64) -> Option<f64> {
+        let counts = self.lru_counts()?;
+        if let Some(&c) = self.corrections.lock().expect("not poisoned").get(&size) {
+            return Some(c);
+        }
+        let l = self.level(self.level_for(size));
+        let scaled = ((size as f64 * l.rate).round() as u64).max(1);
+        let total = self.keys.len() as u64;
+        let expected = (total as f64 * l.rate).max(1.0);
+        let lru = SimPolicy::Online(embtier::PolicyKind::Lru);
+        let mini = lru.run(scaled, &l.keys, &l.dense, l.n).misses as f64 / expected;
+        let exact = crate::locality::mrc_from_distances(counts, total, &[size])[0].miss_ratio;
+        let c = exact - mini;
+        self.corrections
+            .lock()
+            .expect("not poisoned")
+            .insert(size, c);
+        Some(c)
     }
 
     /// Every (policy, size) pair, in parallel: the points in the order of
@@ -249,6 +271,15 @@ impl MiniSim {
             .enumerate()
             .map(|(i, (p, s))| (i, p, s))
             .collect();
+        // LRU's corrections, once per sampled size, beside nothing else.
+        if self.lru.is_some() {
+            sizes
+                .par_iter()
+                .filter(|&&s| self.rate_for(s) < 1.0)
+                .for_each(|&s| {
+                    self.correction(s);
+                });
+        }
         // The longest streams first, so that no worker is left with one.
         jobs.sort_by_key(|&(_, _, s)| std::cmp::Reverse(self.level(self.level_for(s)).keys.len()));
         let mut out: Vec<(usize, MiniPoint)> = jobs
