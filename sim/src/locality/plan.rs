@@ -483,6 +483,30 @@ mod tests {
         assert!((total - 1.0).abs() < 1e-9);
     }
 
+    /// A curve whose hull jumps past the budget still gets the budget: the
+    /// affordable point under the hull that adds hits.
+    #[test]
+    fn budget_no_hull_step_fits_goes_to_the_curve() {
+        let pt = |bytes: f64, hits: f64, rows: u64| Point {
+            bytes,
+            hits,
+            rows,
+            pin: false,
+        };
+        let curve = vec![
+            pt(100.0, 50.0, 1),
+            pt(5000.0, 60.0, 50),
+            pt(8000.0, 55.0, 80),
+            pt(10_000.0, 1000.0, 100),
+        ];
+        let got = allocate(std::slice::from_ref(&curve), 6000.0);
+        assert_eq!(got[0].rows, 50, "{got:?}");
+        let got = allocate(std::slice::from_ref(&curve), 20_000.0);
+        assert_eq!(got[0].rows, 100, "{got:?}");
+        let got = allocate(&[curve], 50.0);
+        assert_eq!(got[0].rows, 0, "{got:?}");
+    }
+
     #[test]
     fn hull_is_concave() {
         let pts = vec![

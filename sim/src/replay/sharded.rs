@@ -115,20 +115,31 @@ impl Shard {
     }
 }
 
-/// A cached table's shards, and where each row it may see lives: (shard,
-/// dense id in that shard).
+/// A cached table's shards, and where each row it has seen lives: (shard,
+/// dense id in that shard, numbered on first sight).
 struct Cached {
     shards: Vec<Shard>,
     place: HashMap<u64, (u32, u32), crate::FastHash>,
+    /// Ids given in each shard.
+    ids: Vec<u32>,
     layout: RowLayout,
     rows: u64,
     fill_open: bool,
 }
 
 impl Cached {
-    fn place(&self, row: u64) -> (usize, u32) {
-        let (s, d) = self.place[&row];
-        (s as usize, d)
+    fn place(&mut self, row: u64) -> (usize, u32) {
+        if let Some(&(s, d)) = self.place.get(&row) {
+            return (s as usize, d);
+        }
+        let s = embtier::shard_of(row, self.shards.len());
+        let d = self.ids[s];
+        self.ids[s] += 1;
+        for (_, c) in &mut self.shards[s].tiers {
+            c.grow(d as usize + 1);
+        }
+        self.place.insert(row, (s as u32, d));
+        (s, d)
     }
 
     /// Look up `ids` (batch order) then read and install the misses, as a
@@ -220,50 +231,21 @@ pub fn simulate_store(trace: &Trace, cfg: &StoreConfig) -> embtier::Result<Store
         }
         let caps = embtier::shard_capacities(&tc.name, &tier_rows[ci], cfg.shards)?;
         let layout = RowLayout::for_row_bytes(tc.row_bytes() as u32);
-        // Every row this table may hold: the trace's, and with cold fill
-        // the other rows of their block groups.
-        let mut rows: Vec<u64> = trace
-            .accesses
+        let shards: Vec<Shard> = caps
             .iter()
-            .filter(|a| of_trace[a.table as usize] == Some(ci))
-            .map(|a| a.row)
-            .collect();
-        if cfg.ssd.cold_fill {
-            let mut groups: Vec<u64> = rows.iter().map(|&r| layout.locate(r).group).collect();
-            groups.sort_unstable();
-            groups.dedup();
-            rows.extend(groups.iter().flat_map(|&g| layout.rows_of(g, tc.rows)));
-        }
-        rows.sort_unstable();
-        rows.dedup();
-        let n = caps.len();
-        let mut per_shard = vec![0u32; n];
-        let mut place = HashMap::with_capacity_and_hasher(rows.len(), Default::default());
-        for &r in &rows {
-            let s = embtier::shard_of(r, n);
-            place.insert(r, (s as u32, per_shard[s]));
-            per_shard[s] += 1;
-        }
-        let shards = caps
-            .iter()
-            .zip(&per_shard)
-            .map(|(c, &objs)| Shard {
+            .map(|c| Shard {
                 tiers: c
                     .iter()
                     .enumerate()
                     .filter(|(_, &cap)| cap > 0)
-                    .map(|(t, &cap)| {
-                        (
-                            t,
-                            DenseCache::new(cfg.tiers[t].policy, cap as usize, objs as usize),
-                        )
-                    })
+                    .map(|(t, &cap)| (t, DenseCache::new(cfg.tiers[t].policy, cap as usize, 0)))
                     .collect(),
             })
             .collect();
         cached.push(Some(Cached {
+            ids: vec![0; shards.len()],
             shards,
-            place,
+            place: HashMap::default(),
             layout,
             rows: tc.rows,
             fill_open: cfg.ssd.cold_fill,
