@@ -21,7 +21,11 @@
 //!   read and installed, like lookups. Dirty rows are not tracked: a dirty
 //!   row the last tier drops waits in the store's pending map, and a
 //!   request for it there counts as neither tier's hit here nor in the
-//!   store (`pending_hits`), but this simulation counts it as a miss.
+//!   store (`pending_hits`), but this simulation counts it as a miss; and
+//!   a written-back row read from the row log installs after the home
+//!   groups' rows in the store, in id order here. On a trace whose table
+//!   has a tenth of its accesses updates, the DRAM hits came within 21 of
+//!   the store's 67 k (`replay::tests`).
 
 use std::collections::HashMap;
 

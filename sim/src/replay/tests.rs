@@ -132,8 +132,8 @@ fn updates_write_back_and_time_estimates() {
 }
 
 /// `simulate_store` counts what the store counts: three tables (one
-/// pinned, two cached in several shards over DRAM and PMem), with and
-/// without cold fill, for several policies.
+/// pinned, two cached in several shards over DRAM and PMem, one with
+/// updates), with and without cold fill, for several policies.
 #[test]
 fn simulate_store_counts_what_the_store_counts() {
     use embtier::{ByteSize, MemoryKind, Placement, StoreConfig, TableConfig, TierConfig};
@@ -169,6 +169,13 @@ fn simulate_store_counts_what_the_store_counts() {
         ],
     }
     .generate();
+    // A tenth of "mid"'s accesses are the trainer's updates.
+    let mut t = t;
+    for (i, a) in t.accesses.iter_mut().enumerate() {
+        if a.table == 1 && i % 10 == 0 {
+            a.kind = AccessKind::Update;
+        }
+    }
     for (dram, pmem, cold_fill) in [
         (PolicyKind::Sieve, PolicyKind::Lru, true),
         (PolicyKind::S3Fifo, PolicyKind::Clock, false),
