@@ -8,7 +8,8 @@ mod common;
 
 use common::{locality, replay, stderr};
 
-/// The shares the plan predicts and the run measures: (DRAM, PMem) each.
+/// The shares the plan predicts and the run measures: (DRAM, PMem) each;
+/// their SSD rows read must agree within 1% of the requests.
 fn plan_and_run(trace: &str, args: &[&str]) -> ((f64, f64), (f64, f64)) {
     let dir = tempfile::tempdir().unwrap();
     let toml = dir.path().join("store.toml");
@@ -30,6 +31,16 @@ fn plan_and_run(trace: &str, args: &[&str]) -> ((f64, f64), (f64, f64)) {
     assert!(o.status.success(), "run {args:?}: {}", stderr(&o));
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
+    let (pr, rr, req) = (
+        f(&p, "ssd_rows_read"),
+        f(&r, "ssd_rows_read"),
+        f(&r, "requests"),
+    );
+    eprintln!("  SSD rows read: plan {pr}, run {rr}, of {req} requests");
+    assert!(
+        (pr - rr).abs() <= 0.01 * req,
+        "{args:?}: SSD rows read {pr} vs {rr}"
+    );
     (
         (f(&p, "dram_hit_ratio"), f(&p, "pmem_hit_ratio")),
         (f(&r, "dram_share"), f(&r, "pmem_share")),

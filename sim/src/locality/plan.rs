@@ -75,6 +75,10 @@ pub struct TablePlan {
     pub pmem_hit_ratio: f64,
     /// Predicted fraction read from SSD.
     pub ssd_ratio: f64,
+    /// Predicted rows read from SSD over the trace: the requests no cache
+    /// serves, counting a row once per batch in a simulated store (it
+    /// reads a row once for every request of the batch that missed it).
+    pub ssd_rows_read: u64,
 }
 
 /// A whole plan.
@@ -88,6 +92,8 @@ pub struct Plan {
     pub pmem_hit_ratio: f64,
     /// SSD share.
     pub ssd_ratio: f64,
+    /// Rows read from SSD over the trace (as [`TablePlan::ssd_rows_read`]).
+    pub ssd_rows_read: u64,
     /// Estimated seconds per batch on the profile.
     pub seconds_per_batch: f64,
     /// Batches in the trace.
@@ -325,6 +331,7 @@ pub fn plan(
             dram_hit_ratio: dram_hits / acc.max(1.0),
             pmem_hit_ratio: pmem_hits / acc.max(1.0),
             ssd_ratio: ssd / acc.max(1.0),
+            ssd_rows_read: ssd.round() as u64,
         });
     }
     let mut p = Plan {
@@ -332,6 +339,7 @@ pub fn plan(
         dram_hit_ratio: 0.0,
         pmem_hit_ratio: 0.0,
         ssd_ratio: 0.0,
+        ssd_rows_read: 0,
         seconds_per_batch: 0.0,
         batches,
     };
@@ -340,9 +348,10 @@ pub fn plan(
 }
 
 impl Plan {
-    /// The overall shares and the time per batch, from the tables'.
+    /// The overall shares, SSD reads and the time per batch, from the
+    /// tables'.
     fn total(&mut self, devices: &TierDevices) {
-        let (mut dh, mut ph, mut total) = (0.0, 0.0, 0.0);
+        let (mut dh, mut ph, mut total, mut reads) = (0.0, 0.0, 0.0, 0u64);
         // Row bytes read from DRAM and PMem over the trace.
         let (mut dram_bytes, mut pmem_bytes) = (0.0, 0.0);
         for t in &self.tables {
@@ -353,8 +362,10 @@ impl Plan {
             dh += d;
             ph += p;
             total += acc;
+            reads += t.ssd_rows_read;
         }
-        let ssd = (total - dh - ph).max(0.0);
+        let ssd = reads as f64;
+        self.ssd_rows_read = reads;
         let secs = devices.dram.seconds(dh, dram_bytes, 0.0)
             + devices.pmem.seconds(ph, pmem_bytes, 0.0)
             + devices.ssd.seconds(ssd, ssd * 4096.0, 0.0);
@@ -378,6 +389,7 @@ impl Plan {
             t.dram_hit_ratio = c.dram_hits as f64 / n;
             t.pmem_hit_ratio = c.pmem_hits as f64 / n;
             t.ssd_ratio = (1.0 - t.dram_hit_ratio - t.pmem_hit_ratio).max(0.0);
+            t.ssd_rows_read = c.ssd_rows_read;
         }
         self.total(devices);
     }

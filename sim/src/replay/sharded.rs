@@ -55,6 +55,8 @@ pub struct TableCounts {
     pub dram_hits: u64,
     /// Served by the first PMem tier.
     pub pmem_hits: u64,
+    /// Rows read from SSD: each missed row once per store call.
+    pub ssd_rows_read: u64,
 }
 
 impl StoreCounts {
@@ -147,8 +149,8 @@ impl Cached {
     }
 
     /// Look up `ids` (batch order) then read and install the misses, as a
-    /// store call does; returns the tier index of each hit.
-    fn call(&mut self, ids: &[u64], hit: &mut impl FnMut(usize)) {
+    /// store call does: `hit(tier)` for each hit; returns the rows read.
+    fn call(&mut self, ids: &[u64], hit: &mut impl FnMut(usize)) -> u64 {
         let mut missed: Vec<u64> = Vec::new();
         for &row in ids {
             let (s, d) = self.place(row);
@@ -160,6 +162,7 @@ impl Cached {
         let group = |l: &RowLayout, r: u64| l.locate(r).group;
         missed.sort_unstable_by_key(|&r| (group(&self.layout, r), r));
         let mut left = missed.len();
+        let mut reads = 0;
         let mut i = 0;
         while i < missed.len() {
             let g = group(&self.layout, missed[i]);
@@ -170,6 +173,7 @@ impl Cached {
             let run = &missed[i..j];
             for same in run.chunk_by(|a, b| a == b) {
                 left = left.saturating_sub(same.len());
+                reads += 1;
                 let (s, d) = self.place(same[0]);
                 self.shards[s].insert_top(d);
             }
@@ -178,6 +182,7 @@ impl Cached {
             }
             i = j;
         }
+        reads
     }
 
     /// Cold fill: group `g`'s rows nobody asked for, while there is room.
@@ -285,17 +290,18 @@ pub fn simulate_store(trace: &Trace, cfg: &StoreConfig) -> embtier::Result<Store
             upd.dedup();
             let c = &mut counts.tables[ci];
             c.requests += (ids.len() + upd.len()) as u64;
+            let (mut dh, mut ph) = (0, 0);
             let mut hit = |tier: usize| {
                 if Some(tier) == dram {
-                    c.dram_hits += 1;
+                    dh += 1;
                 } else if Some(tier) == pmem {
-                    c.pmem_hits += 1;
+                    ph += 1;
                 }
             };
             match (&mut cached[ci], pin_tier[ci]) {
                 (Some(cache), _) => {
-                    cache.call(&ids, &mut hit);
-                    cache.call(&upd, &mut hit);
+                    c.ssd_rows_read += cache.call(&ids, &mut hit);
+                    c.ssd_rows_read += cache.call(&upd, &mut hit);
                 }
                 (None, Some(tier)) => {
                     for _ in 0..ids.len() + upd.len() {
@@ -304,6 +310,8 @@ pub fn simulate_store(trace: &Trace, cfg: &StoreConfig) -> embtier::Result<Store
                 }
                 (None, None) => {}
             }
+            c.dram_hits += dh;
+            c.pmem_hits += ph;
         }
     }
     Ok(counts)

@@ -155,7 +155,7 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
         }
     }
     let header = format!(
-        "store.toml planned by emb-locality from {} ({} accesses in {} batches)\nbudgets: DRAM {}, PMem {}; SSD data file {}\npredicted shares of all row requests: DRAM {:.4}, PMem {:.4}, SSD {:.4}; {:.3} ms per batch\n(predicted by simulating this store over the trace: its shards, its {} DRAM and {} PMem caches, its batch lookups and cold fill;\n sizes chosen on the tables' {} curves, which predicted DRAM {:.4} for one cache per table; docs/locality.md){}",
+        "store.toml planned by emb-locality from {} ({} accesses in {} batches)\nbudgets: DRAM {}, PMem {}; SSD data file {}\npredicted shares of all row requests: DRAM {:.4}, PMem {:.4}, SSD {:.4} ({} rows read: a row once per batch that misses it); {:.3} ms per batch\n(predicted by simulating this store over the trace: its shards, its {} DRAM and {} PMem caches, its batch lookups and cold fill;\n sizes chosen on the tables' {} curves, which predicted DRAM {:.4} for one cache per table; docs/locality.md){}",
         a.input.trace.display(),
         t.accesses.len(),
         t.batch_ends.len(),
@@ -165,6 +165,7 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
         p.dram_hit_ratio,
         p.pmem_hit_ratio,
         p.ssd_ratio,
+        p.ssd_rows_read,
         p.seconds_per_batch * 1e3,
         dram_policy,
         a.pmem_policy,
