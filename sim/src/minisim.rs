@@ -104,7 +104,8 @@ impl MiniSim {
     /// every size at `rate`, to the nearest object and at least one).
     pub fn new(keys: Vec<u64>, rate: f64, min_objects: u64) -> MiniSim {
         let mut rates = Vec::new();
-        let mut r = exact_rate(rate).max(f64::MIN_POSITIVE);
+        // The smallest rate the hash threshold can express (a key in 2^24).
+        let mut r = exact_rate(rate).max(1.0 / (1u64 << 24) as f64);
         while r < 1.0 {
             rates.push(r);
             r = exact_rate(r * 2.0);
@@ -449,5 +450,8 @@ mod tests {
         assert!(p.scaled >= 100 && p.rate == r, "{p:?}");
         assert_eq!(m.rate_for(50), 1.0);
         assert_eq!(p.result.hits + p.result.misses, 20_000);
+        // A rate below what the hash expresses samples one key in 2^24.
+        let tiny = MiniSim::new(vec![1, 2, 3], 1e-12, 100);
+        assert!(tiny.rate() > 0.0 && tiny.rate() < 1e-7);
     }
 }
