@@ -5,7 +5,7 @@
 //! A cache of `C` objects over the whole trace is estimated by a cache of
 //! `C·R` objects over the accesses of the keys SHARDS samples at rate `R`
 //! ([`crate::locality::shards::spatial_sample`]: every access of a sampled
-//! key, in order). Three details decide the accuracy at small rates:
+//! key, in order). Four details decide the accuracy at small rates:
 //!
 //! - **The rate actually sampled**: `R` is the hash threshold over its
 //!   modulus, not the rate asked for.
@@ -21,7 +21,6 @@
 //!   is simulated at a larger rate instead: the smallest of `R·2^k` at
 //!   which it holds `min_objects` (up to 1, the full trace), and each
 //!   [`MiniPoint`] says the rate it ran at.
-//!
 //! - **LRU as a control variate** ([`MiniSim::with_lru_reference`]): at
 //!   rate 0.01 the error is mostly sampling variance, which keys the hash
 //!   happened to keep (on 10 M Zipf(0.9) accesses of 1 M keys, the
