@@ -337,6 +337,127 @@ pub fn with_policy_curves(
     out
 }
 
+/// `r`'s tables with their curves replaced by batch-aware ones: each
+/// table's accesses in `trace`, batch by batch as the store serves a call
+/// (every resident row a hit, then the batch's distinct misses installed
+/// in row order; a repeat of a missed row in the batch is a miss), through
+/// one `policy` cache per size, at `points` log-spaced sizes up to the
+/// table's distinct rows. Below rate 1 a miniature: the keys
+/// [`crate::locality::shards::keeps`] keeps, their batches kept, through
+/// caches of `size x rate` (at least [`DEFAULT_MIN_OBJECTS`], as
+/// [`MiniSim`]), misses over the expected sampled count. Where batches
+/// hold more distinct rows than a cache, these curves are far below the
+/// one-access-at-a-time ones, and a plan sized on them differs.
+pub fn with_batch_curves(
+    r: &Report,
+    trace: &Trace,
+    policy: embtier::PolicyKind,
+    rate: f64,
+    points: usize,
+) -> Report {
+    let mut out = r.clone();
+    for t in &mut out.tables {
+        let Some(ti) = trace.tables.iter().position(|tt| tt.name == t.name) else {
+            continue;
+        };
+        // The table's rows, densified, and where each batch ends in them.
+        let mut rows = Vec::new();
+        let mut ends = Vec::with_capacity(trace.batch_ends.len());
+        for batch in trace.batches() {
+            rows.extend(
+                batch
+                    .iter()
+                    .filter(|a| a.table as usize == ti)
+                    .map(|a| a.row),
+            );
+            ends.push(rows.len());
+        }
+        let (dense, n) = crate::densify(&rows);
+        let mut origin = vec![0u64; n];
+        for (&d, &row) in dense.iter().zip(&rows) {
+            origin[d as usize] = row;
+        }
+        let stream = TableStream {
+            dense,
+            ends,
+            origin,
+        };
+        let u = t.unique_rows.max(1) as f64;
+        let mut sizes: Vec<u64> = (1..=points.max(1))
+            .map(|i| u.powf(i as f64 / points.max(1) as f64).round().max(1.0) as u64)
+            .collect();
+        sizes.dedup();
+        t.mrc = sizes
+            .par_iter()
+            .map(|&size| {
+                // The rate that scales this size to DEFAULT_MIN_OBJECTS.
+                let mut r = exact_rate(rate).max(1.0 / (1u64 << 24) as f64);
+                while r < 1.0 && ((size as f64 * r).round() as u64) < DEFAULT_MIN_OBJECTS {
+                    r = exact_rate(r * 2.0);
+                }
+                let r = r.min(1.0);
+                let scaled = ((size as f64 * r).round() as u64).max(1);
+                let misses = stream.misses(policy, scaled, r);
+                let expected = (rows.len() as f64 * r).max(1.0);
+                MrcPoint {
+                    cache_rows: size,
+                    cache_bytes: None,
+                    miss_ratio: (misses as f64 / expected).clamp(0.0, 1.0),
+                }
+            })
+            .collect();
+    }
+    out
+}
+
+/// One table's accesses for batch-aware curves.
+struct TableStream {
+    /// Dense ids, in trace order.
+    dense: Vec<u32>,
+    /// Where each batch ends in `dense`.
+    ends: Vec<usize>,
+    /// The row of each dense id.
+    origin: Vec<u64>,
+}
+
+impl TableStream {
+    /// Misses of the rows kept at `rate` through a `policy` cache of `cap`
+    /// rows, served batch by batch as the store does.
+    fn misses(&self, policy: embtier::PolicyKind, cap: u64, rate: f64) -> u64 {
+        let kept: Vec<bool> = self
+            .origin
+            .iter()
+            .map(|&row| rate >= 1.0 || crate::locality::shards::keeps(row, rate))
+            .collect();
+        let mut cache = crate::DenseCache::new(policy, cap as usize, self.origin.len());
+        let (mut misses, mut missed, mut victims) = (0u64, Vec::new(), Vec::new());
+        let mut start = 0;
+        for &end in &self.ends {
+            for &id in &self.dense[start..end] {
+                if !kept[id as usize] {
+                    continue;
+                }
+                if cache.contains(id) {
+                    cache.hit(id, &mut victims);
+                    victims.clear();
+                } else {
+                    misses += 1;
+                    missed.push((self.origin[id as usize], id));
+                }
+            }
+            missed.sort_unstable();
+            missed.dedup();
+            for &(_, id) in &missed {
+                cache.insert(id, false, &mut victims);
+                victims.clear();
+            }
+            missed.clear();
+            start = end;
+        }
+        misses
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -452,5 +573,44 @@ mod tests {
         // A rate below what the hash expresses samples one key in 2^24.
         let tiny = MiniSim::new(vec![1, 2, 3], 1e-12, 100);
         assert!(tiny.rate() > 0.0 && tiny.rate() < 1e-7);
+    }
+
+    /// Batch-aware curves: batches of one access are the plain simulation;
+    /// batches of many distinct rows miss more at sizes below them.
+    #[test]
+    fn batch_curves_meet_the_plain_ones_at_batches_of_one() {
+        use crate::locality::{analyze, Options};
+        use crate::trace::gen::{GenSpec, GenTable};
+        let gen = |batch_size| {
+            GenSpec {
+                seed: 2,
+                batches: 20_000 / batch_size,
+                batch_size,
+                tables: vec![GenTable {
+                    name: "t".into(),
+                    rows: 5_000,
+                    dim: 8,
+                    pooling: 1.0,
+                    alpha: 0.9,
+                    drift: 0.0,
+                }],
+            }
+            .generate()
+        };
+        let one = gen(1);
+        let r = analyze(&one, &Options::default());
+        let c = with_batch_curves(&r, &one, PolicyKind::Lru, 1.0, 8);
+        let keys: Vec<u64> = one.accesses.iter().map(|a| a.row).collect();
+        for p in &c.tables[0].mrc {
+            let full = crate::simulate(PolicyKind::Lru, p.cache_rows as usize, &keys);
+            assert!((p.miss_ratio - full.miss_ratio()).abs() < 1e-12, "{p:?}");
+        }
+        let big = gen(1000);
+        let r = analyze(&big, &Options::default());
+        let c = with_batch_curves(&r, &big, PolicyKind::Lru, 1.0, 8);
+        let keys: Vec<u64> = big.accesses.iter().map(|a| a.row).collect();
+        let small = c.tables[0].mrc.iter().find(|p| p.cache_rows >= 100).unwrap();
+        let plain = crate::simulate(PolicyKind::Lru, small.cache_rows as usize, &keys);
+        assert!(small.miss_ratio > plain.miss_ratio() + 0.05, "{small:?} {plain:?}");
     }
 }

@@ -19,7 +19,7 @@ use embtier_sim::locality::plan::{plan, Budgets, Decision, Plan};
 use embtier_sim::locality::shards::Sampling;
 use embtier_sim::locality::store_toml::{round_size, store_config, store_toml, Policies};
 use embtier_sim::locality::{analyze, Log2Hist, Options, Report, TableReport, COUNT_BIN_EDGES};
-use embtier_sim::minisim::with_policy_curves;
+use embtier_sim::minisim::{with_batch_curves, with_policy_curves};
 use embtier_sim::replay::simulate_store;
 use embtier_sim::table::Table;
 use embtier_sim::trace::gen::{GenSpec, GenTable};

@@ -98,45 +98,63 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
         p.predict_from(&counts, &devices);
         Ok((p, cfg, curve_dram))
     };
-    let mut tried = String::new();
-    let (dram_policy, p, cfg, curve_dram) = if a.policies.is_empty() {
-        let (pp, c, d) = make(a.dram_policy, &r)?;
-        (a.dram_policy, pp, c, d)
+    // Candidates: for each DRAM policy (--policies, else --dram-policy),
+    // sizes from the one-access-at-a-time curves (exact LRU without
+    // --policies, the policy's own miniature ones with) and from
+    // batch-aware curves of the policy. The simulated store scores each:
+    // the most DRAM + PMem hits, then DRAM's.
+    let rate = a.sample.unwrap_or(1.0);
+    let kinds = if a.policies.is_empty() {
+        vec![a.dram_policy]
     } else {
-        // Each candidate sizes the caches on its own curves (miniature
-        // simulations at --sample's rate, else full ones) and is scored by
-        // the simulated store: the most DRAM + PMem hits, then DRAM's.
-        let rate = a.sample.unwrap_or(1.0);
-        let runs: Vec<Result<(PolicyKind, Plan, embtier::StoreConfig, f64), Fail>> = a
-            .policies
-            .par_iter()
-            .map(|&k| {
-                let rk = with_policy_curves(&r, &t, SimPolicy::Online(k), rate, 32);
-                make(k, &rk).map(|(pp, c, d)| (k, pp, c, d))
-            })
-            .collect();
-        let mut best: Option<(PolicyKind, Plan, embtier::StoreConfig, f64)> = None;
-        for run in runs {
-            let run = run?;
-            let score = |p: &Plan| (p.dram_hit_ratio + p.pmem_hit_ratio, p.dram_hit_ratio);
-            let _ = write!(
-                tried,
-                "{}{} DRAM {:.4} PMem {:.4}",
-                if tried.is_empty() { "" } else { "; " },
-                run.0,
-                run.1.dram_hit_ratio,
-                run.1.pmem_hit_ratio
-            );
-            if best.as_ref().is_none_or(|b| {
-                score(&run.1).partial_cmp(&score(&b.1)) == Some(std::cmp::Ordering::Greater)
-            }) {
-                best = Some(run);
-            }
-        }
-        let best = best.expect("--policies is not empty");
-        eprintln!("--policies: {tried}; {} chosen for DRAM", best.0);
-        best
+        a.policies.clone()
     };
+    let jobs: Vec<(PolicyKind, bool)> = kinds
+        .iter()
+        .flat_map(|&k| [(k, false), (k, true)])
+        .collect();
+    type Run = (PolicyKind, String, Plan, embtier::StoreConfig, f64);
+    let runs: Vec<Result<Run, Fail>> = jobs
+        .par_iter()
+        .map(|&(k, batch)| {
+            let (rk, label) = if batch {
+                (
+                    with_batch_curves(&r, &t, k, rate, 32),
+                    format!("batch-aware {k}"),
+                )
+            } else if a.policies.is_empty() {
+                (r.clone(), "LRU".to_string())
+            } else {
+                (
+                    with_policy_curves(&r, &t, SimPolicy::Online(k), rate, 32),
+                    k.to_string(),
+                )
+            };
+            make(k, &rk).map(|(pp, c, d)| (k, label, pp, c, d))
+        })
+        .collect();
+    let mut tried = String::new();
+    let mut best: Option<Run> = None;
+    for run in runs {
+        let run = run?;
+        let score = |p: &Plan| (p.dram_hit_ratio + p.pmem_hit_ratio, p.dram_hit_ratio);
+        let _ = write!(
+            tried,
+            "{}{} on {} curves: DRAM {:.4} PMem {:.4}",
+            if tried.is_empty() { "" } else { "; " },
+            run.0,
+            run.1,
+            run.2.dram_hit_ratio,
+            run.2.pmem_hit_ratio
+        );
+        if best.as_ref().is_none_or(|b| {
+            score(&run.2).partial_cmp(&score(&b.2)) == Some(std::cmp::Ordering::Greater)
+        }) {
+            best = Some(run);
+        }
+    }
+    let (dram_policy, curves, p, cfg, curve_dram) = best.expect("a candidate");
+    eprintln!("candidates: {tried}; chosen: {dram_policy} on {curves} curves");
     // The SSD data file holds every row, in sealed 4 KiB block groups.
     let ssd_need: u64 = cfg
         .tables
@@ -169,17 +187,9 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
         p.seconds_per_batch * 1e3,
         dram_policy,
         a.pmem_policy,
-        if a.policies.is_empty() {
-            "LRU".to_string()
-        } else {
-            dram_policy.to_string()
-        },
+        curves,
         curve_dram,
-        if tried.is_empty() {
-            String::new()
-        } else {
-            format!("\nDRAM policy chosen by --policies from: {tried}")
-        },
+        format!("\ncandidates, as simulated: {tried}"),
     );
     let toml_text = store_toml(&p, &cfg, &header);
     if let Some(path) = &a.out {
