@@ -609,8 +609,15 @@ mod tests {
         let r = analyze(&big, &Options::default());
         let c = with_batch_curves(&r, &big, PolicyKind::Lru, 1.0, 8);
         let keys: Vec<u64> = big.accesses.iter().map(|a| a.row).collect();
-        let small = c.tables[0].mrc.iter().find(|p| p.cache_rows >= 100).unwrap();
+        let small = c.tables[0]
+            .mrc
+            .iter()
+            .find(|p| p.cache_rows >= 100)
+            .unwrap();
         let plain = crate::simulate(PolicyKind::Lru, small.cache_rows as usize, &keys);
-        assert!(small.miss_ratio > plain.miss_ratio() + 0.05, "{small:?} {plain:?}");
+        assert!(
+            small.miss_ratio > plain.miss_ratio() + 0.05,
+            "{small:?} {plain:?}"
+        );
     }
 }

@@ -173,7 +173,7 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
         }
     }
     let header = format!(
-        "store.toml planned by emb-locality from {} ({} accesses in {} batches)\nbudgets: DRAM {}, PMem {}; SSD data file {}\npredicted shares of all row requests: DRAM {:.4}, PMem {:.4}, SSD {:.4} ({} rows read: a row once per batch that misses it); {:.3} ms per batch\n(predicted by simulating this store over the trace: its shards, its {} DRAM and {} PMem caches, its batch lookups and cold fill;\n sizes chosen on the tables' {} curves, which predicted DRAM {:.4} for one cache per table; docs/locality.md){}",
+        "store.toml planned by emb-locality from {} ({} accesses in {} batches)\nbudgets: DRAM {}, PMem {}; SSD data file {}\npredicted shares of all row requests: DRAM {:.4}, PMem {:.4}, SSD {:.4} ({} rows read: a row once per batch that misses it); {:.3} ms per batch\n(predicted by simulating this store over the trace: its shards, its {} DRAM and {} PMem caches, its batch lookups and cold fill;\n sizes chosen on the tables' {} curves, which predicted DRAM {:.4} for one cache per table; docs/locality.md)\ncandidates, as simulated: {}",
         a.input.trace.display(),
         t.accesses.len(),
         t.batch_ends.len(),
@@ -189,7 +189,7 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
         a.pmem_policy,
         curves,
         curve_dram,
-        format!("\ncandidates, as simulated: {tried}"),
+        tried,
     );
     let toml_text = store_toml(&p, &cfg, &header);
     if let Some(path) = &a.out {
