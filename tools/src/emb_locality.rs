@@ -19,7 +19,7 @@ use embtier_sim::locality::plan::{plan, Budgets, Decision, Plan};
 use embtier_sim::locality::shards::Sampling;
 use embtier_sim::locality::store_toml::{round_size, store_config, store_toml, Policies};
 use embtier_sim::locality::{analyze, Log2Hist, Options, Report, TableReport, COUNT_BIN_EDGES};
-use embtier_sim::minisim::{with_batch_curves, with_policy_curves};
+use embtier_sim::minisim::with_policy_curves;
 use embtier_sim::replay::simulate_store;
 use embtier_sim::table::Table;
 use embtier_sim::trace::gen::{GenSpec, GenTable};
@@ -145,8 +145,9 @@ struct PlanArgs {
     dram_policy: PolicyKind,
     /// Choose the DRAM policy among these (comma separated, the store's):
     /// each sizes the caches on its own miss-ratio curves (miniature
-    /// simulations at --sample's rate), and the one whose planned store is
-    /// predicted the most hits is written to the store.toml.
+    /// simulations at --sample's rate), and the one whose simulated store
+    /// takes the least estimated time per batch (then serves the most
+    /// hits) is written to the store.toml.
     #[arg(long, value_delimiter = ',', conflicts_with = "dram_policy", value_parser = |s: &str| PolicyKind::parse_for_store(s))]
     policies: Vec<PolicyKind>,
     /// Policy of the PMem caches (as --dram-policy).

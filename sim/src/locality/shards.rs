@@ -88,11 +88,6 @@ pub fn exact_rate(rate: f64) -> f64 {
     (rate.clamp(0.0, 1.0) * P as f64).round() / P as f64
 }
 
-/// Whether [`spatial_sample`] at `rate` keeps `key`.
-pub fn keeps(key: u64, rate: f64) -> bool {
-    key_hash(key) < (rate.clamp(0.0, 1.0) * P as f64).round() as u64
-}
-
 /// The accesses of `keys` whose key SHARDS samples at `rate` (every access
 /// of a sampled key, in order): the input of a miniature simulation
 /// (Waldspurger et al., ATC '17), a cache of `size x rate` over them

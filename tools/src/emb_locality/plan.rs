@@ -98,31 +98,22 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
         p.predict_from(&counts, &devices);
         Ok((p, cfg, curve_dram))
     };
-    // Candidates: for each DRAM policy (--policies, else --dram-policy),
-    // sizes from the one-access-at-a-time curves (exact LRU without
-    // --policies, the policy's own miniature ones with) and from
-    // batch-aware curves of the policy. The simulated store scores each:
-    // the most DRAM + PMem hits, then DRAM's.
+    // Candidates: each DRAM policy (--policies, else --dram-policy), sizes
+    // from the one-access-at-a-time curves (exact LRU without --policies,
+    // the policy's own miniature ones with). The simulated store scores
+    // each: the least estimated time per batch (SSD reads dominate it),
+    // then the most DRAM + PMem hits, then DRAM's.
     let rate = a.sample.unwrap_or(1.0);
     let kinds = if a.policies.is_empty() {
         vec![a.dram_policy]
     } else {
         a.policies.clone()
     };
-    let jobs: Vec<(PolicyKind, bool)> = kinds
-        .iter()
-        .flat_map(|&k| [(k, false), (k, true)])
-        .collect();
     type Run = (PolicyKind, String, Plan, embtier::StoreConfig, f64);
-    let runs: Vec<Result<Run, Fail>> = jobs
+    let runs: Vec<Result<Run, Fail>> = kinds
         .par_iter()
-        .map(|&(k, batch)| {
-            let (rk, label) = if batch {
-                (
-                    with_batch_curves(&r, &t, k, rate, 32),
-                    format!("batch-aware {k}"),
-                )
-            } else if a.policies.is_empty() {
+        .map(|&k| {
+            let (rk, label) = if a.policies.is_empty() {
                 (r.clone(), "LRU".to_string())
             } else {
                 (
@@ -137,15 +128,23 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
     let mut best: Option<Run> = None;
     for run in runs {
         let run = run?;
-        let score = |p: &Plan| (p.dram_hit_ratio + p.pmem_hit_ratio, p.dram_hit_ratio);
+        let score = |p: &Plan| {
+            (
+                -p.seconds_per_batch,
+                p.dram_hit_ratio + p.pmem_hit_ratio,
+                p.dram_hit_ratio,
+            )
+        };
         let _ = write!(
             tried,
-            "{}{} on {} curves: DRAM {:.4} PMem {:.4}",
+            "{}{} on {} curves: DRAM {:.4} PMem {:.4}, {} SSD rows read, {:.3} ms per batch",
             if tried.is_empty() { "" } else { "; " },
             run.0,
             run.1,
             run.2.dram_hit_ratio,
-            run.2.pmem_hit_ratio
+            run.2.pmem_hit_ratio,
+            run.2.ssd_rows_read,
+            run.2.seconds_per_batch * 1e3
         );
         if best.as_ref().is_none_or(|b| {
             score(&run.2).partial_cmp(&score(&b.2)) == Some(std::cmp::Ordering::Greater)
