@@ -70,6 +70,7 @@ pub use store::{
     EngineWrapper, OpenOptionsExt, Prefetch, Store, TableBatch, CONFIG_FILE, DATA_FILE, HOT_FILE,
     LOCK_FILE, META_FILE, PMEM_FILE,
 };
+pub use table::{shard_capacities, shard_of};
 
 /// The on-disk format crate.
 pub use embtier_format as format;

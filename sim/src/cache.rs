@@ -208,6 +208,23 @@ impl DenseCache {
         self.len
     }
 
+    /// The most ids it holds.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Accept ids up to `n_objects - 1` from now on (no-op if it already
+    /// does), for callers that number ids as they first see them.
+    ///
+    /// # Panics
+    /// If `n_objects` does not fit in a u32.
+    pub fn grow(&mut self, n_objects: usize) {
+        assert!(n_objects < u32::MAX as usize);
+        if n_objects > self.slot_of.len() {
+            self.slot_of.resize(n_objects, NO_SLOT);
+        }
+    }
+
     /// Whether nothing is resident.
     pub fn is_empty(&self) -> bool {
         self.len == 0

@@ -31,6 +31,7 @@ pub mod calibrate;
 pub mod densify;
 mod hint;
 pub mod locality;
+pub mod minisim;
 pub mod offline;
 pub mod policy;
 pub mod profile;

@@ -79,71 +79,6 @@ impl SimPolicy {
     }
 }
 
-/// The requests of a policy sweep, densified once: all of a trace's, or a
-/// spatial sample of them (a miniature simulation: the sampled keys'
-/// accesses through a cache scaled by the rate).
-#[derive(Debug, Clone)]
-pub struct Sweep {
-    keys: Vec<u64>,
-    dense: Vec<u32>,
-    n: usize,
-    rate: f64,
-    /// Requests before sampling.
-    total: usize,
-}
-
-impl Sweep {
-    /// Every request of `keys`, or with `sample` the accesses of the keys
-    /// [`crate::locality::shards::spatial_sample`] keeps at that rate.
-    pub fn new(keys: Vec<u64>, sample: Option<f64>) -> Sweep {
-        let total = keys.len();
-        let (keys, rate) = match sample {
-            Some(r) if r < 1.0 => (crate::locality::shards::spatial_sample(&keys, r), r),
-            _ => (keys, 1.0),
-        };
-        let (dense, n) = crate::densify(&keys);
-        Sweep {
-            keys,
-            dense,
-            n,
-            rate,
-            total,
-        }
-    }
-
-    /// Requests simulated (the sampled ones when sampling).
-    pub fn requests(&self) -> usize {
-        self.keys.len()
-    }
-
-    /// Distinct keys simulated.
-    pub fn unique(&self) -> usize {
-        self.n
-    }
-
-    /// The sampling rate (1 without sampling).
-    pub fn rate(&self) -> f64 {
-        self.rate
-    }
-
-    /// `p` with a cache of `size` objects: at `size x rate` (at least 1)
-    /// over the sampled requests when sampling, with SHARDS_adj's
-    /// correction: the requests the sample has beyond (or below) its
-    /// expected share of the trace's count as hits (or fewer hits).
-    pub fn run(&self, p: SimPolicy, size: u64) -> SimResult {
-        let scaled = ((size as f64 * self.rate).round() as u64).max(1);
-        let r = p.run(scaled, &self.keys, &self.dense, self.n);
-        if self.rate >= 1.0 {
-            return r;
-        }
-        let expected = (self.total as f64 * self.rate).round() as u64;
-        SimResult {
-            hits: expected.saturating_sub(r.misses),
-            misses: r.misses.min(expected),
-        }
-    }
-}
-
 impl fmt::Display for SimPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -184,36 +119,6 @@ mod tests {
         assert_eq!("LRU_32way".parse(), Ok(SimPolicy::SetAssoc(SetPolicy::Lru)));
         let e = "bogus".parse::<SimPolicy>().unwrap_err();
         assert!(e.contains("wtinylfu") && e.contains("lfu-32way"), "{e}");
-    }
-
-    /// A miniature simulation tracks the full one on a skewed trace.
-    #[test]
-    fn sampled_sweep_tracks_the_full_one() {
-        let t = crate::trace::gen::GenSpec {
-            seed: 9,
-            batches: 400,
-            batch_size: 1000,
-            tables: vec![crate::trace::gen::GenTable {
-                name: "z".into(),
-                rows: 200_000,
-                dim: 16,
-                pooling: 1.0,
-                alpha: 0.9,
-                drift: 0.0,
-            }],
-        }
-        .generate();
-        let keys: Vec<u64> = t.accesses.iter().map(|a| a.row).collect();
-        let full = Sweep::new(keys.clone(), None);
-        let mini = Sweep::new(keys, Some(0.1));
-        assert!(mini.requests() < full.requests() / 5);
-        for size in [2_000u64, 10_000, 50_000] {
-            for p in [PolicyKind::Lru, PolicyKind::Sieve] {
-                let a = full.run(SimPolicy::Online(p), size).miss_ratio();
-                let b = mini.run(SimPolicy::Online(p), size).miss_ratio();
-                assert!((a - b).abs() < 0.01, "{p} {size}: {a} {b}");
-            }
-        }
     }
 
     /// Every policy runs, and none beats MIN (at a size the 32-way caches

@@ -320,6 +320,14 @@ pub(crate) struct TablePlan {
 }
 
 impl StoreConfig {
+    /// Each table's rows in each tier, as the store splits the tiers: the
+    /// cache capacity of a cached table there, or a pinned table's whole
+    /// size in the tier it is pinned to (tables and tiers in config order).
+    /// The error of [`crate::Store::create`] for a config it refuses.
+    pub fn table_tier_rows(&self) -> Result<Vec<Vec<u64>>> {
+        Ok(self.plan()?.into_iter().map(|p| p.rows).collect())
+    }
+
     /// Start a builder.
     pub fn builder() -> StoreConfigBuilder {
         StoreConfigBuilder::default()

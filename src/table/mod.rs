@@ -71,6 +71,7 @@ mod shard;
 mod writeback;
 
 use shard::{by_shard, part, shard_count};
+pub use shard::{shard_capacities, shard_of};
 
 pub(crate) use many::{lookup_many, Part};
 
@@ -461,7 +462,7 @@ impl Table {
 
     #[inline]
     fn shard_of(&self, id: u64, n: usize) -> usize {
-        ((mix64(id) as u128 * n as u128) >> 64) as usize
+        shard_of(id, n)
     }
 
     /// Occupancy of each of the store's `tiers` tiers: (rows resident,

@@ -147,6 +147,28 @@ impl Shard {
     }
 }
 
+/// The shard of row `id` in a cached table of `n` shards: the high bits
+/// of `mix64(id) x n`, so ids spread evenly whatever their pattern.
+#[inline]
+pub fn shard_of(id: u64, n: usize) -> usize {
+    ((mix64(id) as u128 * n as u128) >> 64) as usize
+}
+
+/// The caches a cached table's shards get, as the store builds them: for
+/// each shard, its capacity in rows in each tier (0 where it has no slice
+/// of that tier), from the table's rows per tier ([`crate::StoreConfig::table_tier_rows`])
+/// and the configured shard count. A row goes to shard [`shard_of`].
+pub fn shard_capacities(
+    name: &str,
+    tier_rows: &[u64],
+    requested: Option<usize>,
+) -> Result<Vec<Vec<u64>>> {
+    let n = shard_count(name, tier_rows, requested)?;
+    Ok((0..n)
+        .map(|i| tier_rows.iter().map(|&r| part(r, n, i) as u64).collect())
+        .collect())
+}
+
 /// Number of shards for a cached table with `tier_rows` rows in each tier.
 pub(super) fn shard_count(
     name: &str,

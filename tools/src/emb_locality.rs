@@ -20,14 +20,18 @@ use embtier_sim::locality::shards::Sampling;
 use embtier_sim::locality::store_toml::{round_size, store_config, store_toml, Policies};
 use embtier_sim::locality::stream::{analyze_etrace, StreamAnalysis};
 use embtier_sim::locality::{analyze, Log2Hist, Options, Report, TableReport, COUNT_BIN_EDGES};
+use embtier_sim::minisim::with_policy_curves;
+use embtier_sim::replay::simulate_store;
 use embtier_sim::table::Table;
 use embtier_sim::trace::gen::{GenSpec, GenTable};
 use embtier_sim::trace::{detect, row_bytes_of, Format, TraceReader, TraceTable};
+use embtier_sim::SimPolicy;
 use embtier_tools::cli::{
     check_sizes, data, emit, load, main_with, mean_row_bytes, parse_rate, parse_sizes, progress,
     usage, Devices, Fail, Input, Output, DEFAULT_ROW_BYTES,
 };
 use embtier_tools::plot;
+use rayon::prelude::*;
 
 #[path = "emb_locality/analyze.rs"]
 mod analyze;
@@ -150,6 +154,13 @@ struct PlanArgs {
     /// sieve (the store's; docs/tuning.md).
     #[arg(long, default_value = "sieve", value_parser = |s: &str| PolicyKind::parse_for_store(s))]
     dram_policy: PolicyKind,
+    /// Choose the DRAM policy among these (comma separated, the store's):
+    /// each sizes the caches on its own miss-ratio curves (miniature
+    /// simulations at --sample's rate), and the one whose simulated store
+    /// takes the least estimated time per batch (then serves the most
+    /// hits) is written to the store.toml.
+    #[arg(long, value_delimiter = ',', conflicts_with = "dram_policy", value_parser = |s: &str| PolicyKind::parse_for_store(s))]
+    policies: Vec<PolicyKind>,
     /// Policy of the PMem caches (as --dram-policy).
     #[arg(long, default_value = "lru", value_parser = |s: &str| PolicyKind::parse_for_store(s))]
     pmem_policy: PolicyKind,

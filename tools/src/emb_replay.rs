@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use embtier::PolicyKind;
 use embtier_sim::calibrate::calibrate;
-use embtier_sim::policy::Sweep;
+use embtier_sim::minisim::{MiniSim, DEFAULT_MIN_OBJECTS};
 use embtier_sim::profile::{profiles_toml, DeviceProfile};
 use embtier_sim::replay::{
     run_store, simulate_hierarchy, Hierarchy, HierarchyReport, RowGeometry, RunReport, TierSpec,
@@ -92,9 +92,18 @@ struct SimulateArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     row_bytes: Option<u64>,
     /// Simulate a spatial sample of the keys at this rate in (0, 1], with
-    /// caches scaled by it (a miniature simulation, SHARDS-adjusted).
+    /// caches scaled by it (a miniature simulation, SHARDS-adjusted and
+    /// corrected by LRU's error on the same sample; docs/replay.md).
     #[arg(long, value_parser = parse_rate)]
     sample: Option<f64>,
+    /// With --sample: sizes whose scaled cache would hold fewer objects
+    /// than this run at a larger rate (rate x 2^k, up to the full trace).
+    #[arg(long, default_value_t = DEFAULT_MIN_OBJECTS, requires = "sample")]
+    min_objects: u64,
+    /// With --sample: skip the exact LRU pass over the full trace that
+    /// corrects the sampled estimates (faster, less accurate).
+    #[arg(long, requires = "sample")]
+    no_lru_reference: bool,
     #[command(flatten)]
     output: Output,
     /// Write mrc.svg (one line per policy) into this directory.

@@ -22,6 +22,7 @@ use serde::Serialize;
 
 use super::{Report, TableReport};
 use crate::profile::TierDevices;
+use crate::replay::StoreCounts;
 
 /// Bytes of DRAM bookkeeping per cached row (measured: tests/bookkeeping.rs).
 pub const BOOKKEEPING_BYTES: f64 = 14.5;
@@ -74,6 +75,10 @@ pub struct TablePlan {
     pub pmem_hit_ratio: f64,
     /// Predicted fraction read from SSD.
     pub ssd_ratio: f64,
+    /// Predicted rows read from SSD over the trace: the requests no cache
+    /// serves, counting a row once per batch in a simulated store (it
+    /// reads a row once for every request of the batch that missed it).
+    pub ssd_rows_read: u64,
 }
 
 /// A whole plan.
@@ -87,6 +92,8 @@ pub struct Plan {
     pub pmem_hit_ratio: f64,
     /// SSD share.
     pub ssd_ratio: f64,
+    /// Rows read from SSD over the trace (as [`TablePlan::ssd_rows_read`]).
+    pub ssd_rows_read: u64,
     /// Estimated seconds per batch on the profile.
     pub seconds_per_batch: f64,
     /// Batches in the trace.
@@ -155,9 +162,14 @@ fn hull(mut pts: Vec<Point>) -> Vec<Point> {
     h
 }
 
-/// Greedy allocation of `budget` bytes over hulls; returns the chosen index
-/// on each hull.
-fn allocate(hulls: &[Vec<Point>], budget: f64) -> Vec<usize> {
+/// Greedy allocation of `budget` bytes over the tables' curves `pts`
+/// (each sorted by bytes): along their upper concave hulls by marginal
+/// hits per byte, then, with what no hull step fits in, the affordable
+/// point of any curve that adds the most hits, until none does (a curve
+/// whose hull jumps from a small cache to the whole table would otherwise
+/// leave most of the budget unspent). Returns the chosen point per table.
+fn allocate(pts: &[Vec<Point>], budget: f64) -> Vec<Point> {
+    let hulls: Vec<Vec<Point>> = pts.iter().map(|p| hull(p.clone())).collect();
     let mut at = vec![0usize; hulls.len()];
     let mut left = budget;
     loop {
@@ -180,7 +192,32 @@ fn allocate(hulls: &[Vec<Point>], budget: f64) -> Vec<usize> {
                 left -= cost;
                 at[i] += 1;
             }
-            None => return at,
+            None => break,
+        }
+    }
+    let mut chosen: Vec<Point> = at.iter().zip(&hulls).map(|(&i, h)| h[i]).collect();
+    loop {
+        let mut best: Option<(usize, Point, f64)> = None;
+        for (i, curve) in pts.iter().enumerate() {
+            let cur = chosen[i];
+            for &p in curve {
+                let cost = p.bytes - cur.bytes;
+                let gain = p.hits - cur.hits;
+                if cost > 0.0
+                    && cost <= left + 1e-9
+                    && gain > 0.0
+                    && best.is_none_or(|b| gain > b.2)
+                {
+                    best = Some((i, p, gain));
+                }
+            }
+        }
+        match best {
+            Some((i, p, _)) => {
+                left -= p.bytes - chosen[i].bytes;
+                chosen[i] = p;
+            }
+            None => return chosen,
         }
     }
 }
@@ -208,7 +245,7 @@ pub fn plan(
 ) -> Plan {
     let n = r.tables.len();
     // DRAM.
-    let hulls: Vec<Vec<Point>> = r
+    let curves: Vec<Vec<Point>> = r
         .tables
         .iter()
         .zip(row_bytes)
@@ -229,20 +266,19 @@ pub fn plan(
                 rows: t.rows,
                 pin: true,
             });
-            hull(pts)
+            pts
         })
         .collect();
-    let at = allocate(&hulls, budgets.dram as f64);
-    let dram: Vec<Point> = at.iter().zip(&hulls).map(|(&i, h)| h[i]).collect();
+    let dram = allocate(&curves, budgets.dram as f64);
     // PMem: for tables not pinned to DRAM.
-    let pmem_hulls: Vec<Vec<Point>> = r
+    let pmem_curves: Vec<Vec<Point>> = r
         .tables
         .iter()
         .zip(row_bytes)
         .zip(&dram)
         .map(|((t, &rb), d)| {
             if d.pin {
-                return hull(Vec::new());
+                return Vec::new();
             }
             let acc = t.accesses as f64;
             let base = acc * (1.0 - mrc_at(t, d.rows as f64));
@@ -264,18 +300,15 @@ pub fn plan(
                     pin: true,
                 });
             }
-            hull(pts)
+            pts
         })
         .collect();
-    let pat = allocate(&pmem_hulls, budgets.pmem as f64);
+    let pmem = allocate(&pmem_curves, budgets.pmem as f64);
     let mut tables = Vec::with_capacity(n);
-    let (mut dh, mut ph, mut total) = (0.0, 0.0, 0.0);
-    // Row bytes read from DRAM and PMem over the trace.
-    let (mut dram_bytes, mut pmem_bytes) = (0.0, 0.0);
     for i in 0..n {
         let t = &r.tables[i];
         let d = dram[i];
-        let p = pmem_hulls[i][pat[i]];
+        let p = pmem[i];
         let acc = t.accesses as f64;
         let (placement, dram_hits, pmem_hits) = if d.pin {
             (Decision::PinnedDram, acc, 0.0)
@@ -285,12 +318,6 @@ pub fn plan(
             (Decision::Cached, d.hits, p.hits)
         };
         let ssd = (acc - dram_hits - pmem_hits).max(0.0);
-        let rb = row_bytes[i] as f64;
-        dram_bytes += dram_hits * rb;
-        pmem_bytes += pmem_hits * rb;
-        dh += dram_hits;
-        ph += pmem_hits;
-        total += acc;
         tables.push(TablePlan {
             name: t.name.clone(),
             rows: t.rows,
@@ -304,19 +331,67 @@ pub fn plan(
             dram_hit_ratio: dram_hits / acc.max(1.0),
             pmem_hit_ratio: pmem_hits / acc.max(1.0),
             ssd_ratio: ssd / acc.max(1.0),
+            ssd_rows_read: ssd.round() as u64,
         });
     }
-    let ssd = total - dh - ph;
-    let secs = devices.dram.seconds(dh, dram_bytes, 0.0)
-        + devices.pmem.seconds(ph, pmem_bytes, 0.0)
-        + devices.ssd.seconds(ssd, ssd * 4096.0, 0.0);
-    Plan {
+    let mut p = Plan {
         tables,
-        dram_hit_ratio: dh / total.max(1.0),
-        pmem_hit_ratio: ph / total.max(1.0),
-        ssd_ratio: 1.0 - (dh + ph) / total.max(1.0),
-        seconds_per_batch: secs / batches.max(1) as f64,
+        dram_hit_ratio: 0.0,
+        pmem_hit_ratio: 0.0,
+        ssd_ratio: 0.0,
+        ssd_rows_read: 0,
+        seconds_per_batch: 0.0,
         batches,
+    };
+    p.total(devices);
+    p
+}
+
+impl Plan {
+    /// The overall shares, SSD reads and the time per batch, from the
+    /// tables'.
+    fn total(&mut self, devices: &TierDevices) {
+        let (mut dh, mut ph, mut total, mut reads) = (0.0, 0.0, 0.0, 0u64);
+        // Row bytes read from DRAM and PMem over the trace.
+        let (mut dram_bytes, mut pmem_bytes) = (0.0, 0.0);
+        for t in &self.tables {
+            let acc = t.accesses as f64;
+            let (d, p) = (t.dram_hit_ratio * acc, t.pmem_hit_ratio * acc);
+            dram_bytes += d * t.row_bytes as f64;
+            pmem_bytes += p * t.row_bytes as f64;
+            dh += d;
+            ph += p;
+            total += acc;
+            reads += t.ssd_rows_read;
+        }
+        let ssd = reads as f64;
+        self.ssd_rows_read = reads;
+        let secs = devices.dram.seconds(dh, dram_bytes, 0.0)
+            + devices.pmem.seconds(ph, pmem_bytes, 0.0)
+            + devices.ssd.seconds(ssd, ssd * 4096.0, 0.0);
+        self.dram_hit_ratio = dh / total.max(1.0);
+        self.pmem_hit_ratio = ph / total.max(1.0);
+        self.ssd_ratio = 1.0 - (dh + ph) / total.max(1.0);
+        self.seconds_per_batch = secs / self.batches.max(1) as f64;
+    }
+
+    /// Replace the curves' predictions by what a simulation of the
+    /// planned store counted ([`crate::replay::simulate_store`]: its
+    /// shards, the tiers' policies, its batch lookups and cold fill), per
+    /// table by name; shares are then of each table's row requests.
+    pub fn predict_from(&mut self, counts: &StoreCounts, devices: &TierDevices) {
+        for t in &mut self.tables {
+            let Some(c) = counts.tables.iter().find(|c| c.name == t.name) else {
+                continue;
+            };
+            let n = c.requests.max(1) as f64;
+            t.accesses = c.requests;
+            t.dram_hit_ratio = c.dram_hits as f64 / n;
+            t.pmem_hit_ratio = c.pmem_hits as f64 / n;
+            t.ssd_ratio = (1.0 - t.dram_hit_ratio - t.pmem_hit_ratio).max(0.0);
+            t.ssd_rows_read = c.ssd_rows_read;
+        }
+        self.total(devices);
     }
 }
 
@@ -418,6 +493,30 @@ mod tests {
         assert!(w.seconds_per_batch < p.seconds_per_batch);
         let total = w.dram_hit_ratio + w.pmem_hit_ratio + w.ssd_ratio;
         assert!((total - 1.0).abs() < 1e-9);
+    }
+
+    /// A curve whose hull jumps past the budget still gets the budget: the
+    /// affordable point under the hull that adds hits.
+    #[test]
+    fn budget_no_hull_step_fits_goes_to_the_curve() {
+        let pt = |bytes: f64, hits: f64, rows: u64| Point {
+            bytes,
+            hits,
+            rows,
+            pin: false,
+        };
+        let curve = vec![
+            pt(100.0, 50.0, 1),
+            pt(5000.0, 60.0, 50),
+            pt(8000.0, 55.0, 80),
+            pt(10_000.0, 1000.0, 100),
+        ];
+        let got = allocate(std::slice::from_ref(&curve), 6000.0);
+        assert_eq!(got[0].rows, 50, "{got:?}");
+        let got = allocate(std::slice::from_ref(&curve), 20_000.0);
+        assert_eq!(got[0].rows, 100, "{got:?}");
+        let got = allocate(&[curve], 50.0);
+        assert_eq!(got[0].rows, 0, "{got:?}");
     }
 
     #[test]

@@ -82,6 +82,12 @@ fn key_hash(key: u64) -> u64 {
     mix64(key ^ 0x2545_f491_4f6c_dd1d) % P
 }
 
+/// The rate [`spatial_sample`] samples at when asked for `rate`: its hash
+/// threshold over the hash's modulus (2^24).
+pub fn exact_rate(rate: f64) -> f64 {
+    (rate.clamp(0.0, 1.0) * P as f64).round() / P as f64
+}
+
 /// The accesses of `keys` whose key SHARDS samples at `rate` (every access
 /// of a sampled key, in order): the input of a miniature simulation
 /// (Waldspurger et al., ATC '17), a cache of `size x rate` over them

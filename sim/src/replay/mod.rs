@@ -456,8 +456,10 @@ pub fn simulate_hierarchy(
     rep
 }
 
+mod sharded;
 mod store;
 
+pub use sharded::{simulate_store, StoreCounts, TableCounts};
 pub use store::{run_store, RunReport};
 
 #[cfg(test)]

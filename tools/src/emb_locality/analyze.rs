@@ -5,7 +5,7 @@ use super::*;
 
 /// Memory the exact analysis takes per access, the loaded trace included
 /// (measured: 22 M accesses over 800 tables peaked at 1.18 GB of RSS).
-const EXACT_BYTES_PER_ACCESS: u64 = 56;
+pub(super) const EXACT_BYTES_PER_ACCESS: u64 = 56;
 
 /// The default of `--max-memory`: three quarters of the machine's memory
 /// (16 GiB where /proc/meminfo cannot be read).
@@ -16,6 +16,27 @@ pub(super) fn default_max_memory() -> u64 {
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
     });
     kib.map_or(16 << 30, |k| k * 1024 / 4 * 3)
+}
+
+/// The accesses of a `.etrace` (from its chunk headers) or an
+/// oracleGeneral file (from its length) without reading them; `None` for
+/// other formats.
+pub(super) fn trace_accesses(input: &Input) -> Result<Option<u64>, Fail> {
+    let path = &input.trace;
+    let format = match input.format {
+        Format::Auto => detect(path).map_err(data)?,
+        f => f,
+    };
+    let fail = |e: &dyn std::fmt::Display| data(format!("{}: {e}", path.display()));
+    Ok(match format {
+        Format::Etrace => {
+            let f = std::fs::File::open(path).map_err(|e| fail(&e))?;
+            let mut r = TraceReader::new(std::io::BufReader::new(f)).map_err(|e| fail(&e))?;
+            Some(r.totals().map_err(|e| fail(&e))?.1)
+        }
+        Format::OracleGeneral => Some(std::fs::metadata(path).map_err(|e| fail(&e))?.len() / 24),
+        _ => None,
+    })
 }
 
 /// A trace's catalog and size, and its analysis.

@@ -46,17 +46,42 @@ fn table_rows(spec: &[String], tables: &[TraceTable]) -> Result<Vec<Option<u64>>
 pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
     let devices = a.devices.tiers()?;
     let max_memory = a.max_memory.map_or_else(default_max_memory, |b| b.0);
-    let t = analysed(
-        &a.input,
-        Options {
-            sample: a.sample.map(Sampling::Rate),
-            ..Options::default()
-        },
-        max_memory,
-        |_| Ok(None),
-    )?;
-    let rows = table_rows(&a.rows, &t.tables)?;
-    let mut r = t.report;
+    let opts = Options {
+        sample: a.sample.map(Sampling::Rate),
+        ..Options::default()
+    };
+    // The prediction replays the trace through the simulated store, so the
+    // trace is held where it fits; past --max-memory, with --sample, a
+    // .etrace streams and the prediction comes from the curves alone.
+    let held = match trace_accesses(&a.input)? {
+        Some(n) if n.saturating_mul(EXACT_BYTES_PER_ACCESS) > max_memory => {
+            if !a.policies.is_empty() {
+                return Err(usage(format!(
+                    "--policies: {}: choosing a policy simulates the store over the trace, which does not fit in --max-memory; plan one policy (--dram-policy) or raise --max-memory",
+                    a.input.trace.display()
+                )));
+            }
+            None
+        }
+        _ => Some(load(&a.input)?),
+    };
+    let (tables, accesses, batches, mut r) = match &held {
+        Some(t) => (
+            t.tables.clone(),
+            t.accesses.len() as u64,
+            t.batch_ends.len() as u64,
+            analyze(t, &opts),
+        ),
+        None => {
+            let an = analysed(&a.input, opts, max_memory, |_| Ok(None))?;
+            eprintln!(
+                "{}: the trace does not fit in --max-memory: predicted from the curves (one cache per table), not by simulating the store",
+                a.input.trace.display()
+            );
+            (an.tables, an.accesses, an.batches, an.report)
+        }
+    };
+    let rows = table_rows(&a.rows, &tables)?;
     for (tr, rows) in r.tables.iter_mut().zip(&rows) {
         if let Some(n) = rows {
             tr.rows = *n;
@@ -67,8 +92,7 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
     }
     // The stored row: the trace's f32 row gives dim; element type and
     // optimizer state give the bytes.
-    let shapes: Vec<embtier::TableConfig> = t
-        .tables
+    let shapes: Vec<embtier::TableConfig> = tables
         .iter()
         .zip(&r.tables)
         .map(|(tt, tr)| {
@@ -84,13 +108,86 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
         dram: a.dram,
         pmem: a.pmem,
     };
-    let p = plan(&r, &rb, budgets, &devices, t.batches);
-    let policies = Policies {
-        dram: a.dram_policy,
-        pmem: a.pmem_policy,
+    // The sizes come from the curves (one cache per table, one access at a
+    // time); the prediction from a simulation of the store planned: its
+    // shards, the tiers' policies, its batch lookups and cold fill.
+    let make = |dram: PolicyKind, r: &Report| -> Result<(Plan, embtier::StoreConfig, f64), Fail> {
+        let mut p = plan(r, &rb, budgets, &devices, batches);
+        let policies = Policies {
+            dram,
+            pmem: a.pmem_policy,
+        };
+        let cfg = store_config(&p, &shapes, budgets, policies);
+        cfg.validate().map_err(data)?;
+        let curve_dram = p.dram_hit_ratio;
+        if let Some(t) = &held {
+            let counts = simulate_store(t, &cfg).map_err(data)?;
+            p.predict_from(&counts, &devices);
+        }
+        Ok((p, cfg, curve_dram))
     };
-    let cfg = store_config(&p, &shapes, budgets, policies);
-    cfg.validate().map_err(data)?;
+    // Candidates: each DRAM policy (--policies, else --dram-policy), sizes
+    // from the one-access-at-a-time curves (exact LRU without --policies,
+    // the policy's own miniature ones with). The simulated store scores
+    // each: the least estimated time per batch (SSD reads dominate it),
+    // then the most DRAM + PMem hits, then DRAM's.
+    let rate = a.sample.unwrap_or(1.0);
+    let kinds = if a.policies.is_empty() {
+        vec![a.dram_policy]
+    } else {
+        a.policies.clone()
+    };
+    type Run = (PolicyKind, String, Plan, embtier::StoreConfig, f64);
+    let runs: Vec<Result<Run, Fail>> = kinds
+        .par_iter()
+        .map(|&k| {
+            let (rk, label) = if a.policies.is_empty() {
+                (r.clone(), "LRU".to_string())
+            } else {
+                (
+                    with_policy_curves(
+                        &r,
+                        held.as_ref().expect("--policies holds the trace"),
+                        SimPolicy::Online(k),
+                        rate,
+                        32,
+                    ),
+                    k.to_string(),
+                )
+            };
+            make(k, &rk).map(|(pp, c, d)| (k, label, pp, c, d))
+        })
+        .collect();
+    let mut tried = String::new();
+    let mut best: Option<Run> = None;
+    for run in runs {
+        let run = run?;
+        let score = |p: &Plan| {
+            (
+                -p.seconds_per_batch,
+                p.dram_hit_ratio + p.pmem_hit_ratio,
+                p.dram_hit_ratio,
+            )
+        };
+        let _ = write!(
+            tried,
+            "{}{} on {} curves: DRAM {:.4} PMem {:.4}, {} SSD rows read, {:.3} ms per batch",
+            if tried.is_empty() { "" } else { "; " },
+            run.0,
+            run.1,
+            run.2.dram_hit_ratio,
+            run.2.pmem_hit_ratio,
+            run.2.ssd_rows_read,
+            run.2.seconds_per_batch * 1e3
+        );
+        if best.as_ref().is_none_or(|b| {
+            score(&run.2).partial_cmp(&score(&b.2)) == Some(std::cmp::Ordering::Greater)
+        }) {
+            best = Some(run);
+        }
+    }
+    let (dram_policy, curves, p, cfg, curve_dram) = best.expect("a candidate");
+    eprintln!("candidates: {tried}; chosen: {dram_policy} on {curves} curves");
     // The SSD data file holds every row, in sealed 4 KiB block groups.
     let ssd_need: u64 = cfg
         .tables
@@ -108,20 +205,31 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
             )));
         }
     }
+    let how = if held.is_some() {
+        format!(
+            "(predicted by simulating this store over the trace: its shards, its {} DRAM and {} PMem caches, its batch lookups and cold fill;\n sizes chosen on the tables' {} curves, which predicted DRAM {:.4} for one cache per table; docs/locality.md)\ncandidates, as simulated: {}",
+            dram_policy, a.pmem_policy, curves, curve_dram, tried
+        )
+    } else {
+        format!(
+            "(predicted from the tables' {} curves, one cache per table: the trace did not fit in --max-memory for a simulation of this store's shards, {} DRAM and {} PMem caches, batch lookups and cold fill; docs/locality.md)",
+            curves, dram_policy, a.pmem_policy
+        )
+    };
     let header = format!(
-        "store.toml planned by emb-locality from {} ({} accesses in {} batches)\nbudgets: DRAM {}, PMem {}; SSD data file {}\npredicted shares of all accesses: DRAM {:.4}, PMem {:.4}, SSD {:.4}; {:.3} ms per batch\n(hit ratios predicted for LRU caches, one per table; the tiers run {} and {}: docs/tuning.md)",
+        "store.toml planned by emb-locality from {} ({} accesses in {} batches)\nbudgets: DRAM {}, PMem {}; SSD data file {}\npredicted shares of all row requests: DRAM {:.4}, PMem {:.4}, SSD {:.4} ({} rows read: a row once per batch that misses it); {:.3} ms per batch\n{}",
         a.input.trace.display(),
-        t.accesses,
-        t.batches,
+        accesses,
+        batches,
         round_size(a.dram).1,
         round_size(a.pmem).1,
         round_size(ssd_need).1,
         p.dram_hit_ratio,
         p.pmem_hit_ratio,
         p.ssd_ratio,
+        p.ssd_rows_read,
         p.seconds_per_batch * 1e3,
-        a.dram_policy,
-        a.pmem_policy,
+        how,
     );
     let toml_text = store_toml(&p, &cfg, &header);
     if let Some(path) = &a.out {

@@ -45,7 +45,7 @@ pub(super) fn demo() -> Result<(), Fail> {
     );
     // 1. Single-tier sweep.
     let keys: Vec<u64> = t.accesses.iter().map(|a| a.key()).collect();
-    let sweep = Sweep::new(keys, None);
+    let sweep = MiniSim::new(keys, 1.0, 1);
     let sims = [
         SimPolicy::Online(PolicyKind::Lru),
         SimPolicy::Online(PolicyKind::Clock),
@@ -67,7 +67,7 @@ pub(super) fn demo() -> Result<(), Fail> {
     let _ = writeln!(
         o,
         "1. DRAM miss ratio (misses / requests) by policy and DRAM size in rows ({} unique rows):\n",
-        sweep.unique()
+        sweep.unique_estimate()
     );
     o.push_str(&miss_ratio_table(
         &sims,

@@ -22,24 +22,42 @@ pub(super) fn simulate(a: SimulateArgs) -> Result<(), Fail> {
     // One id space over (table, row); dense once, no hashing per request after.
     let keys: Vec<u64> = t.accesses.iter().map(|a| a.key()).collect();
     let requests = keys.len();
-    let sweep = Sweep::new(keys, a.sample);
-    let unique = (sweep.unique() as f64 / sweep.rate()).round() as u64;
-    let sizes = parse_sizes(&a.sizes, unique, mean_row_bytes(&t, row_bytes))?;
-    let jobs: Vec<(SimPolicy, u64)> = sims
-        .iter()
-        .flat_map(|&s| sizes.iter().map(move |&z| (s, z)))
-        .collect();
+    let mut sweep = MiniSim::new(keys, a.sample.unwrap_or(1.0), a.min_objects);
     let start = std::time::Instant::now();
-    let results: Vec<(SimPolicy, u64, SimResult)> = jobs
-        .par_iter()
-        .map(|&(s, z)| (s, z, sweep.run(s, z)))
+    if sweep.rate() < 1.0 && !a.no_lru_reference {
+        sweep = sweep.with_lru_reference();
+    }
+    let unique = sweep.unique_estimate();
+    let sizes = parse_sizes(&a.sizes, unique, mean_row_bytes(&t, row_bytes))?;
+    let points = sweep.curves(&sims, &sizes);
+    let results: Vec<(SimPolicy, u64, SimResult)> = points
+        .iter()
+        .map(|p| (p.policy, p.size, p.result))
         .collect();
     let sampled = if sweep.rate() < 1.0 {
+        let (req, keys) = sweep.sampled();
+        let raised: Vec<String> = sizes
+            .iter()
+            .filter(|&&z| sweep.rate_for(z) > sweep.rate())
+            .map(|&z| format!("{z} at {:.4}", sweep.rate_for(z)))
+            .collect();
         format!(
-            "; a spatial sample at rate {}: {} requests of {} keys, caches scaled by the rate",
+            "; a spatial sample at rate {:.4}: {req} requests of {keys} keys, caches scaled by the rate{}{}",
             sweep.rate(),
-            sweep.requests(),
-            sweep.unique()
+            if sweep.lru_reference() {
+                ", corrected by LRU's error on the sample"
+            } else {
+                ""
+            },
+            if raised.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; sizes under {} scaled objects ran at a larger rate: {}",
+                    a.min_objects,
+                    raised.join(", ")
+                )
+            }
         )
     } else {
         String::new()
@@ -83,7 +101,7 @@ pub(super) fn simulate(a: SimulateArgs) -> Result<(), Fail> {
             .map(|(s, z, r)| {
                 serde_json::json!({
                     "policy": s.name(), "size": z, "miss_ratio": r.miss_ratio(),
-                    "hits": r.hits, "misses": r.misses,
+                    "hits": r.hits, "misses": r.misses, "rate": sweep.rate_for(*z),
                 })
             })
             .collect();
