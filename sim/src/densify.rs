@@ -83,6 +83,13 @@ impl IdTable {
         }
     }
 
+    /// Ask for the cache line of `key`'s slot, ahead of [`IdTable::id`].
+    #[inline]
+    pub fn prefetch(&self, key: u64) {
+        let i = (mix64(key) >> self.shift) as usize;
+        crate::hint::prefetch(self.slots.as_ptr().wrapping_add(i));
+    }
+
     /// The dense id of `key`, a new one on its first appearance.
     ///
     /// # Panics
