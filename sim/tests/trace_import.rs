@@ -354,3 +354,26 @@ fn oracle_general_blocks_match_a_plain_reader() {
         .to_string();
     assert!(e.contains(&format!("record {n}")), "{e}");
 }
+
+/// One id per line: CRLF and LF, blank, `*` and `#` lines skipped, ids
+/// numbered in order of first appearance; a bad line names its number.
+#[test]
+fn txt_lines_and_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ids.txt");
+    std::fs::write(
+        &path,
+        "7\r\n*\n# note\n\n18446744073709551615\n7\n  3  \r\n3\n",
+    )
+    .unwrap();
+    let (t, _) = import(&path, Format::Txt, &CsvSpec::default(), 2).unwrap();
+    let rows: Vec<u64> = t.accesses.iter().map(|a| a.row).collect();
+    assert_eq!(rows, vec![0, 1, 0, 2, 2]);
+    assert_eq!(t.tables[0].rows, 3);
+    assert_eq!(t.batch_ends, vec![2, 4, 5]);
+    std::fs::write(&path, "1\n2\n\n-4\n").unwrap();
+    let e = import(&path, Format::Txt, &CsvSpec::default(), 2)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("record 4"), "{e}");
+}

@@ -67,9 +67,15 @@ pub(super) fn oracle_general(path: &Path, batch: usize) -> Result<Trace, TraceEr
 pub(super) fn txt(path: &Path, batch: usize) -> Result<Trace, TraceError> {
     let r = open_text(path)?;
     let mut b = Builder::new(1, batch);
-    let mut ids = Densify::default();
-    for (i, line) in r.lines().enumerate() {
-        let line = line.map_err(io_err(path))?;
+    let mut ids = crate::densify::IdTable::default();
+    // One line buffer for the file, not a String per line.
+    let mut r = r;
+    let mut line = String::new();
+    for i in 0.. {
+        line.clear();
+        if r.read_line(&mut line).map_err(io_err(path))? == 0 {
+            break;
+        }
         let s = line.trim();
         if s.is_empty() || s.starts_with('*') || s.starts_with('#') {
             continue;
@@ -79,11 +85,11 @@ pub(super) fn txt(path: &Path, batch: usize) -> Result<Trace, TraceError> {
             record: i as u64 + 1,
             reason: format!("{s:?} is not an integer id"),
         })?;
-        let row = ids.id(id);
+        let row = ids.id(id) as u64;
         b.push(0, row);
         b.end_sample();
     }
-    Ok(b.finish(single_table("ids", ids.len())))
+    Ok(b.finish(single_table("ids", ids.len() as u64)))
 }
 
 pub(super) fn column_index(
