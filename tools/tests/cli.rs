@@ -317,6 +317,8 @@ fn max_memory_refuses_exact_and_streams_sampled() {
     let o = bin(&["analyze", p, "--max-memory", "50KiB", "--sample", "0.5"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("per-row counters"), "{}", stderr(&o));
+    // plan holds the trace to simulate the store where it fits; past the
+    // limit, with --sample, it streams and predicts from the curves.
     let o = bin(&[
         "plan",
         p,
@@ -328,4 +330,31 @@ fn max_memory_refuses_exact_and_streams_sampled() {
         "1MiB",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("predicted from the curves"),
+        "{}",
+        stderr(&o)
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("[[tables]]") && out.contains("predicted from the tables'"),
+        "{out}"
+    );
+    let o = bin(&["plan", p, "--dram", "1MiB", "--sample", "0.5"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("predicted by simulating this store"));
+    let o = bin(&[
+        "plan",
+        p,
+        "--dram",
+        "1MiB",
+        "--sample",
+        "0.5",
+        "--max-memory",
+        "1MiB",
+        "--policies",
+        "lru,sieve",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--policies"), "{}", stderr(&o));
 }
