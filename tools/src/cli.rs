@@ -228,6 +228,19 @@ pub fn progress(msg: &str) -> Option<indicatif::ProgressBar> {
     Some(s)
 }
 
+/// A bar of `batches` on stderr, or nothing when stderr is not a terminal.
+pub fn batch_bar(batches: u64) -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let b = indicatif::ProgressBar::new(batches);
+    b.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} batches {eta}")
+            .expect("a valid template"),
+    );
+    Some(b)
+}
+
 /// Write the output; a closed pipe (`| head`) is a normal end, not an error.
 pub fn emit(o: &str) -> Result<(), Fail> {
     use std::io::Write;

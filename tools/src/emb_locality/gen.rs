@@ -25,16 +25,7 @@ pub(super) fn gen_cmd(a: GenArgs) -> Result<(), Fail> {
     }
     spec.validate().map_err(usage)?;
     let start = std::time::Instant::now();
-    let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        let b = indicatif::ProgressBar::new(spec.batches);
-        b.set_style(
-            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} batches {eta}")
-                .map_err(data)?,
-        );
-        Some(b)
-    } else {
-        None
-    };
+    let bar = embtier_tools::cli::batch_bar(spec.batches);
     // Streamed: memory holds a few groups of batches, not the trace.
     let (accesses, batches, bytes) = spec
         .write_etrace(&a.out, |done| {

@@ -65,16 +65,7 @@ pub(super) fn replay_store(a: RunArgs) -> Result<(), Fail> {
     let tmp = tempfile::tempdir().map_err(data)?;
     let path = dir.unwrap_or_else(|| tmp.path().join("store"));
     let store = embtier::Store::create(&path, cfg).map_err(data)?;
-    let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        let b = indicatif::ProgressBar::new(t.batch_ends.len() as u64);
-        b.set_style(
-            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} batches {eta}")
-                .map_err(data)?,
-        );
-        Some(b)
-    } else {
-        None
-    };
+    let bar = embtier_tools::cli::batch_bar(t.batch_ends.len() as u64);
     let r = run_store(&store, &t, update_ratio, seed, |done, _| {
         if let Some(b) = &bar {
             b.set_position(done);
