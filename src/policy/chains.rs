@@ -116,7 +116,7 @@ impl<L: Link> Chains<L> {
 #[derive(Debug, Clone, Default)]
 pub struct Ghost {
     queue: std::collections::VecDeque<(u64, u64)>, // (key, generation)
-    set: std::collections::HashMap<u64, u64>,      // key -> generation of its entry
+    set: rustc_hash::FxHashMap<u64, u64>,          // key -> generation of its entry
     gen: u64,
     cap: usize,
 }

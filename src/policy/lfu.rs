@@ -3,7 +3,7 @@
 //! frequency's queue; the victim is the oldest slot of the lowest non-empty
 //! frequency. Frequencies are forgotten on eviction.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use super::chains::{Chains, Ends};
 use super::{EvictionPolicy, Link};
@@ -24,14 +24,10 @@ impl<L: Link> Lfu<L> {
         Lfu {
             chains: Chains::new(capacity),
             freq: vec![0; capacity],
-            buckets: HashMap::new(),
+            buckets: HashMap::default(),
             min_freq: 1,
             max_freq: 1,
         }
-    }
-
-    fn bucket(&mut self, f: u32) -> &mut Ends<L> {
-        self.buckets.entry(f).or_default()
     }
 
     /// The lowest non-empty frequency above the current minimum.
@@ -51,34 +47,32 @@ impl<L: Link> EvictionPolicy for Lfu<L> {
     fn insert(&mut self, slot: usize, _key: u64) {
         self.min_freq = 1;
         self.freq[slot] = 1;
-        let mut b = *self.bucket(1);
-        self.chains.push_head(&mut b, slot);
-        self.buckets.insert(1, b);
+        let b = self.buckets.entry(1).or_default();
+        self.chains.push_head(b, slot);
     }
 
     fn hit(&mut self, slot: usize) {
         let f = self.freq[slot];
-        let mut old = *self.bucket(f);
-        self.chains.unlink(&mut old, slot);
-        self.buckets.insert(f, old);
+        let old = self.buckets.entry(f).or_default();
+        self.chains.unlink(old, slot);
+        let emptied = old.is_empty();
         self.freq[slot] = f + 1;
         self.max_freq = self.max_freq.max(f + 1);
-        let mut new = *self.bucket(f + 1);
-        self.chains.push_head(&mut new, slot);
-        self.buckets.insert(f + 1, new);
-        if f == self.min_freq && old.is_empty() {
-            self.raise_min();
+        let new = self.buckets.entry(f + 1).or_default();
+        self.chains.push_head(new, slot);
+        if f == self.min_freq && emptied {
+            // The slot itself now holds the next frequency: no scan.
+            self.min_freq = f + 1;
         }
     }
 
     fn evict(&mut self) -> usize {
         let f = self.min_freq;
-        let mut b = *self.bucket(f);
+        let b = self.buckets.entry(f).or_default();
         let victim = self
             .chains
-            .pop_tail(&mut b)
+            .pop_tail(b)
             .expect("min-frequency queue is non-empty");
-        self.buckets.insert(f, b);
         if b.is_empty() {
             self.raise_min();
         }
@@ -87,9 +81,8 @@ impl<L: Link> EvictionPolicy for Lfu<L> {
 
     fn remove(&mut self, slot: usize) {
         let f = self.freq[slot];
-        let mut b = *self.bucket(f);
-        self.chains.unlink(&mut b, slot);
-        self.buckets.insert(f, b);
+        let b = self.buckets.entry(f).or_default();
+        self.chains.unlink(b, slot);
         if f == self.min_freq && b.is_empty() {
             self.raise_min();
         }

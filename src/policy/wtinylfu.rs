@@ -46,7 +46,9 @@ impl Sketch {
         }
     }
 
-    fn positions(&self, key: u64) -> impl Iterator<Item = usize> + '_ {
+    /// The counter positions of `key`: `hashes` of them, from two xxh64.
+    #[inline]
+    fn positions(&self, key: u64) -> impl Iterator<Item = usize> + Clone {
         let k = key.to_le_bytes();
         let a = xxh64(&k, 0x1234_5678) as u32;
         let b = xxh64(&k, 0x1234_4321) as u32;
@@ -61,9 +63,17 @@ impl Sketch {
             .unwrap_or(u32::MAX)
     }
 
+    /// Count `key` once in each of its counters (a position that repeats is
+    /// counted again), unless one is saturated. Hashes once.
     fn add(&mut self, key: u64) {
-        if self.estimate(key) < u32::MAX {
-            let pos: Vec<usize> = self.positions(key).collect();
+        let pos = self.positions(key);
+        if pos
+            .clone()
+            .map(|x| self.counters[x])
+            .min()
+            .unwrap_or(u32::MAX)
+            < u32::MAX
+        {
             for x in pos {
                 self.counters[x] += 1;
             }
