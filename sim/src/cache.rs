@@ -11,7 +11,7 @@ use embtier::policy::{AnyPolicy, EvictionPolicy, PolicyKind};
 #[derive(Debug, Clone)]
 pub struct SimCache {
     policy: AnyPolicy<u32>,
-    index: HashMap<u64, u32>,
+    index: HashMap<u64, u32, crate::densify::FastHash>,
     keys: Vec<u64>,
     free: Vec<u32>,
     capacity: usize,
@@ -29,7 +29,7 @@ impl SimCache {
         );
         SimCache {
             policy: AnyPolicy::new(kind, capacity),
-            index: HashMap::with_capacity(capacity),
+            index: HashMap::with_capacity_and_hasher(capacity, Default::default()),
             keys: Vec::with_capacity(capacity),
             free: Vec::new(),
             capacity,

@@ -4,13 +4,16 @@
 
 use std::collections::{BinaryHeap, HashMap};
 
+use crate::densify::FastHash;
+
 use crate::SimResult;
 use embtier::init::mix64;
 
 /// The index of the next access of each position (`u64::MAX`: none).
 pub fn next_accesses(ids: &[u64]) -> Vec<u64> {
     let mut next = vec![u64::MAX; ids.len()];
-    let mut last: HashMap<u64, u64> = HashMap::new();
+    let mut last: HashMap<u64, u64, FastHash> =
+        HashMap::with_capacity_and_hasher(ids.len() / 4, FastHash::default());
     for (i, id) in ids.iter().enumerate().rev() {
         if let Some(&j) = last.get(id) {
             next[i] = j;
@@ -27,7 +30,8 @@ pub fn belady(ids: &[u64], capacity: usize) -> SimResult {
     let next = next_accesses(ids);
     let capacity = capacity.max(1);
     // Resident objects and the next-access time their heap entry carries.
-    let mut resident: HashMap<u64, u64> = HashMap::with_capacity(capacity);
+    let mut resident: HashMap<u64, u64, FastHash> =
+        HashMap::with_capacity_and_hasher(capacity, FastHash::default());
     let mut heap: BinaryHeap<(u64, u64)> = BinaryHeap::with_capacity(capacity * 2);
     let mut r = SimResult::default();
     for (i, &id) in ids.iter().enumerate() {
