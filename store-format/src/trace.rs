@@ -320,6 +320,8 @@ pub struct TraceReader<R: Read> {
     pos: usize,
     batches_left: u32,
     chunk_offset: u64,
+    /// Offset of the first chunk (after the catalog).
+    first_chunk: u64,
 }
 
 fn read_exact_or(input: &mut impl Read, buf: &mut [u8], offset: u64) -> Result<usize, FormatError> {
@@ -386,6 +388,23 @@ impl<R: Read + io::Seek> TraceReader<R> {
             .seek(io::SeekFrom::Start(start))
             .map_err(|e| io_err(start, e))?;
         Ok((batches, accesses))
+    }
+
+    /// Go back to the first batch (the header is not read again).
+    pub fn rewind(&mut self) -> Result<(), FormatError> {
+        let at = self.first_chunk;
+        self.input
+            .seek(io::SeekFrom::Start(at))
+            .map_err(|e| FormatError::InvalidField {
+                field: "io",
+                offset: at,
+                value: e.to_string(),
+            })?;
+        self.offset = at;
+        self.payload.clear();
+        self.pos = 0;
+        self.batches_left = 0;
+        Ok(())
     }
 }
 
@@ -491,6 +510,7 @@ impl<R: Read> TraceReader<R> {
             pos: 0,
             batches_left: 0,
             chunk_offset: 0,
+            first_chunk: (th::SIZE + cat_len) as u64,
         })
     }
 
@@ -692,6 +712,16 @@ mod tests {
             got.push(b.clone());
         }
         assert_eq!(got, batches);
+        // Rewound mid-chunk, the reader reads the whole trace again.
+        let mut r2 = TraceReader::new(io::Cursor::new(&bytes)).unwrap();
+        r2.next_batch(&mut b).unwrap();
+        r2.next_batch(&mut b).unwrap();
+        r2.rewind().unwrap();
+        let mut again = Vec::new();
+        while r2.next_batch(&mut b).unwrap() {
+            again.push(b.clone());
+        }
+        assert_eq!(again, batches);
         // A cut inside a chunk header is an error, not a short count.
         let mut r = TraceReader::new(io::Cursor::new(&bytes[..bytes.len() - 1])).unwrap();
         assert!(r.totals().is_ok()); // the cut is in the last payload

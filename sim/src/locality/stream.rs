@@ -630,11 +630,7 @@ pub fn analyze_etrace(
     }
     let scale = accesses as f64 / held.max(1) as f64;
     let per_table = seen.iter().map(|&c| (c as f64 * scale) as u64).collect();
-    let f = std::fs::File::open(path).map_err(|source| TraceError::Io {
-        path: path.into(),
-        source,
-    })?;
-    let mut r = TraceReader::new(std::io::BufReader::with_capacity(1 << 20, f)).map_err(fmt)?;
+    r.rewind().map_err(fmt)?;
     let mut s = StreamAnalysis::new(
         r.tables(),
         opts,
