@@ -484,11 +484,12 @@ fn assemble(p: Parts<'_>) -> TableReport {
 }
 
 /// Row ids to dense ids in order of first appearance: a vector over the
-/// table's rows where they are few (at most `budget`), else a hash map.
+/// table's rows where they are few (at most `budget`), else the importers'
+/// id table.
 enum DenseIds {
     /// Dense id + 1 by row (0: not seen), and the ids given.
     Direct(Vec<u32>, u32),
-    Map(std::collections::HashMap<u64, u32, crate::FastHash>),
+    Map(crate::densify::IdTable),
 }
 
 impl DenseIds {
@@ -513,21 +514,24 @@ impl DenseIds {
                     *x - 1
                 }
                 None => {
-                    // A row past the declared rows: move to a map.
-                    let m = v
+                    // A row past the declared rows: move to a table, its
+                    // rows entered in id order so that they keep their ids.
+                    let mut seen: Vec<(u32, u64)> = v
                         .iter()
                         .enumerate()
                         .filter(|(_, &x)| x != 0)
-                        .map(|(r, &x)| (r as u64, x - 1))
+                        .map(|(r, &x)| (x - 1, r as u64))
                         .collect();
-                    *self = DenseIds::Map(m);
+                    seen.sort_unstable();
+                    let mut t = crate::densify::IdTable::with_capacity(seen.len());
+                    for (_, r) in seen {
+                        t.id(r);
+                    }
+                    *self = DenseIds::Map(t);
                     self.id(row)
                 }
             },
-            DenseIds::Map(m) => {
-                let next = m.len() as u32;
-                *m.entry(row).or_insert(next)
-            }
+            DenseIds::Map(m) => m.id(row),
         }
     }
 
