@@ -18,25 +18,48 @@ pub(super) fn default_max_memory() -> u64 {
     kib.map_or(16 << 30, |k| k * 1024 / 4 * 3)
 }
 
-/// The accesses of a `.etrace` (from its chunk headers) or an
-/// oracleGeneral file (from its length) without reading them; `None` for
-/// other formats.
-pub(super) fn trace_accesses(input: &Input) -> Result<Option<u64>, Fail> {
+/// What is known of a trace before its accesses are read.
+pub(super) struct Headers {
+    /// The format (`auto` resolved).
+    pub format: Format,
+    /// Accesses: a `.etrace`'s from its chunk headers, an oracleGeneral
+    /// file's from its length; `None` for the other formats.
+    pub accesses: Option<u64>,
+    /// A `.etrace`'s batches (0 otherwise).
+    pub batches: u64,
+    /// A `.etrace`'s catalog (empty otherwise).
+    pub tables: Vec<TraceTable>,
+}
+
+/// The [`Headers`] of `input`, reading no access.
+pub(super) fn headers(input: &Input) -> Result<Headers, Fail> {
     let path = &input.trace;
     let format = match input.format {
         Format::Auto => detect(path).map_err(data)?,
         f => f,
     };
     let fail = |e: &dyn std::fmt::Display| data(format!("{}: {e}", path.display()));
-    Ok(match format {
+    let mut h = Headers {
+        format,
+        accesses: None,
+        batches: 0,
+        tables: Vec::new(),
+    };
+    match format {
         Format::Etrace => {
             let f = std::fs::File::open(path).map_err(|e| fail(&e))?;
             let mut r = TraceReader::new(std::io::BufReader::new(f)).map_err(|e| fail(&e))?;
-            Some(r.totals().map_err(|e| fail(&e))?.1)
+            let (batches, accesses) = r.totals().map_err(|e| fail(&e))?;
+            h.accesses = Some(accesses);
+            h.batches = batches;
+            h.tables = r.tables().to_vec();
         }
-        Format::OracleGeneral => Some(std::fs::metadata(path).map_err(|e| fail(&e))?.len() / 24),
-        _ => None,
-    })
+        Format::OracleGeneral => {
+            h.accesses = Some(std::fs::metadata(path).map_err(|e| fail(&e))?.len() / 24);
+        }
+        _ => {}
+    }
+    Ok(h)
 }
 
 /// A trace's catalog and size, and its analysis.
@@ -62,10 +85,7 @@ pub(super) fn analysed(
     sizes: impl FnOnce(u64) -> Result<Option<Vec<u64>>, Fail>,
 ) -> Result<Analysed, Fail> {
     let path = &input.trace;
-    let format = match input.format {
-        Format::Auto => detect(path).map_err(data)?,
-        f => f,
-    };
+    let h = headers(input)?;
     let gib = |b: u64| format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64);
     let refuse = |accesses: u64| {
         let need = accesses.saturating_mul(EXACT_BYTES_PER_ACCESS);
@@ -79,51 +99,40 @@ pub(super) fn analysed(
         }
         Ok(())
     };
-    if format == Format::Etrace {
-        let f = std::fs::File::open(path).map_err(|e| data(format!("{}: {e}", path.display())))?;
-        let mut r = TraceReader::new(std::io::BufReader::new(f))
-            .map_err(|e| data(format!("{}: {e}", path.display())))?;
-        let (batches, accesses) = r
-            .totals()
-            .map_err(|e| data(format!("{}: {e}", path.display())))?;
-        refuse(accesses)?;
-        if opts.sample.is_some() {
-            let tables = r.tables().to_vec();
-            let state = StreamAnalysis::row_state_bytes(&tables);
-            if state > max_memory {
-                return Err(usage(format!(
-                    "{}: the per-row counters of the {} tables' rows need up to {}, over --max-memory {}; raise --max-memory",
-                    path.display(),
-                    tables.len(),
-                    gib(state),
-                    gib(max_memory)
-                )));
-            }
-            let default = opts.row_bytes.unwrap_or(DEFAULT_ROW_BYTES);
-            let mean = tables.iter().map(|t| row_bytes_of(t, default)).sum::<u64>()
-                / tables.len().max(1) as u64;
-            opts.mrc_sizes = sizes(mean.max(1))?;
-            eprintln!(
-                "{}: read as etrace, streamed: {accesses} accesses in {batches} batches",
-                path.display()
-            );
-            let spinner = progress("analysing");
-            let report = analyze_etrace(path, &opts).map_err(data)?;
-            if let Some(s) = spinner {
-                s.finish_and_clear();
-            }
-            return Ok(Analysed {
-                tables,
-                accesses,
-                batches,
-                report,
-            });
+    if let Some(n) = h.accesses {
+        refuse(n)?;
+    }
+    if h.format == Format::Etrace && opts.sample.is_some() {
+        let (tables, accesses, batches) = (h.tables, h.accesses.unwrap_or(0), h.batches);
+        let state = StreamAnalysis::row_state_bytes(&tables);
+        if state > max_memory {
+            return Err(usage(format!(
+                "{}: the per-row counters of the {} tables' rows need up to {}, over --max-memory {}; raise --max-memory",
+                path.display(),
+                tables.len(),
+                gib(state),
+                gib(max_memory)
+            )));
         }
-    } else if format == Format::OracleGeneral {
-        let len = std::fs::metadata(path)
-            .map_err(|e| data(format!("{}: {e}", path.display())))?
-            .len();
-        refuse(len / 24)?;
+        let default = opts.row_bytes.unwrap_or(DEFAULT_ROW_BYTES);
+        let mean = tables.iter().map(|t| row_bytes_of(t, default)).sum::<u64>()
+            / tables.len().max(1) as u64;
+        opts.mrc_sizes = sizes(mean.max(1))?;
+        eprintln!(
+            "{}: read as etrace, streamed: {accesses} accesses in {batches} batches",
+            path.display()
+        );
+        let spinner = progress("analysing");
+        let report = analyze_etrace(path, &opts).map_err(data)?;
+        if let Some(s) = spinner {
+            s.finish_and_clear();
+        }
+        return Ok(Analysed {
+            tables,
+            accesses,
+            batches,
+            report,
+        });
     }
     let t = load(input)?;
     refuse(t.accesses.len() as u64)?;
