@@ -351,9 +351,12 @@ pub struct StreamAnalysis {
     opts: Options,
     sampling: Sampling,
     expect: Expect,
-    /// The parts, and each table's (part, index in the part).
+    /// The parts, and what sends each table's accesses to its part (set
+    /// with the parts).
     parts: Vec<Part>,
-    part_of: Vec<(u32, u32)>,
+    splitter: Option<Splitter>,
+    /// The split of the last batch given whole, its buffers reused.
+    split: Split,
     overall: Overall,
     batches: u32,
     /// Batches held back until the tables' windows are known.
@@ -379,7 +382,8 @@ impl StreamAnalysis {
             sampling,
             expect,
             parts: Vec::new(),
-            part_of: Vec::new(),
+            splitter: None,
+            split: Split::default(),
             overall: Overall {
                 accesses: 0,
                 window: Window::new(overall_window),
@@ -420,18 +424,19 @@ impl StreamAnalysis {
         order.sort_by_key(|&i| std::cmp::Reverse(acc(i)));
         let mut load = vec![0u64; n_parts];
         let mut parts: Vec<Part> = (0..n_parts).map(|_| Part::default()).collect();
-        self.part_of = vec![(0, 0); self.tables.len()];
+        let mut part_of = vec![(0, 0); self.tables.len()];
         for i in order {
             let p = (0..n_parts).min_by_key(|&p| load[p]).expect("a part");
             load[p] += acc(i).max(1);
             let t = &self.tables[i];
             let w = opts.window.unwrap_or((acc(i) / 100).max(1000));
-            self.part_of[i] = (p as u32, parts[p].states.len() as u32);
+            part_of[i] = (p as u32, parts[p].states.len() as u32);
             parts[p]
                 .states
                 .push((i, TableState::new(i, t.rows, w, self.sampling)));
         }
         self.parts = parts;
+        self.splitter = Some(Splitter { part_of, n_parts });
     }
 
     /// One batch of accesses, in trace order.
@@ -470,18 +475,17 @@ impl StreamAnalysis {
     /// The splitter of this pass's parts (`None` while batches are held
     /// back to estimate the tables' shares: pass `Expect::per_table`).
     pub fn splitter(&self) -> Option<Splitter> {
-        (!self.parts.is_empty()).then(|| Splitter {
-            part_of: self.part_of.clone(),
-            n_parts: self.parts.len(),
-        })
+        self.splitter.clone()
     }
 
     fn process(&mut self, accesses: &[Access]) {
-        let mut split = Split::default();
-        self.splitter()
+        let mut split = std::mem::take(&mut self.split);
+        self.splitter
+            .as_ref()
             .expect("started")
             .split(accesses, &mut split);
         self.batch_split(&split);
+        self.split = split;
     }
 
     /// One batch, split by [`StreamAnalysis::splitter`].
