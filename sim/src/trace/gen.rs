@@ -210,33 +210,24 @@ impl GenSpec {
                 })
                 .collect()
         };
+        let write = |done: Vec<Vec<Access>>, w: &mut super::TraceWriter<_>| {
+            let mut n = 0u64;
+            for b in done.iter().filter(|b| !b.is_empty()) {
+                for a in b {
+                    w.access(a.table, a.row, a.kind)?;
+                }
+                w.end_batch()?;
+                n += 1;
+            }
+            Ok::<u64, std::io::Error>(n)
+        };
         let mut batches = 0u64;
         let mut next = gen_group(0);
         let mut first = 0u64;
         while !next.is_empty() {
             first += group;
-            let write = |done: Vec<Vec<Access>>, w: &mut super::TraceWriter<_>| {
-                let mut n = 0u64;
-                for b in done.iter().filter(|b| !b.is_empty()) {
-                    for a in b {
-                        w.access(a.table, a.row, a.kind)?;
-                    }
-                    w.end_batch()?;
-                    n += 1;
-                }
-                Ok::<u64, std::io::Error>(n)
-            };
-            let done = std::mem::take(&mut next);
-            let (wrote, gen) = rayon::join(
-                || write(done, &mut w),
-                || {
-                    if first < self.batches {
-                        gen_group(first)
-                    } else {
-                        Vec::new()
-                    }
-                },
-            );
+            // Past the last batch the group is empty, which ends the loop.
+            let (wrote, gen) = rayon::join(|| write(next, &mut w), || gen_group(first));
             batches += wrote.map_err(io)?;
             next = gen;
             progress(batches);

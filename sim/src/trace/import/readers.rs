@@ -32,14 +32,14 @@ pub(super) fn oracle_general(path: &Path, batch: usize) -> Result<Trace, TraceEr
     let mut ids = IdTable::with_capacity(records / 8);
     let mut accesses: Vec<Access> = Vec::with_capacity(records);
     let mut buf = vec![0u8; OG_BLOCK_RECORDS.min(records) * 24];
+    let key = |r: &[u8]| u64::from_le_bytes(r[4..12].try_into().expect("8 bytes"));
+    // Slots are random memory: ask for the slot of a record ahead.
+    const AHEAD: usize = 16;
     let mut done = 0usize;
     while done < records {
         let n = OG_BLOCK_RECORDS.min(records - done);
         let block = &mut buf[..n * 24];
         f.read_exact(block).map_err(io_err(path))?;
-        let key = |r: &[u8]| u64::from_le_bytes(r[4..12].try_into().expect("8 bytes"));
-        // Slots are random memory: ask for the slot of a record ahead.
-        const AHEAD: usize = 16;
         for (i, r) in block.chunks_exact(24).enumerate() {
             if let Some(next) = block.get((i + AHEAD) * 24..(i + AHEAD + 1) * 24) {
                 ids.prefetch(key(next));
