@@ -44,6 +44,7 @@ mod durable;
 pub mod error;
 mod files;
 mod hash;
+pub mod hint;
 pub mod init;
 pub mod io;
 pub mod optim;

@@ -87,7 +87,7 @@ impl IdTable {
     #[inline]
     pub fn prefetch(&self, key: u64) {
         let i = (mix64(key) >> self.shift) as usize;
-        crate::hint::prefetch(self.slots.as_ptr().wrapping_add(i));
+        embtier::hint::prefetch(self.slots.as_ptr().wrapping_add(i));
     }
 
     /// The dense id of `key`, a new one on its first appearance.

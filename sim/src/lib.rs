@@ -29,7 +29,6 @@
 pub mod cache;
 pub mod calibrate;
 pub mod densify;
-mod hint;
 pub mod locality;
 pub mod minisim;
 pub mod offline;

@@ -15,6 +15,7 @@
 //! shards tables accordingly.
 
 use crate::hash::mix64;
+use crate::hint::prefetch;
 use crate::policy::{AnyPolicy, EvictionPolicy, PolicyKind};
 
 use super::slab::Slab;
@@ -37,19 +38,6 @@ fn index_len(cap: usize) -> usize {
 #[inline]
 fn home(id: u64, n: usize) -> usize {
     ((mix64(id ^ 0x5851_f42d_4c95_7f2d) as u128 * n as u128) >> 64) as usize
-}
-
-/// A prefetch hint; never faults, whatever the address.
-#[inline(always)]
-fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint: it reads no memory architecturally and
-    // cannot fault, even for an invalid address; SSE is baseline on x86_64.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 /// Rows evicted by an insert: ids with dirty flags, and their bytes back to back.
@@ -184,7 +172,7 @@ impl SlotCache {
     /// pipelined batch lookup).
     #[inline]
     pub fn prefetch_index(&self, id: u64) {
-        prefetch(self.index.as_ptr().wrapping_add(home(id, self.n)).cast());
+        prefetch(self.index.as_ptr().wrapping_add(home(id, self.n)));
     }
 
     /// Second stage: fetch the keys of the slots in `id`'s first index
@@ -197,7 +185,7 @@ impl SlotCache {
             if e == NIL {
                 break;
             }
-            prefetch(self.keys.as_ptr().wrapping_add(e as usize).cast());
+            prefetch(self.keys.as_ptr().wrapping_add(e as usize));
         }
     }
 

@@ -112,12 +112,12 @@ pub fn stack_distances(seq: &[u32], n_objects: usize) -> (Vec<u64>, Log2Hist, Lo
         // Objects are random memory: ask for the line of an object a few
         // accesses ahead, and for the marker slot of one nearer.
         if let Some(&o2) = seq.get(t + 16) {
-            crate::hint::prefetch(of.as_ptr().wrapping_add(o2 as usize));
+            embtier::hint::prefetch(of.as_ptr().wrapping_add(o2 as usize));
         }
         if let Some(&o1) = seq.get(t + 8) {
             let p1 = of[o1 as usize][0];
             if p1 != NONE {
-                crate::hint::prefetch(obj_at.as_ptr().wrapping_add(p1 as usize));
+                embtier::hint::prefetch(obj_at.as_ptr().wrapping_add(p1 as usize));
             }
         }
         if next == cap {

@@ -277,7 +277,7 @@ impl Part {
             if let Some(n) = own.get(i + AHEAD) {
                 let st = &self.states[n.table as usize].1;
                 if st.map.is_none() {
-                    crate::hint::prefetch(st.rows.as_ptr().wrapping_add(n.row as usize));
+                    embtier::hint::prefetch(st.rows.as_ptr().wrapping_add(n.row as usize));
                 }
             }
             let g = at + a.pos as u64;

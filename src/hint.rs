@@ -1,9 +1,10 @@
-//! Hints to the processor.
+//! Hints to the processor, shared by the engine's caches and the
+//! simulator's analyses.
 
 /// A prefetch hint for the cache line at `p`; never faults, whatever the
 /// address (callers compute it with `wrapping_add`).
 #[inline(always)]
-pub(crate) fn prefetch<T>(p: *const T) {
+pub fn prefetch<T>(p: *const T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is a hint: it reads no memory architecturally and
     // cannot fault, even for an invalid address; SSE is baseline on x86_64.
