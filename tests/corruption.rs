@@ -329,13 +329,7 @@ fn journal_damages() -> Vec<Damage> {
             ));
         }
         let images = h + BLOCK_SIZE as u64;
-        let image_bytes = b
-            .header
-            .entries
-            .iter()
-            .map(|e| e.nblocks as u64)
-            .sum::<u64>()
-            * BLOCK_SIZE as u64;
+        let image_bytes = b.header.image_blocks() * BLOCK_SIZE as u64;
         for off in [images, images + image_bytes / 2, images + image_bytes - 1] {
             cases.push((
                 format!("batch {bi} image byte {} flipped", off - images),

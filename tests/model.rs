@@ -225,7 +225,20 @@ fn run_model(name: &str, cfg: StoreConfig, seed: u64, steps: usize) {
                     );
                 }
             }
-            40..=59 => {
+            53..=59 => {
+                // A bulk load of a range: whole groups go straight home,
+                // over rows that may be cached, dirty, pending or logged.
+                let start = rng.below(rows);
+                let len = (1 + rng.below(300)).min(rows - start) as usize;
+                let vals: Vec<f32> = (0..len * dim).map(|_| rng.small_f32()).collect();
+                s.import_rows(&tname, start, &vals).unwrap();
+                for i in 0..len {
+                    model
+                        .rows
+                        .insert((t, start + i as u64), vals[i * dim..(i + 1) * dim].to_vec());
+                }
+            }
+            40..=52 => {
                 let vals: Vec<f32> = (0..n * dim).map(|_| rng.small_f32()).collect();
                 s.update(&tname, &ids, &vals).unwrap();
                 for (i, &id) in ids.iter().enumerate() {

@@ -228,29 +228,37 @@ impl Durable {
                     .iter()
                     .map(|&i| firsts[i] * BLOCK_SIZE as u64)
                     .collect();
-                data.read_extents(&offsets, gb, &mut old)
+                crate::io::read_coalesced(data, &offsets, gb, &mut old)
                     .map_err(|f| f.into_error(data_path))?;
             }
         }
         let fresh: Vec<u64> = fresh.into_iter().map(|i| firsts[i]).collect();
         // Journal only images that are what they claim: a hole or a sealed
         // block of that number. An unreadable one is reported, not copied.
+        // A group whose every block is a hole (never written) is journaled
+        // as a hole entry, without its image of zeros: a bulk load of
+        // fresh tables journals a header block per 253 groups, not a copy
+        // of the zeros it overwrites.
+        let mut hole = vec![true; fresh.len()];
         for (i, &first) in fresh.iter().enumerate() {
             for k in 0..nblocks as usize {
                 let at = (i * nblocks as usize + k) * BLOCK_SIZE;
                 let no = first + k as u64;
-                check_block(&old.as_slice()[at..at + BLOCK_SIZE], no).map_err(|source| {
-                    Error::Format {
-                        path: data_path.into(),
-                        source,
-                    }
-                })?;
+                let state =
+                    check_block(&old.as_slice()[at..at + BLOCK_SIZE], no).map_err(|source| {
+                        Error::Format {
+                            path: data_path.into(),
+                            source,
+                        }
+                    })?;
+                hole[i] &= state == BlockState::Hole;
             }
         }
         // Batches of at most MAX_ENTRIES groups: header block, then images.
         let per = MAX_ENTRIES.min((u32::MAX as usize / nblocks as usize).max(1));
         let batches = fresh.len().div_ceil(per);
-        let total = batches * BLOCK_SIZE + fresh.len() * gb;
+        let images = hole.iter().filter(|&&h| !h).count();
+        let total = batches * BLOCK_SIZE + images * gb;
         let mut out = AlignedBuf::new(total);
         let mut pos = 0;
         let mut seq = st.batch;
@@ -262,9 +270,12 @@ impl Durable {
                 .map(|(i, &first_block)| JournalEntry {
                     first_block,
                     nblocks,
-                    image_crc: crc32c::crc32c(
-                        &old.as_slice()[(base + i) * gb..(base + i + 1) * gb],
-                    ),
+                    image_crc: if hole[base + i] {
+                        0
+                    } else {
+                        crc32c::crc32c(&old.as_slice()[(base + i) * gb..(base + i + 1) * gb])
+                    },
+                    hole: hole[base + i],
                 })
                 .collect();
             let h = BatchHeader {
@@ -275,16 +286,17 @@ impl Durable {
             seq += 1;
             out.as_mut_slice()[pos..pos + BLOCK_SIZE].copy_from_slice(&h.encode());
             pos += BLOCK_SIZE;
-            let n = chunk.len() * gb;
-            out.as_mut_slice()[pos..pos + n]
-                .copy_from_slice(&old.as_slice()[base * gb..base * gb + n]);
-            pos += n;
+            for i in (base..base + chunk.len()).filter(|&i| !hole[i]) {
+                out.as_mut_slice()[pos..pos + gb]
+                    .copy_from_slice(&old.as_slice()[i * gb..(i + 1) * gb]);
+                pos += gb;
+            }
         }
+        debug_assert_eq!(pos, total);
         let offsets: Vec<u64> = (0..total / BLOCK_SIZE)
             .map(|i| st.len + (i * BLOCK_SIZE) as u64)
             .collect();
-        self.journal
-            .write_extents(&offsets, BLOCK_SIZE, &out)
+        crate::io::write_coalesced(&*self.journal, &offsets, BLOCK_SIZE, &out)
             .map_err(|f| f.into_error(&self.journal_path))?;
         self.journal
             .sync()

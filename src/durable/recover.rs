@@ -73,6 +73,7 @@ impl Durable {
             let mut img = b.offset + BLOCK_SIZE as u64;
             for (e, &ok) in h.entries.iter().zip(&b.image_ok) {
                 let len = e.nblocks as usize * BLOCK_SIZE;
+                let img_len = if e.hole { 0 } else { len };
                 let at = e.first_block.saturating_mul(BLOCK_SIZE as u64);
                 if at.saturating_add(len as u64) > sb.data_blocks * BLOCK_SIZE as u64 {
                     return Err(Error::Format {
@@ -85,7 +86,14 @@ impl Durable {
                     });
                 }
                 buf.ensure(len);
-                if ok {
+                if e.hole {
+                    // Never written before the epoch: undone by zeros,
+                    // which read as a hole again.
+                    buf.as_mut_slice()[..len].fill(0);
+                    data.write_extents(&[at], len, &buf)
+                        .map_err(|f| f.into_error(data_path))?;
+                    rec.groups_restored += 1;
+                } else if ok {
                     buf.as_mut_slice()[..len]
                         .copy_from_slice(&bytes[img as usize..img as usize + len]);
                     data.write_extents(&[at], len, &buf)
@@ -112,7 +120,7 @@ impl Durable {
                         });
                     }
                 }
-                img += len as u64;
+                img += img_len as u64;
             }
         }
         if rec.groups_restored > 0 {

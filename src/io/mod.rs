@@ -340,3 +340,48 @@ pub fn open_engine(path: &Path, cfg: &EngineOptions) -> Result<(Box<dyn IoEngine
         )),
     }
 }
+
+/// Largest extent [`read_coalesced`] and [`write_coalesced`] make of
+/// contiguous ones.
+const COALESCE_MAX: usize = 1 << 30;
+
+/// Whether extents of `len` bytes at `offsets` lie end to end, in order,
+/// and together fit one operation.
+fn contiguous(offsets: &[u64], len: usize) -> bool {
+    offsets.len() > 1
+        && offsets.len().saturating_mul(len) <= COALESCE_MAX
+        && offsets
+            .windows(2)
+            .all(|w| w[1] == w[0].wrapping_add(len as u64))
+}
+
+/// [`IoEngine::read_extents`], as one large read when the extents lie end
+/// to end (a bulk load's groups, a journal batch): the disk then sees a
+/// sequential read instead of many small ones.
+pub(crate) fn read_coalesced(
+    e: &dyn IoEngine,
+    offsets: &[u64],
+    len: usize,
+    buf: &mut AlignedBuf,
+) -> Result<(), IoFailure> {
+    if contiguous(offsets, len) {
+        e.read_extents(&offsets[..1], offsets.len() * len, buf)
+    } else {
+        e.read_extents(offsets, len, buf)
+    }
+}
+
+/// [`IoEngine::write_extents`], as one large write when the extents lie
+/// end to end.
+pub(crate) fn write_coalesced(
+    e: &dyn IoEngine,
+    offsets: &[u64],
+    len: usize,
+    buf: &AlignedBuf,
+) -> Result<(), IoFailure> {
+    if contiguous(offsets, len) {
+        e.write_extents(&offsets[..1], offsets.len() * len, buf)
+    } else {
+        e.write_extents(offsets, len, buf)
+    }
+}

@@ -213,13 +213,60 @@ impl Store {
     }
 
     /// Overwrite rows `start .. start + n` of `table` with `values` (`n x
-    /// dim`), in id order: an [`Store::update`] of that range. Call it
-    /// chunk by chunk to load a table larger than memory (pretrained
-    /// weights). Optimizer state is left as it is.
+    /// dim`), in id order: what an [`Store::update`] of that range does,
+    /// made for bulk loads. Call it chunk by chunk, in id order, to load a
+    /// table larger than memory (pretrained weights), then
+    /// [`Store::checkpoint`] once. Nothing is written unless every value is
+    /// valid.
+    ///
+    /// The block groups the range covers whole are written straight home
+    /// in large sequential writes, past the caches and the row log, and a
+    /// group never written before is journaled without an image; rows of
+    /// the range already in memory take the new values. The groups at the
+    /// range's two ends that it covers only in part go through
+    /// [`Store::update`], as does a whole call on a pinned table or a table
+    /// whose rows carry optimizer state (which is left as it is). Chunks of
+    /// a few thousand rows or more, starting on a group boundary, keep
+    /// nearly everything on the fast path.
     pub fn import_rows(&self, table: &str, start: u64, values: &[f32]) -> Result<()> {
         let t = self.table(table)?;
         let ids = Self::id_range(t, "values", start, values.len())?;
-        self.update(table, &ids, values)
+        if !t.imports_directly() || ids.is_empty() {
+            return self.update(table, &ids, values);
+        }
+        Self::check_finite(t, "value", &ids, values)?;
+        let l = t.entry.layout;
+        let end = start + ids.len() as u64;
+        // The whole groups: from the first group starting at or after
+        // `start` to the last ending at or before `end`.
+        let first = l.rows_of(l.locate(start).group, t.entry.rows);
+        let lo = if first.start == start {
+            start
+        } else {
+            first.end.min(end)
+        };
+        let last = l.rows_of(l.locate(end - 1).group, t.entry.rows);
+        let hi = if last.end == end {
+            end
+        } else {
+            last.start.max(lo)
+        };
+        let dim = t.dim;
+        let at = |id: u64| (id - start) as usize;
+        if lo > start {
+            self.update(table, &ids[..at(lo)], &values[..at(lo) * dim])?;
+        }
+        if hi > lo {
+            let _gate = self.ssd.write_gate()?;
+            let vals = &values[at(lo) * dim..at(hi) * dim];
+            t.import_groups(&self.ssd, lo, hi - lo, &|i, row| {
+                t.encode(&vals[i * dim..(i + 1) * dim], row, Rounding::Nearest)
+            })?;
+        }
+        if end > hi {
+            self.update(table, &ids[at(hi)..], &values[at(hi) * dim..])?;
+        }
+        Ok(())
     }
 
     pub(crate) fn table(&self, name: &str) -> Result<&Arc<Table>> {

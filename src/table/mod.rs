@@ -44,7 +44,8 @@
 //! moves rows between a shard's tiers and pending); `miss.rs` the lookups and read-modify-write calls (hits, miss
 //! resolution, installs, pinning); `writeback.rs` write-back and the whole
 //! row log (appends, merges, restore at open, flushes); `pinned.rs` pinned
-//! tables' load and flush; `many.rs` multi-table lookups.
+//! tables' load and flush; `many.rs` multi-table lookups; `import.rs` bulk
+//! loads written home whole groups at a time.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -64,6 +65,7 @@ use crate::tier::rowlog::NOT_LOGGED;
 use crate::tier::slab::{Slab, TierMemory};
 use crate::tier::ssd::{row_from_group, Loc, Ssd};
 
+mod import;
 mod many;
 mod miss;
 mod pinned;

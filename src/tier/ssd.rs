@@ -220,9 +220,8 @@ impl Ssd {
                 );
             }
         }
-        self.engine
-            .write_extents(&offsets, e.layout.group_bytes(), buf)
-            .map_err(|f| {
+        crate::io::write_coalesced(&*self.engine, &offsets, e.layout.group_bytes(), buf).map_err(
+            |f| {
                 // A full disk refuses the write and leaves the block as it
                 // was, so the rows stay pending and a retry can succeed.
                 // Any other failure leaves the group unknown (torn, or
@@ -236,7 +235,8 @@ impl Ssd {
                 } else {
                     self.dur.poison(err)
                 }
-            })
+            },
+        )
     }
 
     /// Journal `images`, the current on-disk bytes of `groups` (which the

@@ -26,8 +26,12 @@ pub mod jh {
     pub const ENTRIES: usize = 32;
     /// Entry: `u64` first data-file block of the group.
     pub const E_FIRST_BLOCK: usize = 0;
-    /// Entry: `u32` blocks of the group.
+    /// Entry: `u32` blocks of the group, with [`HOLE`] set for a group
+    /// that was never written (no image follows).
     pub const E_NBLOCKS: usize = 8;
+    /// Flag in an entry's `nblocks`: the group was a hole (never written);
+    /// undoing it writes zeros, and no image follows in the batch.
+    pub const HOLE: u32 = 1 << 31;
     /// Entry: `u32` CRC-32C of the group's old image.
     pub const E_IMAGE_CRC: usize = 12;
     /// Entry size.
@@ -49,8 +53,12 @@ pub struct JournalEntry {
     pub first_block: u64,
     /// Blocks of the group.
     pub nblocks: u32,
-    /// CRC-32C of the `nblocks * 4096` bytes of the old image.
+    /// CRC-32C of the `nblocks * 4096` bytes of the old image (0 for a
+    /// hole, which has no image).
     pub image_crc: u32,
+    /// The group was never written: its old image is all zeros, and the
+    /// batch carries none for it.
+    pub hole: bool,
 }
 
 /// A batch header.
@@ -65,9 +73,13 @@ pub struct BatchHeader {
 }
 
 impl BatchHeader {
-    /// Image blocks that follow the header.
+    /// Image blocks that follow the header (holes have none).
     pub fn image_blocks(&self) -> u64 {
-        self.entries.iter().map(|e| e.nblocks as u64).sum()
+        self.entries
+            .iter()
+            .filter(|e| !e.hole)
+            .map(|e| e.nblocks as u64)
+            .sum()
     }
 
     /// Encode into one block.
@@ -85,7 +97,8 @@ impl BatchHeader {
         for (i, e) in self.entries.iter().enumerate() {
             let at = jh::ENTRIES + i * jh::ENTRY_SIZE;
             put_u64(&mut b, at + jh::E_FIRST_BLOCK, e.first_block);
-            put_u32(&mut b, at + jh::E_NBLOCKS, e.nblocks);
+            let flag = if e.hole { jh::HOLE } else { 0 };
+            put_u32(&mut b, at + jh::E_NBLOCKS, e.nblocks | flag);
             put_u32(&mut b, at + jh::E_IMAGE_CRC, e.image_crc);
         }
         let crc = crc32c::crc32c(&b[..jh::CRC]);
@@ -129,7 +142,17 @@ impl BatchHeader {
         let mut entries = Vec::with_capacity(count);
         for i in 0..count {
             let e = jh::ENTRIES + i * jh::ENTRY_SIZE;
-            let nblocks = get_u32(b, e + jh::E_NBLOCKS);
+            let raw = get_u32(b, e + jh::E_NBLOCKS);
+            let hole = raw & jh::HOLE != 0;
+            let nblocks = raw & !jh::HOLE;
+            let image_crc = get_u32(b, e + jh::E_IMAGE_CRC);
+            if hole && image_crc != 0 {
+                return Err(FormatError::InvalidField {
+                    field: "image_crc",
+                    offset: at + (e + jh::E_IMAGE_CRC) as u64,
+                    value: format!("{image_crc:#x} for a hole, which has no image"),
+                });
+            }
             if nblocks == 0 || nblocks > MAX_GROUP_BLOCKS {
                 return Err(FormatError::InvalidField {
                     field: "nblocks",
@@ -140,7 +163,8 @@ impl BatchHeader {
             entries.push(JournalEntry {
                 first_block: get_u64(b, e + jh::E_FIRST_BLOCK),
                 nblocks,
-                image_crc: get_u32(b, e + jh::E_IMAGE_CRC),
+                image_crc,
+                hole,
             });
         }
         let h = BatchHeader {
@@ -211,6 +235,10 @@ pub fn scan(bytes: &[u8]) -> Result<(Vec<ScannedBatch>, JournalTail), FormatErro
         let mut pos = at + BLOCK_SIZE;
         let mut image_ok = Vec::with_capacity(header.entries.len());
         for e in &header.entries {
+            if e.hole {
+                image_ok.push(true);
+                continue;
+            }
             let len = e.nblocks as usize * BLOCK_SIZE;
             image_ok.push(crc32c::crc32c(&bytes[pos..pos + len]) == e.image_crc);
             pos += len;
@@ -218,7 +246,7 @@ pub fn scan(bytes: &[u8]) -> Result<(Vec<ScannedBatch>, JournalTail), FormatErro
         if image_ok.iter().any(|ok| !ok) && pos < bytes.len() {
             let bad = image_ok.iter().position(|ok| !ok).unwrap_or(0);
             let mut img = at + BLOCK_SIZE;
-            for e in &header.entries[..bad] {
+            for e in header.entries[..bad].iter().filter(|e| !e.hole) {
                 img += e.nblocks as usize * BLOCK_SIZE;
             }
             return Err(FormatError::ChecksumMismatch {
@@ -261,10 +289,21 @@ mod tests {
         let mut entries = Vec::new();
         for &(first_block, nblocks, fill) in groups {
             let img = vec![fill; nblocks as usize * BLOCK_SIZE];
+            // Fill 0: a hole, with no image.
+            if fill == 0 {
+                entries.push(JournalEntry {
+                    first_block,
+                    nblocks,
+                    image_crc: 0,
+                    hole: true,
+                });
+                continue;
+            }
             entries.push(JournalEntry {
                 first_block,
                 nblocks,
                 image_crc: crc32c::crc32c(&img),
+                hole: false,
             });
             images.extend_from_slice(&img);
         }
@@ -323,6 +362,60 @@ mod tests {
         assert!(matches!(
             scan(&j).unwrap_err(),
             FormatError::ChecksumMismatch { offset: 0, .. }
+        ));
+    }
+
+    #[test]
+    fn holes_carry_no_image_and_round_trip() {
+        let mut j = batch(7, 0, &[(3, 1, 1), (4, 2, 0), (9, 2, 2)]);
+        // Header, then the images of groups 3 and 9 only.
+        assert_eq!(j.len(), 4 * BLOCK_SIZE);
+        j.extend(batch(7, 1, &[(20, 1, 0)]));
+        assert_eq!(j.len(), 5 * BLOCK_SIZE);
+        let (b, tail) = scan(&j).unwrap();
+        assert_eq!(tail, JournalTail::Clean);
+        assert_eq!(b.len(), 2);
+        let e = &b[0].header.entries;
+        assert_eq!((e[1].first_block, e[1].nblocks, e[1].hole), (4, 2, true));
+        assert!(!e[0].hole && !e[2].hole);
+        assert_eq!(b[0].header.image_blocks(), 3);
+        assert!(b[1].header.entries[0].hole);
+        assert_eq!(b[1].offset, 4 * BLOCK_SIZE as u64);
+        // A flipped byte in group 9's image is found past the hole.
+        let mut bad = batch(7, 0, &[(3, 1, 1), (4, 2, 0), (9, 2, 2)]);
+        bad[2 * BLOCK_SIZE + 7] ^= 1;
+        let (b, _) = scan(&bad).unwrap();
+        assert_eq!(b[0].image_ok, vec![true, true, false]);
+        bad.extend(batch(7, 1, &[(5, 1, 1)]));
+        assert!(matches!(
+            scan(&bad).unwrap_err(),
+            FormatError::ChecksumMismatch { offset: 8192, .. }
+        ));
+    }
+
+    #[test]
+    fn a_hole_with_an_image_crc_is_refused() {
+        let mut h = BatchHeader {
+            epoch: 1,
+            seq: 0,
+            entries: vec![JournalEntry {
+                first_block: 3,
+                nblocks: 1,
+                image_crc: 0,
+                hole: true,
+            }],
+        }
+        .encode();
+        let at = jh::ENTRIES + jh::E_IMAGE_CRC;
+        h[at] = 1;
+        let crc = crc32c::crc32c(&h[..jh::CRC]);
+        h[jh::CRC..].copy_from_slice(&crc.to_le_bytes());
+        assert!(matches!(
+            BatchHeader::decode(&h, 0),
+            Err(FormatError::InvalidField {
+                field: "image_crc",
+                ..
+            })
         ));
     }
 }

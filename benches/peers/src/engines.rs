@@ -268,19 +268,20 @@ impl Embtier {
             embtier::Store::create(&path, Self::config(s, embtier::IoEngineKind::Auto, true))
                 .map_err(emb_err)?;
         let dim = s.ds.dim as usize;
-        let batch = 4096u64;
+        // `import_rows` in id order (whole block groups straight home),
+        // then one checkpoint: the bulk-load path.
+        let batch = 16_384u64;
         let mut vals = vec![0f32; batch as usize * dim];
         for (t, &rows) in s.ds.rows.iter().enumerate() {
             let name = Dataset::table_name(t as u32);
             let mut r = 0;
             while r < rows {
                 let n = batch.min(rows - r);
-                let ids: Vec<u64> = (r..r + n).collect();
-                for (i, &id) in ids.iter().enumerate() {
+                for (i, id) in (r..r + n).enumerate() {
                     fill_row(t as u32, id, &mut vals[i * dim..(i + 1) * dim]);
                 }
                 store
-                    .update(&name, &ids, &vals[..n as usize * dim])
+                    .import_rows(&name, r, &vals[..n as usize * dim])
                     .map_err(emb_err)?;
                 r += n;
             }

@@ -1,0 +1,163 @@
+//! Bulk load: rows written straight to their home block groups, whole
+//! groups at a time, past the caches and the row log.
+
+use super::*;
+
+impl Table {
+    /// Whether [`Table::import_groups`] can take this table's rows: a
+    /// cached table whose rows are weights only (an optimizer's state would
+    /// have to be read to be kept).
+    pub(crate) fn imports_directly(&self) -> bool {
+        matches!(self.kind, TableKind::Cached { .. }) && self.row_bytes == self.weight_bytes
+    }
+
+    /// Write rows `start .. start + n` home, where `encode(i, row)` writes
+    /// the bytes of row `start + i`; the range covers whole block groups
+    /// (the caller splits off partial ones). Groups are staged
+    /// [`WB_CHUNK_BYTES`] at a time and each chunk is written in one
+    /// sequential write, its never-written groups journaled as holes
+    /// (no image). Then each row's copies in memory take the new bytes,
+    /// its pending copy and its row-log entry are dropped (the home copy
+    /// is now the newest), and the shards' `wb_seq` moves so that a miss
+    /// that read the old group reads again. Caller holds the store's gate.
+    pub(crate) fn import_groups(
+        &self,
+        ssd: &Ssd,
+        start: u64,
+        n: u64,
+        encode: &dyn Fn(usize, &mut [u8]),
+    ) -> Result<()> {
+        let TableKind::Cached { shards, .. } = &self.kind else {
+            unreachable!("import_groups on a pinned table (see imports_directly)");
+        };
+        let e = &self.entry;
+        let l = e.layout;
+        let gb = l.group_bytes();
+        let rb = self.row_bytes;
+        let end = start + n;
+        let max_groups = (WB_CHUNK_BYTES / gb).max(1);
+        // Back-pressure, as for updates: while write-backs fail (a full
+        // disk), refuse before touching anything.
+        if self.pending_bytes.load(Ordering::Relaxed) > self.pending_limit as i64 {
+            self.write_back(ssd)?;
+        }
+        let mut buf = self.wb_lock.lock();
+        let mut row = vec![0u8; rb];
+        let mut g = if n == 0 {
+            return Ok(());
+        } else {
+            l.locate(start).group
+        };
+        let mut stale = false;
+        let mut freed = 0usize;
+        let mut ctx = Ctx::new();
+        loop {
+            let mut groups: Vec<u64> = Vec::with_capacity(max_groups);
+            let mut ids: Vec<u64> = Vec::new();
+            while groups.len() < max_groups {
+                let r = l.rows_of(g, e.rows);
+                if r.start >= end || r.is_empty() {
+                    break;
+                }
+                debug_assert!(r.start >= start && r.end <= end, "a partial group");
+                groups.push(g);
+                ids.extend(r);
+                g += 1;
+            }
+            if groups.is_empty() {
+                break;
+            }
+            buf.ensure(groups.len() * gb);
+            buf.as_mut_slice()[..groups.len() * gb].fill(0);
+            for (gi, &g) in groups.iter().enumerate() {
+                let blocks = &mut buf.as_mut_slice()[gi * gb..(gi + 1) * gb];
+                for id in l.rows_of(g, e.rows) {
+                    encode((id - start) as usize, &mut row);
+                    write_group_payload(blocks, l.locate(id).offset, &row);
+                }
+            }
+            self.wb_epoch.fetch_add(1, Ordering::AcqRel);
+            let r = ssd.write_groups(e, &groups, &mut buf);
+            self.wb_epoch.fetch_add(1, Ordering::AcqRel);
+            // A failed write leaves the groups unknown (some may have
+            // reached the disk): the rows go pending, in memory and
+            // authoritative, as a failed write-back's do, and the next
+            // write-back or checkpoint retries them.
+            let failed = r.is_err();
+            if failed {
+                self.counters
+                    .writeback_errors
+                    .fetch_add(1, Ordering::Relaxed);
+            } else {
+                self.counters
+                    .wrote_groups(groups.len(), gb, ids.len() as u64);
+            }
+            // Memory after the write: a miss that read a group before it
+            // and installed the old row before this loop locks its shard
+            // is corrected here; one that installs later sees `wb_seq`
+            // moved and reads the new group.
+            let (order, bounds) =
+                by_shard(&ids, shards.len(), |id| self.shard_of(id, shards.len()));
+            for (s, w) in bounds.windows(2).enumerate() {
+                if w[0] == w[1] {
+                    continue;
+                }
+                let mut sh = shards[s].lock();
+                let sh = &mut *sh;
+                for &pos in &order[w[0] as usize..w[1] as usize] {
+                    let id = ids[pos as usize];
+                    let mut here = false;
+                    if let Some(slot) = sh.top.get(id) {
+                        encode((id - start) as usize, sh.top.row_mut(slot));
+                        here = true;
+                    }
+                    for (_, c) in sh.lower.iter_mut().filter(|_| !here) {
+                        if let Some(slot) = c.get(id) {
+                            encode((id - start) as usize, c.row_mut(slot));
+                            here = true;
+                            break;
+                        }
+                    }
+                    if failed {
+                        if !here {
+                            encode((id - start) as usize, &mut row);
+                            Shard::add_pending(
+                                &mut sh.pending,
+                                &mut sh.next_gen,
+                                id,
+                                &row,
+                                &mut ctx,
+                            );
+                        }
+                        continue;
+                    }
+                    if sh.pending.remove(&id).is_some() {
+                        freed += rb;
+                    }
+                    if !sh.logged.is_empty() {
+                        stale |= sh.logged.remove(&id).is_some();
+                    }
+                }
+                sh.wb_seq += 1;
+            }
+            if failed {
+                // Stop here: the next chunk would only fail the same way
+                // and hold more rows in memory.
+                self.finish_import(ssd, freed, stale, &mut ctx);
+                return r;
+            }
+        }
+        self.finish_import(ssd, freed, stale, &mut ctx);
+        Ok(())
+    }
+
+    /// Publish what an import did to the pending bytes and the row log.
+    fn finish_import(&self, ssd: &Ssd, freed: usize, stale: bool, ctx: &mut Ctx) {
+        self.pending_bytes
+            .fetch_sub(freed as i64, Ordering::Relaxed);
+        self.publish_pending(ctx);
+        if stale {
+            ssd.log().mark_stale();
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! Bulk loads (`Store::import_rows`): whole block groups go straight home,
+//! never-written groups are journaled without images, and rows of the range
+//! that are cached, dirty, pending or logged end with the imported values,
+//! in memory and after a reopen.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::{engines, with_engine, Rng};
+use embtier::{Init, Store, StoreConfig, TableConfig};
+
+const BLOCK_SIZE: usize = 4096;
+
+const DIM: usize = 64;
+
+fn value(seed: u64, id: u64, k: usize) -> f32 {
+    ((seed.wrapping_mul(31) ^ id.wrapping_mul(1_000_003)) % 9973) as f32 / 97.0 + k as f32
+}
+
+fn check(s: &Store, rows: u64, want: &dyn Fn(u64) -> Vec<f32>, when: &str) {
+    let ids: Vec<u64> = (0..rows).collect();
+    for chunk in ids.chunks(997) {
+        let mut out = vec![f32::NAN; chunk.len() * DIM];
+        s.lookup("t", chunk, &mut out).unwrap();
+        for (i, &id) in chunk.iter().enumerate() {
+            assert_eq!(
+                out[i * DIM..(i + 1) * DIM],
+                want(id)[..],
+                "{when}: row {id}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_load_of_fresh_tables_is_written_home_and_journals_no_images() {
+    let rows = 40_000u64;
+    for engine in engines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let cfg = StoreConfig::builder()
+            .table(TableConfig::new("t", rows, DIM as u32).init(Init::Zeros))
+            .dram_capacity(256 << 10)
+            .build();
+        let s = Store::create(&path, with_engine(cfg, engine)).unwrap();
+        let row = |id: u64| (0..DIM).map(|k| value(1, id, k)).collect::<Vec<f32>>();
+        // Chunks of 4,000 rows, which do not divide into groups: most
+        // chunks start and end inside a group.
+        for start in (0..rows).step_by(4000) {
+            let vals: Vec<f32> = (start..start + 4000).flat_map(row).collect();
+            s.import_rows("t", start, &vals).unwrap();
+        }
+        let st = s.stats();
+        let t = &st.tables[0];
+        assert_eq!(t.ssd.rows_read, 0, "{engine:?}: a load reads no rows");
+        assert!(
+            t.ssd.rows_written >= rows - 64 * 10,
+            "{engine:?}: {} rows written home of {rows}",
+            t.ssd.rows_written
+        );
+        let c = s.checkpoint().unwrap();
+        // 256-byte rows: at most 16 to a 4 KiB group. Their images would
+        // take a block each; hole entries take none, only a header block
+        // per batch of at most 253 entries.
+        eprintln!("{engine:?}: {c:?}");
+        assert!(c.groups_journaled >= rows / 16, "{c:?}");
+        let headers = c.groups_journaled.div_ceil(253) + 12;
+        assert!(
+            c.journal_bytes <= headers * BLOCK_SIZE as u64,
+            "{engine:?}: journal of {} bytes for {} fresh groups",
+            c.journal_bytes,
+            c.groups_journaled
+        );
+        check(&s, rows, &row, "after the load");
+        drop(s);
+        let s = Store::open(&path).unwrap();
+        check(&s, rows, &row, "reopened");
+    }
+}
+
+#[test]
+fn an_import_over_rows_in_every_state_wins_everywhere() {
+    let rows = 3000u64;
+    for engine in engines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let cfg = StoreConfig::builder()
+            .table(TableConfig::new("t", rows, DIM as u32).init(Init::Zeros))
+            .dram_capacity(64 << 10)
+            .row_log(Some(64 * BLOCK_SIZE as u64))
+            .build();
+        let mut s = Some(Store::create(&path, with_engine(cfg, engine)).unwrap());
+        let mut model: HashMap<u64, Vec<f32>> = HashMap::new();
+        let mut rng = Rng(7);
+        for round in 0..12u64 {
+            let st = s.as_ref().unwrap();
+            // Scattered updates: some stay cached and dirty, some are
+            // evicted to pending, the row log, or home.
+            for _ in 0..20 {
+                let ids: Vec<u64> = (0..50).map(|_| rng.below(rows)).collect();
+                let vals: Vec<f32> = ids
+                    .iter()
+                    .flat_map(|&id| (0..DIM).map(move |k| value(round + 100, id, k)))
+                    .collect();
+                st.update("t", &ids, &vals).unwrap();
+                for &id in &ids {
+                    model.insert(id, (0..DIM).map(|k| value(round + 100, id, k)).collect());
+                }
+            }
+            // Reads bring some rows back into the cache, clean.
+            let ids: Vec<u64> = (0..200).map(|_| rng.below(rows)).collect();
+            let mut out = vec![0f32; ids.len() * DIM];
+            st.lookup("t", &ids, &mut out).unwrap();
+            // A range from an arbitrary start, over all of that.
+            let start = rng.below(rows / 2);
+            let len = 1 + rng.below(rows - start);
+            let vals: Vec<f32> = (start..start + len)
+                .flat_map(|id| (0..DIM).map(move |k| value(round, id, k)))
+                .collect();
+            st.import_rows("t", start, &vals).unwrap();
+            for id in start..start + len {
+                model.insert(id, (0..DIM).map(|k| value(round, id, k)).collect());
+            }
+            let want = |id: u64| model.get(&id).cloned().unwrap_or(vec![0.0; DIM]);
+            check(st, rows, &want, &format!("{engine:?} round {round}"));
+            match round % 3 {
+                0 => {
+                    st.checkpoint().unwrap();
+                }
+                1 => {
+                    let st = s.take().unwrap();
+                    st.checkpoint().unwrap();
+                    drop(st);
+                    s = Some(Store::open(&path).unwrap());
+                    check(s.as_ref().unwrap(), rows, &want, "reopened");
+                }
+                _ => {}
+            }
+        }
+        let st = s.take().unwrap();
+        st.merge_row_log().unwrap();
+        drop(st);
+        let st = Store::open(&path).unwrap();
+        let want = |id: u64| model.get(&id).cloned().unwrap_or(vec![0.0; DIM]);
+        check(&st, rows, &want, "after the merge and a reopen");
+    }
+}
+
+/// A load that never reached a checkpoint is undone at open: the groups it
+/// wrote over holes read as holes again (the journal's hole entries), and
+/// those it wrote over committed rows hold those rows again.
+#[test]
+fn an_import_without_a_checkpoint_is_undone_hole_entries_included() {
+    let rows = 5000u64;
+    for engine in engines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let cfg = StoreConfig::builder()
+            .table(TableConfig::new("t", rows, DIM as u32).init(Init::Zeros))
+            .dram_capacity(64 << 10)
+            .build();
+        let s = Store::create(&path, with_engine(cfg, engine)).unwrap();
+        // Committed: rows 0..1000 (whole groups home, in a first epoch).
+        let old = |id: u64| {
+            if id < 1000 {
+                (0..DIM).map(|k| value(5, id, k)).collect()
+            } else {
+                vec![0.0; DIM]
+            }
+        };
+        let vals: Vec<f32> = (0..1000).flat_map(old).collect();
+        s.import_rows("t", 0, &vals).unwrap();
+        s.checkpoint().unwrap();
+        // Not committed: every row, over committed groups and holes.
+        let vals: Vec<f32> = (0..rows)
+            .flat_map(|id| (0..DIM).map(move |k| value(6, id, k)))
+            .collect();
+        s.import_rows("t", 0, &vals).unwrap();
+        drop(s); // no checkpoint: as a crash leaves it
+        let s = Store::open(&path).unwrap();
+        let r = s.recovery();
+        assert!(r.rolled_back_epoch > 0, "{engine:?}: {r:?}");
+        // At most 16 rows to a group: every group of the table was undone.
+        assert!(r.groups_restored >= rows / 16, "{engine:?}: {r:?}");
+        check(&s, rows, &old, &format!("{engine:?}: reopened"));
+    }
+}
