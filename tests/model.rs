@@ -517,3 +517,34 @@ fn row_log_appends_reads_merges_and_recovers() {
     assert_eq!(s.stats().table("t").unwrap().ssd.logged_rows, 0);
     check(&s, &saved, "merged on demand");
 }
+
+/// A row whose newest committed copy is in the row log, then rewritten by
+/// an update of its whole block group that the next checkpoint's own flush
+/// writes home: that checkpoint must merge the log (the logged copy is now
+/// stale), or a reopen would read the old copy from the log again.
+#[test]
+fn a_checkpoint_whose_flush_makes_the_log_stale_merges_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    // 64-byte rows, 63 to a group; a cache larger than the test's rows,
+    // so that only checkpoints write back.
+    let mut cfg = StoreConfig::builder()
+        .table(TableConfig::new("t", 10_000, 16).init(Init::Zeros))
+        .dram_capacity(1 << 20)
+        .build();
+    cfg.ssd.row_log = Some(embtier::ByteSize(64 * 4096));
+    let s = Store::create(&path, cfg).unwrap();
+    // Row 5 alone in its group: the checkpoint logs it.
+    s.update("t", &[5], &[1.0; 16]).unwrap();
+    let c = s.checkpoint().unwrap();
+    assert_eq!((c.row_log_blocks, c.row_log_merged_rows), (1, 0), "{c:?}");
+    // Every row of group 0, row 5 included: the flush writes it home.
+    let ids: Vec<u64> = (0..63).collect();
+    s.update("t", &ids, &vec![2.0; 63 * 16]).unwrap();
+    s.checkpoint().unwrap();
+    drop(s);
+    let s = Store::open(&path).unwrap();
+    let mut out = [0f32; 16];
+    s.lookup("t", &[5], &mut out).unwrap();
+    assert_eq!(out, [2.0; 16], "the stale logged copy came back");
+}

@@ -459,6 +459,11 @@ impl Store {
         if let Some(e) = first_err {
             return Err(e);
         }
+        // The flush itself may have written a logged row home (its group
+        // was written whole) or failed an append: the log's copies are then
+        // stale or never to be committed, and it must be merged now, not at
+        // the next checkpoint, or a reopen would read them back.
+        let merge = merge || log.must_merge();
         let mut merged = 0;
         if merge {
             for t in &self.tables {

@@ -90,6 +90,15 @@ impl RowLog {
         st.head > 0 && (st.stale || st.closed || st.head * 2 > self.capacity)
     }
 
+    /// Whether the log holds copies that must not be committed: some
+    /// logged row was since written home (stale), or an append failed
+    /// (closed). Unlike [`RowLog::wants_merge`], the log's fill is no
+    /// reason: a checkpoint checks this again after its own flush.
+    pub fn must_merge(&self) -> bool {
+        let st = self.state.lock();
+        st.head > 0 && (st.stale || st.closed)
+    }
+
     /// Start appends from the log's beginning (the merge has made every
     /// logged row's home current, and its commit is durable).
     pub fn reset(&self) {

@@ -83,10 +83,20 @@ pub fn ops(seed: u64, every: u64) -> impl Iterator<Item = Op> {
             let start = rng.below(rows);
             let len = (1 + rng.below(if dim > 100 { 3 } else { 200 })).min(rows - start);
             let values = (0..len as usize * dim).map(|_| rng.small_f32()).collect();
-            return Some(Op::Import {
-                table,
-                start,
-                values,
+            // Half of them as an update of the same ids: whole groups that
+            // pass through the cache and are written home by a write-back.
+            return Some(if rng.below(2) == 0 {
+                Op::Update {
+                    table,
+                    ids: (start..start + len).collect(),
+                    values,
+                }
+            } else {
+                Op::Import {
+                    table,
+                    start,
+                    values,
+                }
             });
         }
         let vals: Vec<f32> = (0..n * dim).map(|_| rng.small_f32()).collect();
