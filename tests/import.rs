@@ -186,3 +186,69 @@ fn an_import_without_a_checkpoint_is_undone_hole_entries_included() {
         check(&s, rows, &old, &format!("{engine:?}: reopened"));
     }
 }
+
+/// A merge whose logged rows cover most groups of a span reads, journals
+/// and writes the span in a few large operations, not one per group, the
+/// groups between with their own rows, and leaves every row as it was.
+#[test]
+fn a_dense_merge_writes_runs_of_groups() {
+    use embtier::io::fault::{FaultPlan, FaultyEngine};
+    use embtier::OpenOptionsExt;
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+    let rows = 8000u64;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let cfg = StoreConfig::builder()
+        .table(TableConfig::new("t", rows, DIM as u32).init(Init::Zeros))
+        .dram_capacity(32 << 10)
+        .row_log(Some(2 << 20))
+        .build();
+    drop(Store::create(&path, cfg.clone()).unwrap());
+    let plan = Arc::new(FaultPlan::default());
+    let p = plan.clone();
+    let opts = OpenOptionsExt {
+        wrap_engine: Some(Arc::new(move |path: &std::path::Path, e| {
+            Box::new(FaultyEngine::new(e, p.clone(), path))
+        })),
+        cold: true,
+    };
+    let s = Store::open_with(&path, cfg, opts).unwrap();
+    // Every group written, so that the merge journals real images.
+    let base = |id: u64| (0..DIM).map(|k| value(8, id, k)).collect::<Vec<f32>>();
+    let all: Vec<f32> = (0..rows).flat_map(base).collect();
+    s.import_rows("t", 0, &all).unwrap();
+    s.checkpoint().unwrap();
+    // 1,000 distinct rows of the 534 groups, scattered: written back to
+    // the log. About 15% of the groups get none of them.
+    let mut rng = Rng(3);
+    let mut ids: Vec<u64> = (0..rows).collect();
+    for i in (1..ids.len()).rev() {
+        ids.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    ids.truncate(1000);
+    let row = |id: u64| (0..DIM).map(|k| value(9, id, k)).collect::<Vec<f32>>();
+    for b in ids.chunks(100) {
+        let vals: Vec<f32> = b.iter().flat_map(|&id| row(id)).collect();
+        s.update("t", b, &vals).unwrap();
+    }
+    let c = s.checkpoint().unwrap();
+    assert!(c.row_log_blocks > 60, "the rows went to the log: {c:?}");
+    let w0 = plan.writes.load(Ordering::SeqCst);
+    let c = s.merge_row_log().unwrap();
+    let writes = plan.writes.load(Ordering::SeqCst) - w0;
+    assert!(c.row_log_merged_rows > 900, "{c:?}");
+    assert!(
+        c.journal_bytes > 400 * BLOCK_SIZE as u64,
+        "images journaled: {c:?}"
+    );
+    // One run per chunk for the groups, a journal append per chunk, the
+    // superblock, counters and hot set: tens, against about 450 groups.
+    eprintln!("merge: {writes} writes, {c:?}");
+    assert!(writes < 40, "{writes} write operations for a dense merge");
+    let want = |id: u64| if ids.contains(&id) { row(id) } else { base(id) };
+    check(&s, rows, &want, "merged");
+    drop(s);
+    let s = Store::open(&path).unwrap();
+    check(&s, rows, &want, "merged and reopened");
+}

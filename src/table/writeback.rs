@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// Fewest groups a write makes dense (see [`Table::write_rows`]): below
+/// it, the random operations are few anyway.
+const DENSE_MIN_GROUPS: usize = 64;
+
 impl Table {
     /// Write every pending row of a cached table to SSD.
     pub(crate) fn write_back(&self, ssd: &Ssd) -> Result<()> {
@@ -173,9 +177,30 @@ impl Table {
         let rb = self.row_bytes;
         let mut wb = self.wb_lock.lock();
         let mut lbuf = AlignedBuf::new(BLOCK_SIZE);
-        // In place order, so that each home group is written once per chunk;
-        // a chunk reads at most WB_CHUNK_BYTES of log blocks.
-        for chunk in logged.chunks(WB_CHUNK_BYTES / BLOCK_SIZE) {
+        // In place order, so that each home group is written once per chunk.
+        // A chunk spans at most WB_CHUNK_BYTES of home groups and reads at
+        // most WB_CHUNK_BYTES of log blocks; a dense one is read and written
+        // as one run of groups (`write_rows`).
+        let max_groups = (WB_CHUNK_BYTES / self.entry.layout.group_bytes()).max(1) as u64;
+        let max_blocks = WB_CHUNK_BYTES / BLOCK_SIZE;
+        let mut chunks: Vec<&[(u64, u32)]> = Vec::new();
+        let mut rest = &logged[..];
+        while !rest.is_empty() {
+            let g0 = layout.locate(rest[0].0).group;
+            let mut seen: rustc_hash::FxHashSet<u32> = Default::default();
+            let mut end = 0;
+            while end < rest.len()
+                && layout.locate(rest[end].0).group < g0 + max_groups
+                && (seen.len() < max_blocks || seen.contains(&rest[end].1))
+            {
+                seen.insert(rest[end].1);
+                end += 1;
+            }
+            let (c, r) = rest.split_at(end);
+            chunks.push(c);
+            rest = r;
+        }
+        for chunk in chunks {
             let mut blocks: Vec<u32> = chunk.iter().map(|&(_, b)| b).collect();
             blocks.sort_unstable();
             blocks.dedup();
@@ -264,6 +289,20 @@ impl Table {
         rows: &[RowRef<'_>],
         buf: &mut AlignedBuf,
     ) -> Result<()> {
+        self.write_rows_as(ssd, rows, buf, true)
+    }
+
+    /// [`Table::write_rows`]; `may_span`: dense groups may be written with
+    /// the untouched groups between them (not when one of those failed its
+    /// check: a damaged group nobody writes is reported when read, not
+    /// made every write's error).
+    fn write_rows_as(
+        &self,
+        ssd: &Ssd,
+        rows: &[RowRef<'_>],
+        buf: &mut AlignedBuf,
+        may_span: bool,
+    ) -> Result<()> {
         let e = &self.entry;
         let l = e.layout;
         let gb = l.group_bytes();
@@ -273,8 +312,32 @@ impl Table {
             .map(|r| (l.locate(r[0].0).group, r))
             .collect();
         let rows_in = |g: u64| l.rows_in_group(g, e.rows);
-        runs.sort_by_key(|(g, r)| (r.len() == rows_in(*g), *g));
-        let nread = runs.iter().filter(|(g, r)| r.len() < rows_in(*g)).count();
+        // Dense: the groups fill most of their span (a merge, a large
+        // write-back). Then every group of the span is read, changed and
+        // written in place order, the untouched ones with their own
+        // bytes: one sequential read, one journal append and one
+        // sequential write instead of a random operation per group.
+        let span = match (runs.first(), runs.last()) {
+            (Some(a), Some(b)) => b.0 - a.0 + 1,
+            _ => 0,
+        };
+        let dense = may_span && runs.len() >= DENSE_MIN_GROUPS && runs.len() as u64 * 4 >= span * 3;
+        let nread = if dense {
+            let first = runs[0].0;
+            let mut all: Vec<(u64, &[RowRef<'_>])> = Vec::with_capacity(span as usize);
+            let mut it = runs.into_iter().peekable();
+            for g in first..first + span {
+                match it.next_if(|r| r.0 == g) {
+                    Some(r) => all.push(r),
+                    None => all.push((g, &[])),
+                }
+            }
+            runs = all;
+            runs.len()
+        } else {
+            runs.sort_by_key(|(g, r)| (r.len() == rows_in(*g), *g));
+            runs.iter().filter(|(g, r)| r.len() < rows_in(*g)).count()
+        };
         let groups: Vec<u64> = runs.iter().map(|(g, _)| *g).collect();
         buf.ensure(groups.len() * gb);
         if nread > 0 {
@@ -291,7 +354,11 @@ impl Table {
         // `write_groups` journals the groups written whole itself.
         let states = (0..nread)
             .map(|gi| self.checked_group(ssd, groups[gi], &buf.as_slice()[gi * gb..(gi + 1) * gb]))
-            .collect::<Result<Vec<_>>>()?;
+            .collect::<Vec<Result<_>>>();
+        if dense && (0..nread).any(|gi| runs[gi].1.is_empty() && states[gi].is_err()) {
+            return self.write_rows_as(ssd, rows, buf, false);
+        }
+        let states = states.into_iter().collect::<Result<Vec<_>>>()?;
         ssd.journal(e, &groups[..nread], &buf.as_slice()[..nread * gb])?;
         let mut tmp = vec![0u8; self.row_bytes];
         for (gi, (g, run)) in runs.iter().enumerate() {

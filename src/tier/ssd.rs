@@ -145,8 +145,7 @@ impl Ssd {
     pub fn read_groups(&self, e: &TableEntry, groups: &[u64], buf: &mut AlignedBuf) -> Result<()> {
         let gb = e.layout.group_bytes();
         buf.poison(groups.len() * gb);
-        self.engine
-            .read_extents(&Self::offsets(e, groups), gb, buf)
+        crate::io::read_coalesced(&*self.engine, &Self::offsets(e, groups), gb, buf)
             .map_err(|f| self.err(f))
     }
 
