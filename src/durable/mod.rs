@@ -28,6 +28,7 @@ use crate::error::{Error, Result};
 use crate::io::{AlignedBuf, IoEngine};
 
 mod recover;
+mod written;
 
 /// Wraps the engine of a file (fault injection), given the file's path.
 pub(crate) type WrapFn<'a> = dyn Fn(&Path, Box<dyn IoEngine>) -> Box<dyn IoEngine> + 'a;
@@ -53,8 +54,10 @@ pub struct Recovery {
     /// Whether this open scrubbed the data file because the dead epoch
     /// list was full (blocks read, and dead blocks found).
     pub scrubbed: Option<(u64, u64)>,
-    /// Groups the last checkpoint wrote in place whose arrival on disk this
-    /// open checked (FORMAT.md, "Written-group list").
+    /// Groups the last checkpoint wrote in place, whose arrival on disk is
+    /// checked after open (FORMAT.md, "Written-group list"): a read of one
+    /// checks it first, and a thread checks the rest in sequential reads
+    /// ([`crate::Store::check_written`] waits for it).
     pub written_checked: u64,
 }
 
@@ -118,6 +121,9 @@ pub(crate) struct Durable {
     start: u64,
     state: Mutex<State>,
     poisoned: Mutex<Option<String>>,
+    /// The last checkpoint's written groups not yet checked (see
+    /// `written.rs`).
+    unchecked: Option<written::Unchecked>,
     /// The epoch now being written, readable without the state lock.
     current: std::sync::atomic::AtomicU64,
 }
@@ -175,6 +181,41 @@ impl Durable {
     /// written by an epoch that never committed and was not undone.
     pub(crate) fn epoch_ok(&self, e: u64) -> bool {
         (e <= self.floor && !is_dead(&self.dead, e)) || (self.start <= e && e <= self.epoch())
+    }
+
+    /// Check the first block `blk` of the group at block `first`, as read,
+    /// against the last checkpoint's written-group list (a no-op once the
+    /// group passed).
+    pub(crate) fn check_written(
+        &self,
+        first: u64,
+        blk: &[u8],
+    ) -> std::result::Result<(), FormatError> {
+        match &self.unchecked {
+            Some(u) => u.check(first, blk),
+            None => Ok(()),
+        }
+    }
+
+    /// One step of the sweep over the written-group list; whether it is
+    /// done. A write that never reached the disk is an error, and poisons
+    /// the store: its rows are older than the checkpoint promised. A
+    /// failed read is returned, and the next step tries again.
+    pub(crate) fn sweep_written(&self, data: &dyn IoEngine, data_path: &Path) -> Result<bool> {
+        match &self.unchecked {
+            // A failed read is only that: the sweep can be retried.
+            Some(u) => u.sweep_step(data, data_path).map_err(|e| match e {
+                Error::Format { .. } => self.poison(e),
+                e => e,
+            }),
+            None => Ok(true),
+        }
+    }
+
+    /// Listed groups not yet checked (0 once the sweep is done, but for
+    /// blocks that failed their own checks, which reads report).
+    pub(crate) fn written_unchecked(&self) -> u64 {
+        self.unchecked.as_ref().map_or(0, |u| u.left())
     }
 
     /// Refuse writes after a failed fsync.

@@ -127,7 +127,8 @@ impl Durable {
             data.sync().map_err(|f| f.into_error(data_path))?;
         }
         drop(map);
-        rec.written_checked = check_written(dir, data, data_path, &sb)?;
+        let unchecked = written::Unchecked::load(dir, &sb)?;
+        rec.written_checked = unchecked.as_ref().map_or(0, |u| u.left());
         // Every epoch between the committed one and the next is dead: it
         // was handed out and never committed. Recovery has undone what the
         // journal holds of them; whatever it missed (a lost or damaged
@@ -161,6 +162,7 @@ impl Durable {
                 sb: sb.clone(),
             }),
             poisoned: Mutex::new(None),
+            unchecked,
         };
         // Hand out this session's epoch before writing with it, then drop
         // the undone journal.
@@ -298,83 +300,4 @@ fn data_segments(path: &Path, end: u64) -> Result<Vec<(u64, u64)>> {
         at = hi * bs;
     }
     Ok(out)
-}
-
-/// Check that every group the last checkpoint wrote in place holds its
-/// epoch (FORMAT.md, "Written-group list"): a group holding an older,
-/// committed epoch or a hole is a write that never reached the disk. A
-/// group of a dead epoch is left to the read-time check. Returns the
-/// groups checked.
-fn check_written(
-    dir: &Path,
-    data: &dyn IoEngine,
-    data_path: &Path,
-    sb: &Superblock,
-) -> Result<u64> {
-    if sb.written_groups == 0 {
-        return Ok(0);
-    }
-    let path = dir.join(WrittenList::file_name(sb.generation));
-    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, "read", e))?;
-    let list = WrittenList::decode(&bytes, sb).map_err(|source| Error::Format {
-        path: path.clone(),
-        source,
-    })?;
-    const CHUNK: usize = 256;
-    let mut buf = AlignedBuf::new(CHUNK * BLOCK_SIZE);
-    for chunk in list.groups.chunks(CHUNK) {
-        let offsets: Vec<u64> = chunk.iter().map(|&(f, _)| f * BLOCK_SIZE as u64).collect();
-        if offsets
-            .iter()
-            .any(|&o| o >= sb.data_blocks * BLOCK_SIZE as u64)
-        {
-            return Err(Error::Format {
-                path,
-                source: FormatError::InvalidField {
-                    field: "written group",
-                    offset: 0,
-                    value: "a group past the tables".into(),
-                },
-            });
-        }
-        buf.poison(offsets.len() * BLOCK_SIZE);
-        data.read_extents(&offsets, BLOCK_SIZE, &mut buf)
-            .map_err(|f| f.into_error(data_path))?;
-        for (i, &(first, _)) in chunk.iter().enumerate() {
-            let blk = &buf.as_slice()[i * BLOCK_SIZE..(i + 1) * BLOCK_SIZE];
-            // A block that fails its own checks (torn, decayed) is
-            // reported when read; a hole or an older sealed block would be
-            // read as good values, so they are the ones to catch here.
-            let sealed = match check_block(blk, first) {
-                Ok(BlockState::Sealed) => true,
-                Ok(BlockState::Hole) => false,
-                Err(_) => continue,
-            };
-            let e = if sealed { block_epoch(blk) } else { 0 };
-            if sealed && (e == sb.committed_epoch || sb.is_dead(e) || e > sb.committed_epoch) {
-                continue;
-            }
-            return Err(Error::Format {
-                path: data_path.into(),
-                source: FormatError::InvalidField {
-                    field: "epoch",
-                    offset: first * BLOCK_SIZE as u64 + TRAILER_EPOCH as u64,
-                    value: if sealed {
-                        format!(
-                            "{e}, but the last checkpoint (epoch {}) wrote this group: \
-                             a write that never reached the disk",
-                            sb.committed_epoch
-                        )
-                    } else {
-                        format!(
-                            "a hole, but the last checkpoint (epoch {}) wrote this group: \
-                             a write that never reached the disk",
-                            sb.committed_epoch
-                        )
-                    },
-                },
-            });
-        }
-    }
-    Ok(list.groups.len() as u64)
 }

@@ -36,6 +36,7 @@ mod open;
 mod prefetch;
 mod restore;
 mod stats;
+mod sweep;
 mod undo;
 mod warm;
 mod write;
@@ -135,6 +136,8 @@ pub struct Store {
     /// The warm restart's read-back, while it runs (cancelled and joined
     /// when the store is dropped, before anything else is).
     warm: parking_lot::Mutex<Option<warm::Warm>>,
+    /// The background check of the last checkpoint's written groups.
+    sweep: parking_lot::Mutex<Option<sweep::Sweep>>,
     _lock: LockFile,
 }
 
@@ -470,6 +473,7 @@ impl Store {
                 merged += t.merge_log(&self.ssd)?;
             }
         }
+        self.ssd.finish_written()?;
         self.ssd.sync().map_err(|e| self.ssd.durable().poison(e))?;
         let counters: Vec<u64> = self.tables.iter().map(|t| t.rounding_calls()).collect();
         let mut done =

@@ -284,6 +284,7 @@ impl Store {
         let lock = LockFile::acquire(dir)?;
         let cold = opts.cold;
         let store = Store::assemble(dir, config, sb, catalog, lock, false, opts)?;
+        store.start_sweep()?;
         if !cold {
             store.start_warm()?;
         }
@@ -374,6 +375,7 @@ impl Store {
             recovery,
             log_merges: 0.into(),
             warm: parking_lot::Mutex::new(None),
+            sweep: parking_lot::Mutex::new(None),
             _lock: lock,
         })
     }

@@ -263,6 +263,8 @@ impl Ssd {
         blocks: &[u8],
     ) -> Result<BlockState, FormatError> {
         let state = check_group(e, g, blocks)?;
+        self.dur
+            .check_written(e.first_block_of(g), &blocks[..BLOCK_SIZE])?;
         if state == BlockState::Sealed {
             let ep = block_epoch(blocks);
             if !self.dur.epoch_ok(ep) {
@@ -278,6 +280,19 @@ impl Ssd {
             }
         }
         Ok(state)
+    }
+
+    /// One step of the check of the last checkpoint's written groups
+    /// (see `durable/written.rs`); whether it is done.
+    pub fn sweep_written(&self) -> Result<bool> {
+        self.dur.sweep_written(&*self.engine, &self.path)
+    }
+
+    /// Finish that check: a checkpoint must not commit, and so drop the
+    /// list, before every listed group was checked.
+    pub fn finish_written(&self) -> Result<()> {
+        while !self.sweep_written()? {}
+        Ok(())
     }
 
     pub fn sync(&self) -> Result<()> {
