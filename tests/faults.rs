@@ -442,13 +442,19 @@ fn a_warm_up_whose_reads_fail_reports_it_and_serves_committed_rows() {
     let ids: Vec<u64> = (0..20_000u64).map(|i| i * 5).collect();
     let vals: Vec<f32> = ids.iter().flat_map(|&i| [i as f32; 4]).collect();
     s.update("t", &ids, &vals).unwrap();
-    assert!(s.checkpoint().unwrap().hot_rows > 0);
+    let c = s.checkpoint().unwrap();
+    // The rows went to the row log: nothing was written in place, so no
+    // written-group check reads beside the warm-up.
+    assert!(c.hot_rows > 0 && c.groups_journaled == 0, "{c:?}");
     drop(s);
     // The reads an open does before its warm-up starts (metadata, recovery).
     let plan = Arc::new(FaultPlan::default());
     drop(Store::open_with(&dir, cfg(), faulty(&plan)).unwrap());
     let at_open = plan.reads.load(Ordering::SeqCst);
-    for k in [0u64, 2, 5] {
+    // The hot set's log blocks lie together and come back in one or two
+    // large reads: the first of them fails.
+    {
+        let k = 0u64;
         let plan = Arc::new(FaultPlan::default());
         plan.fail_reads_from.store(at_open + k, Ordering::SeqCst);
         let opts = OpenOptionsExt {
