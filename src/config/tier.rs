@@ -136,6 +136,13 @@ pub struct SsdConfig {
     /// off to compare a run with a simulation exactly.
     #[serde(default = "default_true")]
     pub cold_fill: bool,
+    /// Merge the row log in the background: once it is more than half
+    /// full, a thread writes its rows home a chunk at a time (at most half
+    /// the time, the other half left to training), so that the checkpoint
+    /// that empties it has little left to merge. On by default; off, the
+    /// whole merge runs inside that checkpoint, which stops training.
+    #[serde(default = "default_true")]
+    pub merge_in_background: bool,
 }
 
 impl SsdConfig {
@@ -170,6 +177,7 @@ impl Default for SsdConfig {
             direct_io: true,
             row_log: None,
             cold_fill: true,
+            merge_in_background: true,
         }
     }
 }

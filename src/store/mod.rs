@@ -32,6 +32,7 @@ use crate::tier::ssd::Ssd;
 pub use crate::files::{CONFIG_FILE, DATA_FILE, HOT_FILE, LOCK_FILE, META_FILE, PMEM_FILE};
 
 mod lock;
+mod merger;
 mod open;
 mod prefetch;
 mod restore;
@@ -138,6 +139,8 @@ pub struct Store {
     warm: parking_lot::Mutex<Option<warm::Warm>>,
     /// The background check of the last checkpoint's written groups.
     sweep: parking_lot::Mutex<Option<sweep::Sweep>>,
+    /// The background merge of the row log.
+    merger: parking_lot::Mutex<Option<merger::Merger>>,
     _lock: LockFile,
 }
 

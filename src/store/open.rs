@@ -158,6 +158,7 @@ impl Store {
         }
         let store = Store::assemble(dir, config, sb, catalog, lock, true, opts)?;
         undo.armed = false;
+        store.start_merger()?;
         Ok(store)
     }
 
@@ -285,6 +286,7 @@ impl Store {
         let cold = opts.cold;
         let store = Store::assemble(dir, config, sb, catalog, lock, false, opts)?;
         store.start_sweep()?;
+        store.start_merger()?;
         if !cold {
             store.start_warm()?;
         }
@@ -376,6 +378,7 @@ impl Store {
             log_merges: 0.into(),
             warm: parking_lot::Mutex::new(None),
             sweep: parking_lot::Mutex::new(None),
+            merger: parking_lot::Mutex::new(None),
             _lock: lock,
         })
     }

@@ -157,93 +157,133 @@ impl Table {
         Ok(rows.len())
     }
 
-    /// Write every logged row to its home group (the newest written copy of
-    /// each, which is the log's), emptying the log maps. The caller holds
-    /// the store's gate exclusively and has flushed the dirty rows home,
-    /// so no newer copy exists anywhere. Returns the rows merged.
-    pub(crate) fn merge_log(&self, ssd: &Ssd) -> Result<u64> {
+    /// Every logged row's entry, `(id, block)`, in place order.
+    pub(crate) fn logged_in_place_order(&self) -> Vec<(u64, u32)> {
         let TableKind::Cached { shards, .. } = &self.kind else {
-            return Ok(0);
+            return Vec::new();
         };
         let mut logged: Vec<(u64, u32)> = Vec::new();
         for sh in shards {
             logged.extend(sh.lock().logged.iter().map(|(&id, &b)| (id, b)));
         }
-        if logged.is_empty() {
-            return Ok(0);
-        }
         let layout = self.entry.layout;
         logged.sort_unstable_by_key(|&(id, _)| layout.locate(id));
+        logged
+    }
+
+    /// The length of the merge chunk starting at `rest[0]` (`rest` in
+    /// place order): at most WB_CHUNK_BYTES of home groups spanned and of
+    /// log blocks read. A dense chunk is read and written as one run of
+    /// groups (`write_rows`).
+    pub(crate) fn merge_chunk_len(&self, rest: &[(u64, u32)]) -> usize {
+        let layout = self.entry.layout;
+        let max_groups = (WB_CHUNK_BYTES / layout.group_bytes()).max(1) as u64;
+        let max_blocks = WB_CHUNK_BYTES / BLOCK_SIZE;
+        let Some(&(first, _)) = rest.first() else {
+            return 0;
+        };
+        let g0 = layout.locate(first).group;
+        let mut seen: rustc_hash::FxHashSet<u32> = Default::default();
+        let mut end = 0;
+        while end < rest.len()
+            && layout.locate(rest[end].0).group < g0 + max_groups
+            && (seen.len() < max_blocks || seen.contains(&rest[end].1))
+        {
+            seen.insert(rest[end].1);
+            end += 1;
+        }
+        end
+    }
+
+    /// Write every logged row to its home group (the newest written copy of
+    /// each, which is the log's), emptying the log maps. The caller holds
+    /// the store's gate exclusively and has flushed the dirty rows home,
+    /// so no newer copy exists anywhere. Returns the rows merged.
+    pub(crate) fn merge_log(&self, ssd: &Ssd) -> Result<u64> {
+        let logged = self.logged_in_place_order();
+        let mut rest = &logged[..];
+        let mut merged = 0;
+        while !rest.is_empty() {
+            let n = self.merge_chunk_len(rest);
+            merged += self.merge_chunk(ssd, &rest[..n])?;
+            rest = &rest[n..];
+        }
+        Ok(merged)
+    }
+
+    /// Write the logged rows of `chunk` (entries from
+    /// [`Table::logged_in_place_order`], one merge chunk) home, each from
+    /// the log block its entry names, if that is still its entry: a row
+    /// since written home, or logged again, is skipped (its newer copy
+    /// stays where it is). Runs beside lookups and updates (a background
+    /// merge) as well as inside a checkpoint: it holds `wb_lock`, so no
+    /// append or home write of the table moves an entry meanwhile, and
+    /// writing the log's copy home changes no row's value. Returns the rows
+    /// written home.
+    pub(crate) fn merge_chunk(&self, ssd: &Ssd, chunk: &[(u64, u32)]) -> Result<u64> {
+        let TableKind::Cached { shards, .. } = &self.kind else {
+            return Ok(0);
+        };
         let rb = self.row_bytes;
         let mut wb = self.wb_lock.lock();
+        let chunk: Vec<(u64, u32)> = chunk
+            .iter()
+            .copied()
+            .filter(|&(id, b)| {
+                shards[self.shard_of(id, shards.len())]
+                    .lock()
+                    .logged
+                    .get(&id)
+                    == Some(&b)
+            })
+            .collect();
+        if chunk.is_empty() {
+            return Ok(0);
+        }
+        let mut blocks: Vec<u32> = chunk.iter().map(|&(_, b)| b).collect();
+        blocks.sort_unstable();
+        blocks.dedup();
+        let offsets: Vec<u64> = blocks
+            .iter()
+            .map(|&b| ssd.loc_offset(&self.entry, Loc::Log(b)))
+            .collect();
         let mut lbuf = AlignedBuf::new(BLOCK_SIZE);
-        // In place order, so that each home group is written once per chunk.
-        // A chunk spans at most WB_CHUNK_BYTES of home groups and reads at
-        // most WB_CHUNK_BYTES of log blocks; a dense one is read and written
-        // as one run of groups (`write_rows`).
-        let max_groups = (WB_CHUNK_BYTES / self.entry.layout.group_bytes()).max(1) as u64;
-        let max_blocks = WB_CHUNK_BYTES / BLOCK_SIZE;
-        let mut chunks: Vec<&[(u64, u32)]> = Vec::new();
-        let mut rest = &logged[..];
-        while !rest.is_empty() {
-            let g0 = layout.locate(rest[0].0).group;
-            let mut seen: rustc_hash::FxHashSet<u32> = Default::default();
-            let mut end = 0;
-            while end < rest.len()
-                && layout.locate(rest[end].0).group < g0 + max_groups
-                && (seen.len() < max_blocks || seen.contains(&rest[end].1))
-            {
-                seen.insert(rest[end].1);
-                end += 1;
-            }
-            let (c, r) = rest.split_at(end);
-            chunks.push(c);
-            rest = r;
+        ssd.read_extents_each(&offsets, BLOCK_SIZE, &mut lbuf, &mut |_, _| {})?;
+        self.counters
+            .ssd_read_ops
+            .fetch_add(blocks.len() as u64, Ordering::Relaxed);
+        self.counters
+            .ssd_bytes_read
+            .fetch_add((blocks.len() * BLOCK_SIZE) as u64, Ordering::Relaxed);
+        let mut bytes = vec![0u8; chunk.len() * rb];
+        for (i, &(id, b)) in chunk.iter().enumerate() {
+            let k = blocks.binary_search(&b).expect("read above");
+            let raw = &lbuf.as_slice()[k * BLOCK_SIZE..(k + 1) * BLOCK_SIZE];
+            let corrupt = |source| Error::Corrupt {
+                path: ssd.path().to_path_buf(),
+                table: self.name.clone(),
+                id,
+                source,
+            };
+            let lb = self.checked_log_block(ssd, b, raw).map_err(corrupt)?;
+            let row = self
+                .logged_row(ssd, Loc::Log(b), &lb, id)
+                .map_err(corrupt)?;
+            bytes[i * rb..(i + 1) * rb].copy_from_slice(row);
         }
-        for chunk in chunks {
-            let mut blocks: Vec<u32> = chunk.iter().map(|&(_, b)| b).collect();
-            blocks.sort_unstable();
-            blocks.dedup();
-            let locs: Vec<Loc> = blocks.iter().map(|&b| Loc::Log(b)).collect();
-            let offsets: Vec<u64> = locs
-                .iter()
-                .map(|&l| ssd.loc_offset(&self.entry, l))
-                .collect();
-            ssd.read_extents_each(&offsets, BLOCK_SIZE, &mut lbuf, &mut |_, _| {})?;
-            self.counters
-                .ssd_read_ops
-                .fetch_add(blocks.len() as u64, Ordering::Relaxed);
-            self.counters
-                .ssd_bytes_read
-                .fetch_add((blocks.len() * BLOCK_SIZE) as u64, Ordering::Relaxed);
-            let mut bytes = vec![0u8; chunk.len() * rb];
-            for (i, &(id, b)) in chunk.iter().enumerate() {
-                let k = blocks.binary_search(&b).expect("read above");
-                let raw = &lbuf.as_slice()[k * BLOCK_SIZE..(k + 1) * BLOCK_SIZE];
-                let corrupt = |source| Error::Corrupt {
-                    path: ssd.path().to_path_buf(),
-                    table: self.name.clone(),
-                    id,
-                    source,
-                };
-                let lb = self.checked_log_block(ssd, b, raw).map_err(corrupt)?;
-                let row = self
-                    .logged_row(ssd, Loc::Log(b), &lb, id)
-                    .map_err(corrupt)?;
-                bytes[i * rb..(i + 1) * rb].copy_from_slice(row);
-            }
-            let rows: Vec<RowRef<'_>> = chunk
-                .iter()
-                .enumerate()
-                .map(|(i, &(id, _))| (id, &bytes[i * rb..(i + 1) * rb]))
-                .collect();
-            // Written home: `write_rows` drops each row's map entry.
-            self.write_rows(ssd, &rows, &mut wb)?;
-        }
+        let rows: Vec<RowRef<'_>> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, &(id, _))| (id, &bytes[i * rb..(i + 1) * rb]))
+            .collect();
+        // Written home: `write_rows` drops each row's map entry, and marks
+        // the log stale, so the checkpoint that empties it merges what is
+        // left.
+        self.write_rows(ssd, &rows, &mut wb)?;
         self.counters
             .log_rows_merged
-            .fetch_add(logged.len() as u64, Ordering::Relaxed);
-        Ok(logged.len() as u64)
+            .fetch_add(chunk.len() as u64, Ordering::Relaxed);
+        Ok(chunk.len() as u64)
     }
 
     /// Recovery: row `id`'s newest committed copy is `bytes`, in row-log

@@ -26,6 +26,9 @@ pub(crate) struct RowLog {
     /// Blocks the log may hold (0: no log).
     pub capacity: u64,
     state: Mutex<LogState>,
+    /// The background merge's thread, woken when an append takes the log
+    /// past half full.
+    merger: Mutex<Option<std::thread::Thread>>,
 }
 
 struct LogState {
@@ -49,7 +52,13 @@ impl RowLog {
                 stale: false,
                 closed: false,
             }),
+            merger: Mutex::new(None),
         }
+    }
+
+    /// Wake `t` when an append takes the log past half full.
+    pub fn set_merger(&self, t: std::thread::Thread) {
+        *self.merger.lock() = Some(t);
     }
 
     /// Reserve up to `n` blocks for an append: the first one's index and
@@ -62,6 +71,11 @@ impl RowLog {
         }
         let at = st.head;
         st.head += got;
+        if at * 2 <= self.capacity && st.head * 2 > self.capacity {
+            if let Some(t) = &*self.merger.lock() {
+                t.unpark();
+            }
+        }
         Some((at as u32, got))
     }
 

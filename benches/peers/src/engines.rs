@@ -270,7 +270,7 @@ impl Embtier {
         let dim = s.ds.dim as usize;
         // `import_rows` in id order (whole block groups straight home),
         // then one checkpoint: the bulk-load path.
-        let batch = 16_384u64;
+        let batch = 65_536u64;
         let mut vals = vec![0f32; batch as usize * dim];
         for (t, &rows) in s.ds.rows.iter().enumerate() {
             let name = Dataset::table_name(t as u32);
