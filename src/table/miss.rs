@@ -193,7 +193,8 @@ impl Table {
                 .iter()
                 .map(|&l| ssd.loc_offset(&self.entry, l))
                 .collect();
-            let read = ssd.read_extents_each(&offsets, gb, buf, &mut |gi, blocks| {
+            let windowed = ctx.windowed;
+            let read = ssd.read_misses(windowed, &offsets, gb, buf, &mut |gi, blocks| {
                 let (lo, hi) = ranges[gi];
                 let mut i = Install {
                     shards,
@@ -408,6 +409,7 @@ impl Table {
             }
         }
         let mut ctx = Ctx::new();
+        ctx.windowed = true;
         let r = self.resolve_misses(ssd, shards, misses, &mut ctx, |_, _, _| {});
         ctx.c.warmed = ctx.c.ssd_rows_read;
         let read = ctx.c.ssd_rows_read;

@@ -222,6 +222,9 @@ struct Ctx {
     spill: Spill,
     spill2: Spill,
     scratch: Vec<u8>,
+    /// Read the misses in windows of sequential reads where they lie
+    /// close (a warm restart; see `Ssd::read_extents_windowed`).
+    windowed: bool,
 }
 
 impl Ctx {
@@ -233,6 +236,7 @@ impl Ctx {
             spill: Spill::default(),
             spill2: Spill::default(),
             scratch: Vec::new(),
+            windowed: false,
         }
     }
 }

@@ -248,7 +248,7 @@ impl Table {
             .map(|&b| ssd.loc_offset(&self.entry, Loc::Log(b)))
             .collect();
         let mut lbuf = AlignedBuf::new(BLOCK_SIZE);
-        ssd.read_extents_each(&offsets, BLOCK_SIZE, &mut lbuf, &mut |_, _| {})?;
+        ssd.read_extents_windowed(&offsets, BLOCK_SIZE, &mut lbuf, &mut |_, _| {})?;
         self.counters
             .ssd_read_ops
             .fetch_add(blocks.len() as u64, Ordering::Relaxed);

@@ -196,6 +196,42 @@ impl Ssd {
         done: &mut dyn FnMut(usize, &[u8]),
     ) -> Result<()> {
         buf.poison(offsets.len() * len);
+        self.engine
+            .read_extents_each(offsets, len, buf, done)
+            .map_err(|f| self.err(f))
+    }
+
+    /// A round of misses: [`Ssd::read_extents_windowed`] when `windowed`
+    /// (a warm restart), else [`Ssd::read_extents_each`]. Ordinary misses
+    /// keep one read per extent: reading windows changed which neighbours
+    /// a cold fill installs, and `emb-locality plan`'s prediction of the
+    /// store's hits (tools/tests/plan_meets_run.rs) drifted past 1%.
+    pub fn read_misses(
+        &self,
+        windowed: bool,
+        offsets: &[u64],
+        len: usize,
+        buf: &mut AlignedBuf,
+        done: &mut dyn FnMut(usize, &[u8]),
+    ) -> Result<()> {
+        if windowed {
+            self.read_extents_windowed(offsets, len, buf, done)
+        } else {
+            self.read_extents_each(offsets, len, buf, done)
+        }
+    }
+
+    /// [`Ssd::read_extents_each`], in windows of sequential reads where
+    /// many ascending extents lie close (a warm restart, a merge's log
+    /// blocks).
+    pub fn read_extents_windowed(
+        &self,
+        offsets: &[u64],
+        len: usize,
+        buf: &mut AlignedBuf,
+        done: &mut dyn FnMut(usize, &[u8]),
+    ) -> Result<()> {
+        buf.poison(offsets.len() * len);
         if offsets.len() >= 64 && offsets.windows(2).all(|w| w[0] < w[1]) {
             return self.read_windows_each(offsets, len, buf, done);
         }
