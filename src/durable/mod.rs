@@ -192,7 +192,7 @@ impl Durable {
         blk: &[u8],
     ) -> std::result::Result<(), FormatError> {
         match &self.unchecked {
-            Some(u) => u.check(first, blk),
+            Some(u) => u.check(first, blk, &self.dead),
             None => Ok(()),
         }
     }
@@ -204,10 +204,12 @@ impl Durable {
     pub(crate) fn sweep_written(&self, data: &dyn IoEngine, data_path: &Path) -> Result<bool> {
         match &self.unchecked {
             // A failed read is only that: the sweep can be retried.
-            Some(u) => u.sweep_step(data, data_path).map_err(|e| match e {
-                Error::Format { .. } => self.poison(e),
-                e => e,
-            }),
+            Some(u) => u
+                .sweep_step(data, data_path, &self.dead)
+                .map_err(|e| match e {
+                    Error::Format { .. } => self.poison(e),
+                    e => e,
+                }),
             None => Ok(true),
         }
     }

@@ -28,8 +28,6 @@ const STEP_BLOCKS: u64 = 4096;
 pub(crate) struct Unchecked {
     /// The epoch the list's groups must hold: the committed epoch.
     epoch: u64,
-    /// Dead epochs at open: a block of one is the read rules' to refuse.
-    dead: Vec<(u64, u64)>,
     bits: Vec<AtomicU64>,
     /// Listed groups not yet checked.
     left: AtomicU64,
@@ -70,7 +68,6 @@ impl Unchecked {
         }
         Ok(Some(Unchecked {
             epoch: sb.committed_epoch,
-            dead: sb.dead_epochs.clone(),
             bits,
             left: AtomicU64::new(list.groups.len() as u64),
             cursor: Mutex::new(0),
@@ -100,7 +97,14 @@ impl Unchecked {
     /// committed epoch (a write that never reached the disk). A block that
     /// fails its own checks (torn, decayed) is left to the read rules, as
     /// is a dead epoch's. A group that passes is not checked again.
-    pub(crate) fn check(&self, first: u64, blk: &[u8]) -> std::result::Result<(), FormatError> {
+    /// `dead`: the store's dead epochs (a block of one is the read rules'
+    /// to refuse).
+    pub(crate) fn check(
+        &self,
+        first: u64,
+        blk: &[u8],
+        dead: &[(u64, u64)],
+    ) -> std::result::Result<(), FormatError> {
         if !self.listed(first) {
             return Ok(());
         }
@@ -110,7 +114,7 @@ impl Unchecked {
             Err(_) => return Ok(()),
         };
         let e = if sealed { block_epoch(blk) } else { 0 };
-        let dead = self.dead.iter().any(|&(a, b)| a <= e && e <= b);
+        let dead = dead.iter().any(|&(a, b)| a <= e && e <= b);
         if sealed && (e >= self.epoch || dead) {
             self.clear(first);
             return Ok(());
@@ -135,10 +139,15 @@ impl Unchecked {
     }
 
     /// One step of the sweep: read the listed groups' first blocks from
-    /// the cursor on, at most [`STEP_BLOCKS`] blocks' span (one read when
-    /// they lie close together, else one read each), and check them.
+    /// the cursor on, at most [`STEP_BLOCKS`] blocks' span
+    /// ([`crate::io::read_windowed`]), and check them.
     /// Returns whether the sweep is done.
-    pub(crate) fn sweep_step(&self, data: &dyn IoEngine, data_path: &Path) -> Result<bool> {
+    pub(crate) fn sweep_step(
+        &self,
+        data: &dyn IoEngine,
+        data_path: &Path,
+        dead: &[(u64, u64)],
+    ) -> Result<bool> {
         let mut cursor = self.cursor.lock();
         let end = self.bits.len() as u64 * 64;
         let mut firsts: Vec<u64> = Vec::new();
@@ -160,35 +169,22 @@ impl Unchecked {
             *cursor = end;
             return Ok(true);
         }
-        let lo = firsts[0];
-        let span = firsts[firsts.len() - 1] - lo + 1;
-        let mut buf = AlignedBuf::new(BLOCK_SIZE);
-        // Dense: one read of the span (holes read as zeros at no cost).
-        let dense = span <= 4 * firsts.len() as u64;
-        let offsets: Vec<u64> = if dense {
-            vec![lo * BLOCK_SIZE as u64]
-        } else {
-            firsts.iter().map(|&f| f * BLOCK_SIZE as u64).collect()
-        };
-        let len = if dense {
-            span as usize * BLOCK_SIZE
-        } else {
-            BLOCK_SIZE
-        };
-        buf.poison(offsets.len() * len);
-        data.read_extents(&offsets, len, &mut buf)
+        // Close together, they are read in a few sequential reads.
+        let offsets: Vec<u64> = firsts.iter().map(|&f| f * BLOCK_SIZE as u64).collect();
+        let mut buf = AlignedBuf::new(offsets.len() * BLOCK_SIZE);
+        buf.poison(offsets.len() * BLOCK_SIZE);
+        crate::io::read_windowed(data, &offsets, BLOCK_SIZE, &mut buf, &mut |_, _| {})
             .map_err(|f| f.into_error(data_path))?;
         for (i, &f) in firsts.iter().enumerate() {
-            let at = if dense {
-                (f - lo) as usize * BLOCK_SIZE
-            } else {
-                i * BLOCK_SIZE
-            };
-            self.check(f, &buf.as_slice()[at..at + BLOCK_SIZE])
-                .map_err(|source| Error::Format {
-                    path: data_path.into(),
-                    source,
-                })?;
+            self.check(
+                f,
+                &buf.as_slice()[i * BLOCK_SIZE..(i + 1) * BLOCK_SIZE],
+                dead,
+            )
+            .map_err(|source| Error::Format {
+                path: data_path.into(),
+                source,
+            })?;
         }
         *cursor = firsts[firsts.len() - 1] + 1;
         Ok(false)

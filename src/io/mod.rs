@@ -385,3 +385,66 @@ pub(crate) fn write_coalesced(
         e.write_extents(offsets, len, buf)
     }
 }
+
+/// The largest read of a dense window ([`read_windowed`]).
+const SPAN_WINDOW: usize = 4 << 20;
+
+/// [`IoEngine::read_extents_each`] of extents that may lie close together
+/// (a warm restart's hot set, a merge's log blocks, the written-group
+/// check). Many ascending extents are cut into windows of at most 4 MiB of
+/// the file; a window they fill at least half is read in one sequential
+/// read, and the extents of the other windows in one batch of random
+/// reads, as without windows. Each extent lands at its place in `buf`
+/// (which the caller has poisoned) before `done` sees it.
+pub(crate) fn read_windowed(
+    e: &dyn IoEngine,
+    offsets: &[u64],
+    len: usize,
+    buf: &mut AlignedBuf,
+    done: &mut dyn FnMut(usize, &[u8]),
+) -> Result<(), IoFailure> {
+    if offsets.len() < 64 || !offsets.windows(2).all(|w| w[0] < w[1]) {
+        return e.read_extents_each(offsets, len, buf, done);
+    }
+    let window = SPAN_WINDOW.max(len) as u64;
+    let mut sparse: Vec<usize> = Vec::new();
+    let mut win: Option<AlignedBuf> = None;
+    let mut i = 0;
+    while i < offsets.len() {
+        let lo = offsets[i];
+        let mut j = i + 1;
+        while j < offsets.len() && offsets[j] + len as u64 - lo <= window {
+            j += 1;
+        }
+        let span = (offsets[j - 1] + len as u64 - lo) as usize;
+        if j - i < 8 || 2 * (j - i) * len < span {
+            sparse.extend(i..j);
+            i = j;
+            continue;
+        }
+        let w = win.get_or_insert_with(|| AlignedBuf::new(window as usize));
+        w.poison(span);
+        e.read_extents(&[lo], span, w)?;
+        for (k, &off) in offsets.iter().enumerate().take(j).skip(i) {
+            let at = (off - lo) as usize;
+            buf.as_mut_slice()[k * len..(k + 1) * len].copy_from_slice(&w.as_slice()[at..at + len]);
+            done(k, &buf.as_slice()[k * len..(k + 1) * len]);
+        }
+        i = j;
+    }
+    if sparse.len() == offsets.len() {
+        return e.read_extents_each(offsets, len, buf, done);
+    }
+    if sparse.is_empty() {
+        return Ok(());
+    }
+    let sub: Vec<u64> = sparse.iter().map(|&k| offsets[k]).collect();
+    let mut tmp = AlignedBuf::new(sub.len() * len);
+    tmp.poison(sub.len() * len);
+    let out = buf.as_mut_slice();
+    e.read_extents_each(&sub, len, &mut tmp, &mut |x, bytes| {
+        let k = sparse[x];
+        out[k * len..(k + 1) * len].copy_from_slice(bytes);
+        done(k, bytes);
+    })
+}

@@ -43,9 +43,6 @@ pub(crate) enum Loc {
     Log(u32),
 }
 
-/// The largest read of a dense window ([`Ssd::read_extents_each`]).
-const SPAN_WINDOW: usize = 4 << 20;
-
 /// Read buffers [`Ssd`] keeps at most.
 const KEPT_BUFS: usize = 4;
 /// The largest read buffer [`Ssd`] keeps.
@@ -223,7 +220,7 @@ impl Ssd {
 
     /// [`Ssd::read_extents_each`], in windows of sequential reads where
     /// many ascending extents lie close (a warm restart, a merge's log
-    /// blocks).
+    /// blocks): [`crate::io::read_windowed`].
     pub fn read_extents_windowed(
         &self,
         offsets: &[u64],
@@ -232,76 +229,7 @@ impl Ssd {
         done: &mut dyn FnMut(usize, &[u8]),
     ) -> Result<()> {
         buf.poison(offsets.len() * len);
-        if offsets.len() >= 64 && offsets.windows(2).all(|w| w[0] < w[1]) {
-            return self.read_windows_each(offsets, len, buf, done);
-        }
-        self.engine
-            .read_extents_each(offsets, len, buf, done)
-            .map_err(|f| self.err(f))
-    }
-
-    /// [`Ssd::read_extents_each`] of many ascending extents (a warm
-    /// restart's hot set, a merge, a large batch of misses): they are cut
-    /// into windows of at most [`SPAN_WINDOW`] bytes of the file; a window
-    /// whose extents fill at least half of its span is read in one
-    /// sequential read, and the extents of the others in one batch of
-    /// random reads, as before. Each extent lands at its place in `buf`.
-    fn read_windows_each(
-        &self,
-        offsets: &[u64],
-        len: usize,
-        buf: &mut AlignedBuf,
-        done: &mut dyn FnMut(usize, &[u8]),
-    ) -> Result<()> {
-        let window = SPAN_WINDOW.max(len) as u64;
-        let mut sparse: Vec<usize> = Vec::new();
-        let mut win: Option<AlignedBuf> = None;
-        let mut i = 0;
-        while i < offsets.len() {
-            let lo = offsets[i];
-            let mut j = i + 1;
-            while j < offsets.len() && offsets[j] + len as u64 - lo <= window {
-                j += 1;
-            }
-            let span = (offsets[j - 1] + len as u64 - lo) as usize;
-            if j - i < 8 || 2 * (j - i) * len < span {
-                sparse.extend(i..j);
-                i = j;
-                continue;
-            }
-            let w = win.get_or_insert_with(|| AlignedBuf::new(window as usize));
-            w.poison(span);
-            self.engine
-                .read_extents(&[lo], span, w)
-                .map_err(|f| self.err(f))?;
-            for (k, &off) in offsets.iter().enumerate().take(j).skip(i) {
-                let at = (off - lo) as usize;
-                buf.as_mut_slice()[k * len..(k + 1) * len]
-                    .copy_from_slice(&w.as_slice()[at..at + len]);
-                done(k, &buf.as_slice()[k * len..(k + 1) * len]);
-            }
-            i = j;
-        }
-        if sparse.len() == offsets.len() {
-            return self
-                .engine
-                .read_extents_each(offsets, len, buf, done)
-                .map_err(|f| self.err(f));
-        }
-        if sparse.is_empty() {
-            return Ok(());
-        }
-        let sub: Vec<u64> = sparse.iter().map(|&k| offsets[k]).collect();
-        let mut tmp = AlignedBuf::new(sub.len() * len);
-        tmp.poison(sub.len() * len);
-        let out = buf.as_mut_slice();
-        self.engine
-            .read_extents_each(&sub, len, &mut tmp, &mut |x, bytes| {
-                let k = sparse[x];
-                out[k * len..(k + 1) * len].copy_from_slice(bytes);
-                done(k, bytes);
-            })
-            .map_err(|f| self.err(f))
+        crate::io::read_windowed(&*self.engine, offsets, len, buf, done).map_err(|f| self.err(f))
     }
 
     /// Seal the first `groups.len()` groups of `buf` with their block
