@@ -10,26 +10,11 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use super::worker::Worker;
 use super::*;
 
 /// How often the thread looks at the log's fill while it has no work.
 const POLL: Duration = Duration::from_millis(200);
-
-/// The merging thread.
-pub(super) struct Merger {
-    cancel: Arc<AtomicBool>,
-    handle: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for Merger {
-    fn drop(&mut self) {
-        self.cancel.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            h.thread().unpark();
-            let _ = h.join();
-        }
-    }
-}
 
 impl Store {
     /// Start the background merge, if the config asks for it and the
@@ -40,25 +25,24 @@ impl Store {
         }
         let ssd = Arc::clone(&self.ssd);
         let tables: Vec<Arc<Table>> = self.tables.iter().map(Arc::clone).collect();
-        let cancel = Arc::new(AtomicBool::new(false));
-        let stop = Arc::clone(&cancel);
-        let handle = std::thread::Builder::new()
-            .name("embtier-merge".into())
-            .spawn(move || {
+        let w = Worker::spawn(
+            &self.dir,
+            "embtier-merge",
+            "spawn row-log merge thread",
+            move |stop| {
                 while !stop.load(Ordering::Relaxed) {
-                    if !ssd.log().wants_merge() || merge_cycle(&ssd, &tables, &stop).is_err() {
+                    if !ssd.log().wants_merge() || merge_cycle(&ssd, &tables, stop).is_err() {
                         // Nothing to do, or a failed write (it left the
                         // rows logged; the checkpoint's merge reports it).
                         std::thread::park_timeout(POLL);
                     }
                 }
-            })
-            .map_err(|e| Error::io(&self.dir, "spawn row-log merge thread", e))?;
-        self.ssd.log().set_merger(handle.thread().clone());
-        *self.merger.lock() = Some(Merger {
-            cancel,
-            handle: Some(handle),
-        });
+            },
+        )?;
+        if let Some(t) = w.thread() {
+            self.ssd.log().set_merger(t.clone());
+        }
+        *self.merger.lock() = Some(w);
         Ok(())
     }
 }

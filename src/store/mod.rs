@@ -40,6 +40,7 @@ mod stats;
 mod sweep;
 mod undo;
 mod warm;
+mod worker;
 mod write;
 
 pub use prefetch::Prefetch;
@@ -138,9 +139,9 @@ pub struct Store {
     /// when the store is dropped, before anything else is).
     warm: parking_lot::Mutex<Option<warm::Warm>>,
     /// The background check of the last checkpoint's written groups.
-    sweep: parking_lot::Mutex<Option<sweep::Sweep>>,
+    sweep: parking_lot::Mutex<Option<worker::Worker>>,
     /// The background merge of the row log.
-    merger: parking_lot::Mutex<Option<merger::Merger>>,
+    merger: parking_lot::Mutex<Option<worker::Worker>>,
     _lock: LockFile,
 }
 

@@ -2,24 +2,10 @@
 //! `durable/written.rs`): started by open, so that open itself reads none
 //! of them; finished by the next checkpoint if still running.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
+use super::worker::Worker;
 use super::*;
-
-/// The thread that sweeps the written-group list.
-pub(super) struct Sweep {
-    cancel: Arc<AtomicBool>,
-    handle: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for Sweep {
-    fn drop(&mut self) {
-        self.cancel.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
-}
 
 impl Store {
     /// Start the sweep when the last checkpoint's list has groups left.
@@ -31,11 +17,11 @@ impl Store {
             return Ok(());
         }
         let ssd = Arc::clone(&self.ssd);
-        let cancel = Arc::new(AtomicBool::new(false));
-        let stop = Arc::clone(&cancel);
-        let handle = std::thread::Builder::new()
-            .name("embtier-written".into())
-            .spawn(move || {
+        let w = Worker::spawn(
+            &self.dir,
+            "embtier-written",
+            "spawn written-group check thread",
+            move |stop| {
                 while !stop.load(Ordering::Relaxed) {
                     let _gate = ssd.read_gate();
                     match ssd.sweep_written() {
@@ -43,12 +29,9 @@ impl Store {
                         Ok(true) | Err(_) => break,
                     }
                 }
-            })
-            .map_err(|e| Error::io(&self.dir, "spawn written-group check thread", e))?;
-        *self.sweep.lock() = Some(Sweep {
-            cancel,
-            handle: Some(handle),
-        });
+            },
+        )?;
+        *self.sweep.lock() = Some(w);
         Ok(())
     }
 
