@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use embtier::format::{sb, BLOCK_SIZE};
-use embtier::io::fault::{FaultPlan, FaultyEngine};
+use embtier::io::fault::FaultPlan;
 use embtier::{Error, Init, IoEngineKind, OpenOptionsExt, Store, StoreConfig, TableConfig};
 
 const DIM: usize = 4;
@@ -359,15 +359,9 @@ fn a_forked_child_does_not_keep_the_store_locked() {
 /// Open options whose engine is wrapped in a fault injector, and its plan.
 fn faulty() -> (Arc<FaultPlan>, OpenOptionsExt) {
     let plan = Arc::new(FaultPlan::default());
-    let p2 = plan.clone();
-    let opts = OpenOptionsExt {
-        wrap_engine: Some(Arc::new(move |path: &std::path::Path, e| {
-            Box::new(FaultyEngine::new(e, p2.clone(), path))
-        })),
-        // Cold: a warm-up reading in the background would take reads
-        // from the counts the faults are planned by.
-        cold: true,
-    };
+    // Cold: a warm-up reading in the background would take reads from the
+    // counts the faults are planned by.
+    let opts = common::faulty_opts(&plan, true);
     (plan, opts)
 }
 

@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use common::workload::{config, ops, run, Model, Op};
-use embtier::io::fault::{FaultPlan, FaultyEngine};
+use embtier::io::fault::FaultPlan;
 use embtier::{Error, OpenOptionsExt, Store};
 
 const EVERY: u64 = 10;
@@ -24,15 +24,9 @@ const OPS: usize = 160;
 const SEED: u64 = 77;
 
 fn faulty(plan: &Arc<FaultPlan>) -> OpenOptionsExt {
-    let p = plan.clone();
-    OpenOptionsExt {
-        wrap_engine: Some(Arc::new(move |path: &Path, e| {
-            Box::new(FaultyEngine::new(e, p.clone(), path))
-        })),
-        // Cold: a warm-up reading in the background would take reads
-        // from the counts the faults are planned by.
-        cold: true,
-    }
+    // Cold: a warm-up reading in the background would take reads from the
+    // counts the faults are planned by.
+    common::faulty_opts(plan, true)
 }
 
 /// A new store in `dir`, opened with `plan`'s faults (none armed yet).

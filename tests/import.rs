@@ -192,8 +192,7 @@ fn an_import_without_a_checkpoint_is_undone_hole_entries_included() {
 /// groups between with their own rows, and leaves every row as it was.
 #[test]
 fn a_dense_merge_writes_runs_of_groups() {
-    use embtier::io::fault::{FaultPlan, FaultyEngine};
-    use embtier::OpenOptionsExt;
+    use embtier::io::fault::FaultPlan;
     use std::sync::atomic::Ordering;
     use std::sync::Arc;
     let rows = 8000u64;
@@ -206,14 +205,7 @@ fn a_dense_merge_writes_runs_of_groups() {
         .build();
     drop(Store::create(&path, cfg.clone()).unwrap());
     let plan = Arc::new(FaultPlan::default());
-    let p = plan.clone();
-    let opts = OpenOptionsExt {
-        wrap_engine: Some(Arc::new(move |path: &std::path::Path, e| {
-            Box::new(FaultyEngine::new(e, p.clone(), path))
-        })),
-        cold: true,
-    };
-    let s = Store::open_with(&path, cfg, opts).unwrap();
+    let s = Store::open_with(&path, cfg, common::faulty_opts(&plan, true)).unwrap();
     // Every group written, so that the merge journals real images.
     let base = |id: u64| (0..DIM).map(|k| value(8, id, k)).collect::<Vec<f32>>();
     let all: Vec<f32> = (0..rows).flat_map(base).collect();

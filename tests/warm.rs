@@ -3,6 +3,8 @@
 //! restarted trainer finds its hot set where it left it. The values read
 //! back are the committed ones, whatever the hot set says.
 
+mod common;
+
 use embtier::{
     Init, IoEngineKind, OpenOptionsExt, PolicyKind, Store, StoreConfig, TableConfig, TierConfig,
 };
@@ -203,7 +205,7 @@ fn lookups_during_the_warm_up_count_only_themselves() {
 /// group, with the committed values.
 #[test]
 fn a_dense_hot_set_comes_back_in_sequential_reads() {
-    use embtier::io::fault::{FaultPlan, FaultyEngine};
+    use embtier::io::fault::FaultPlan;
     use std::sync::atomic::Ordering;
     use std::sync::Arc;
     let dir = tempfile::tempdir().unwrap();
@@ -220,14 +222,7 @@ fn a_dense_hot_set_comes_back_in_sequential_reads() {
     assert!(c.hot_rows >= ids.len() as u64, "{c:?}");
     drop(s);
     let plan = Arc::new(FaultPlan::default());
-    let p = plan.clone();
-    let opts = OpenOptionsExt {
-        wrap_engine: Some(Arc::new(move |path: &std::path::Path, e| {
-            Box::new(FaultyEngine::new(e, p.clone(), path))
-        })),
-        cold: false,
-    };
-    let s = Store::open_with(&path, cfg, opts).unwrap();
+    let s = Store::open_with(&path, cfg, common::faulty_opts(&plan, false)).unwrap();
     let r0 = plan.reads.load(Ordering::SeqCst);
     assert_eq!(s.wait_warm().unwrap(), c.hot_rows);
     s.check_written().unwrap();

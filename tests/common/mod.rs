@@ -84,3 +84,19 @@ pub fn sum_in_order(ids: &[u64], grads: &[f32], dim: usize) -> Vec<(u64, Vec<f32
     }
     out
 }
+
+/// Open options that wrap every file's engine in a fault injector driven
+/// by `plan` (which also counts reads, writes and syncs); `cold` skips the
+/// warm restart, whose background reads would take from those counts.
+pub fn faulty_opts(
+    plan: &std::sync::Arc<embtier::io::fault::FaultPlan>,
+    cold: bool,
+) -> embtier::OpenOptionsExt {
+    let p = plan.clone();
+    embtier::OpenOptionsExt {
+        wrap_engine: Some(std::sync::Arc::new(move |path: &std::path::Path, e| {
+            Box::new(embtier::io::fault::FaultyEngine::new(e, p.clone(), path))
+        })),
+        cold,
+    }
+}
