@@ -11,9 +11,24 @@ py=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$py" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --upgrade pip
+# pip install, retried whole: torch and its CUDA libraries are about 5 GB,
+# and a download cut off mid-way (pip's own resume can stall at the same
+# byte) must not fail the run. Each attempt reuses what pip's cache holds.
+pip_install() {
+  local attempt
+  for attempt in 1 2 3 4 5; do
+    if .venv/bin/python -m pip install -q --retries 10 "$@"; then
+      return 0
+    fi
+    echo "test.sh: pip install $* failed (attempt $attempt of 5); retrying in $((attempt * 15)) s" >&2
+    sleep $((attempt * 15))
+  done
+  echo "test.sh: pip install $* failed 5 times; the Python suite cannot run" >&2
+  return 1
+}
+pip_install --upgrade pip
 # torch 2.14.1 is the version fbgemm-gpu-cpu 1.9.0 is built for (it fails
 # to load against 2.15); the CPU build of FBGEMM, never fbgemm-gpu (CUDA).
-.venv/bin/python -m pip install -q "torch==2.14.1" "fbgemm-gpu-cpu==1.9.0" "numpy>=1.21" "pytest>=7" "maturin>=1.5,<2"
+pip_install "torch==2.14.1" "fbgemm-gpu-cpu==1.9.0" "numpy>=1.21" "pytest>=7" "maturin>=1.5,<2"
 .venv/bin/python -m pip install -q --force-reinstall --no-deps ./python
 .venv/bin/python -m pytest -q python/tests
