@@ -119,3 +119,146 @@ fn without_the_background_merge_the_checkpoint_merges_everything() {
     let c = s.checkpoint().unwrap();
     assert_eq!(c.row_log_merged_rows, before, "{c:?}");
 }
+
+/// Rows of the table in which a background pass spans many chunks.
+const BIG_ROWS: u64 = 2_000_000;
+
+fn big_cfg() -> StoreConfig {
+    let mut c = StoreConfig::builder()
+        .table(TableConfig::new("t", BIG_ROWS, DIM as u32).init(Init::Zeros))
+        .dram_capacity(128 << 10)
+        .build();
+    c.ssd.row_log = Some(embtier::ByteSize(256 * 4096));
+    c
+}
+
+/// The model's rows, and as many other rows (never written: zeros).
+fn check_sparse(s: &Store, model: &HashMap<u64, f32>, rng: &mut Rng, when: &str) {
+    let mut ids: Vec<u64> = model.keys().copied().collect();
+    ids.extend((0..model.len()).map(|_| rng.below(BIG_ROWS)));
+    let mut out = vec![0f32; ids.len() * DIM];
+    s.lookup("t", &ids, &mut out).unwrap();
+    for (k, &id) in ids.iter().enumerate() {
+        let want = model.get(&id).copied().unwrap_or(0.0);
+        let got = &out[k * DIM..(k + 1) * DIM];
+        assert!(
+            got.iter().all(|&v| v == want),
+            "{when}: row {id}: {got:?}, want {want}"
+        );
+    }
+}
+
+/// A checkpoint taken while the background merge is part-way through the
+/// log commits the log as it is and merges nothing: the rows the thread
+/// wrote home were written from their log copies, so no copy is stale. A
+/// crash (a drop without a checkpoint) then undoes the thread's
+/// uncommitted writes and serves the committed log; rows written home
+/// whole after their log copy was merged keep their newest value; and the
+/// checkpoint after the pass empties the log.
+#[test]
+fn checkpoints_during_a_background_pass_merge_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let s = Store::create(&path, big_cfg()).unwrap();
+    let mut model = HashMap::new();
+    let mut rng = Rng(13);
+    // Scattered rows: about one in a 1,024-group merge chunk, so that a
+    // pass takes a hundred chunks or more.
+    let mut round = 0;
+    while s.stats().row_log_used_blocks * 2 <= 256 {
+        round += 1;
+        let ids: Vec<u64> = (0..400).map(|_| rng.below(BIG_ROWS)).collect();
+        s.update("t", &ids, &vec![round as f32; ids.len() * DIM])
+            .unwrap();
+        for &id in &ids {
+            model.insert(id, round as f32);
+        }
+        s.checkpoint().unwrap();
+    }
+    let before = logged(&s);
+    let merged = |s: &Store| s.stats().table("t").unwrap().ssd.log_rows_merged;
+    let merges = |s: &Store| s.stats().row_log_merges;
+    let m0 = merges(&s);
+    let t0 = Instant::now();
+    while merged(&s) == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the thread never merged"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let c = s.checkpoint().unwrap();
+    let part = merged(&s);
+    assert_eq!(
+        (c.row_log_merged_rows, merges(&s)),
+        (0, m0),
+        "a checkpoint during the pass merged ({part} of {before} rows merged in all): {c:?}"
+    );
+    assert!(
+        part < before,
+        "the pass ended before the checkpoint ({part} of {before}): make it longer"
+    );
+    assert!(
+        c.row_log_blocks > 128,
+        "the log was committed as it was: {c:?}"
+    );
+    check_sparse(&s, &model, &mut rng, "after a checkpoint during the pass");
+    // Let the pass end; no checkpoint commits it.
+    while merged(&s) < before {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "{} of {before} merged",
+            merged(&s)
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(logged(&s), 0, "every logged row is home");
+    check_sparse(&s, &model, &mut rng, "after the pass");
+    drop(s);
+    let s = Store::open(&path).unwrap();
+    assert_eq!(logged(&s), before, "the committed log is served again");
+    check_sparse(
+        &s,
+        &model,
+        &mut rng,
+        "reopened after a pass no checkpoint committed",
+    );
+    // The thread passes again (the log is past half full); then whole
+    // groups of merged rows are rewritten, which must not bring back their
+    // older log copies.
+    let t1 = Instant::now();
+    while merged(&s) < before {
+        assert!(
+            t1.elapsed() < Duration::from_secs(60),
+            "{} of {before} merged",
+            merged(&s)
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let some: Vec<u64> = model.keys().copied().take(20).collect();
+    let mut ids = Vec::new();
+    for id in some {
+        let g = id / 16 * 16; // 16 rows to a group
+        ids.extend((g..g + 16).filter(|&r| r < BIG_ROWS));
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    s.update("t", &ids, &vec![-7.0; ids.len() * DIM]).unwrap();
+    for &id in &ids {
+        model.insert(id, -7.0);
+    }
+    let c = s.checkpoint().unwrap();
+    assert_eq!(
+        c.row_log_blocks, 0,
+        "after the pass, a checkpoint empties the log: {c:?}"
+    );
+    check_sparse(
+        &s,
+        &model,
+        &mut rng,
+        "after the checkpoint that emptied the log",
+    );
+    drop(s);
+    let s = Store::open(&path).unwrap();
+    check_sparse(&s, &model, &mut rng, "reopened after the log was emptied");
+}

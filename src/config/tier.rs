@@ -138,9 +138,12 @@ pub struct SsdConfig {
     pub cold_fill: bool,
     /// Merge the row log in the background: once it is more than half
     /// full, a thread writes its rows home a chunk at a time (at most half
-    /// the time, the other half left to training), so that the checkpoint
-    /// that empties it has little left to merge. On by default; off, the
-    /// whole merge runs inside that checkpoint, which stops training.
+    /// the time while the log is at most half full, the rest left to
+    /// training; more as it fills towards three quarters). Checkpoints
+    /// during the pass commit the log as it is; the first one after it
+    /// merges only what was logged since, and empties the log. On by
+    /// default; off, a checkpoint merges the whole log once it is more
+    /// than half full, with training stopped.
     #[serde(default = "default_true")]
     pub merge_in_background: bool,
 }

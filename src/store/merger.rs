@@ -2,10 +2,13 @@
 //! once the log is more than half full, a thread writes its rows home,
 //! table by table in place order, one chunk at a time, each under the
 //! store's shared gate and the table's write-back lock, and then rests as
-//! long as the chunk took, so that training keeps at least half of the
-//! disk and of the lock. The checkpoint that empties the log (it must
-//! merge once a logged row was written home) then has only the rows logged
-//! since to merge, instead of the whole log with training stopped.
+//! long as the chunk took while the log is at most half full, less and
+//! less up to three quarters (`RowLog::merge_rest`), so that training
+//! keeps at least half of the disk and of the lock until the log runs
+//! short. A row written home from its log copy keeps a `MERGED` entry,
+//! and the log is not stale for it: checkpoints during the pass commit the
+//! log as it is, and merge nothing. Once the pass is through, the next
+//! checkpoint merges the rows logged since and empties the log.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -51,7 +54,8 @@ impl Store {
 /// when the store is closing or the log was emptied meanwhile (a
 /// checkpoint merged the rest).
 fn merge_cycle(ssd: &Ssd, tables: &[Arc<Table>], stop: &AtomicBool) -> Result<()> {
-    for t in tables {
+    let resets = ssd.log().resets();
+    for (ti, t) in tables.iter().enumerate() {
         // Under the gate: not in the middle of a checkpoint's flush.
         let logged = {
             let _gate = ssd.read_gate();
@@ -67,10 +71,21 @@ fn merge_cycle(ssd: &Ssd, tables: &[Arc<Table>], stop: &AtomicBool) -> Result<()
             {
                 let _gate = ssd.write_gate()?;
                 t.merge_chunk(ssd, &rest[..n])?;
+                rest = &rest[n..];
+                if rest.is_empty() && ti + 1 == tables.len() {
+                    // Every row logged before the pass began is home (set
+                    // under the gate: a checkpoint that sees the last
+                    // chunk's rows merged sees this too).
+                    ssd.log().set_swept(resets);
+                }
             }
-            rest = &rest[n..];
-            std::thread::sleep(began.elapsed());
+            std::thread::sleep(began.elapsed().mul_f64(ssd.log().merge_rest()));
         }
+    }
+    // A pass over tables with nothing (left) to merge.
+    {
+        let _gate = ssd.read_gate();
+        ssd.log().set_swept(resets);
     }
     // Wait for the checkpoint that empties the log before another pass.
     while !stop.load(Ordering::Relaxed) && ssd.log().head() > 0 && ssd.log().wants_merge() {

@@ -452,8 +452,11 @@ impl Store {
         let _gate = self.ssd.checkpoint_gate()?;
         let log = self.ssd.log();
         // A merge writes the dirty rows home rather than to the log it is
-        // about to empty, then every logged row that is still newest.
-        let merge = log.wants_merge() || (force && log.head() > 0);
+        // about to empty, then every logged row that is still newest. With
+        // the background merge, the log's fill is the thread's to act on:
+        // the checkpoint merges once the thread has swept the log.
+        let background = self.config.ssd.merge_in_background;
+        let merge = log.checkpoint_merges(background) || (force && log.head() > 0);
         if merge {
             log.close();
         }
@@ -487,6 +490,9 @@ impl Store {
         if merge {
             let used = log.head();
             log.reset();
+            for t in &self.tables {
+                t.clear_log_map();
+            }
             self.log_merges
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             done.row_log_bytes_released = self.release_log_blocks(used);

@@ -134,9 +134,7 @@ impl Table {
                     if sh.pending.remove(&id).is_some() {
                         freed += rb;
                     }
-                    if !sh.logged.is_empty() {
-                        stale |= sh.logged.remove(&id).is_some();
-                    }
+                    stale |= sh.unlog(id);
                 }
                 sh.wb_seq += 1;
             }

@@ -61,7 +61,7 @@ use crate::io::AlignedBuf;
 use crate::policy::PolicyKind;
 use crate::stats::{Counters, Local};
 use crate::tier::cache::{SlotCache, Spill, MAX_SHARD_ROWS};
-use crate::tier::rowlog::NOT_LOGGED;
+use crate::tier::rowlog::{MERGED, NOT_LOGGED};
 use crate::tier::slab::{Slab, TierMemory};
 use crate::tier::ssd::{row_from_group, Loc, Ssd};
 
@@ -147,8 +147,12 @@ pub(crate) struct Shard {
     /// with the store's tier index (for counters).
     lower: Vec<(usize, SlotCache)>,
     pending: HashMap<u64, PendingRow>,
-    /// Rows whose newest written copy is in the row log, and its block.
+    /// Rows whose newest written copy is in the row log, and its block;
+    /// or [`MERGED`]: the row's log copy was written home by the background
+    /// merge (home and the log hold the same bytes).
     logged: HashMap<u64, u32>,
+    /// Entries of `logged` that are [`MERGED`].
+    merged: usize,
     /// Pending rows retired after their SSD write completed.
     wb_seq: u64,
     /// Generation of the next pending row.
@@ -321,6 +325,7 @@ impl Table {
                         lower: tiers,
                         pending: HashMap::new(),
                         logged: HashMap::new(),
+                        merged: 0,
                         wb_seq: 0,
                         next_gen: 0,
                     }));

@@ -28,12 +28,67 @@ pub(super) fn by_shard(
 }
 
 impl Shard {
-    /// The row-log block of `id`'s newest written copy, or [`NOT_LOGGED`].
+    /// The row-log block of `id`'s newest written copy, or [`NOT_LOGGED`]
+    /// (its home group holds it, [`MERGED`] rows included).
     pub(super) fn logged_at(&self, id: u64) -> u32 {
         if self.logged.is_empty() {
             return NOT_LOGGED;
         }
-        self.logged.get(&id).copied().unwrap_or(NOT_LOGGED)
+        match self.logged.get(&id) {
+            Some(&b) if b != MERGED => b,
+            _ => NOT_LOGGED,
+        }
+    }
+
+    /// Whether `id` has a log map entry, [`MERGED`] or not: the log holds a
+    /// copy of it that a write home with newer bytes would make stale.
+    pub(super) fn in_log(&self, id: u64) -> bool {
+        !self.logged.is_empty() && self.logged.contains_key(&id)
+    }
+
+    /// Point `id`'s entry at log block `b` (an append, or open's restore).
+    pub(super) fn log_at(&mut self, id: u64, b: u32) {
+        if self.logged.insert(id, b) == Some(MERGED) {
+            self.merged -= 1;
+        }
+    }
+
+    /// Drop `id`'s entry: it was written home with newer bytes. Returns
+    /// whether it had one (its log copy is then stale).
+    pub(super) fn unlog(&mut self, id: u64) -> bool {
+        if self.logged.is_empty() {
+            return false;
+        }
+        match self.logged.remove(&id) {
+            Some(MERGED) => {
+                self.merged -= 1;
+                true
+            }
+            Some(_) => true,
+            None => false,
+        }
+    }
+
+    /// `id` was written home from its log copy (the merge): its entry
+    /// becomes [`MERGED`], if it has a live one.
+    pub(super) fn mark_merged(&mut self, id: u64) {
+        if let Some(b) = self.logged.get_mut(&id) {
+            if *b != MERGED {
+                *b = MERGED;
+                self.merged += 1;
+            }
+        }
+    }
+
+    /// Rows whose newest written copy is in the log only (not [`MERGED`]).
+    pub(super) fn live_logged(&self) -> usize {
+        self.logged.len() - self.merged
+    }
+
+    /// Forget every entry: the log was emptied (every row's home is newest).
+    pub(super) fn clear_log(&mut self) {
+        self.logged = HashMap::new();
+        self.merged = 0;
     }
 
     /// Add a dirty row leaving the cache tiers to the pending map.

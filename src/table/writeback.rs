@@ -3,6 +3,16 @@
 
 use super::*;
 
+/// What a write home carries, for the row log's map.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum HomeWrite {
+    /// Newer bytes than any logged copy: the rows' entries go, and a log
+    /// that held one is stale.
+    Newer,
+    /// The rows' log copies (a merge): their entries become [`MERGED`].
+    LogCopy,
+}
+
 /// Fewest groups a write makes dense (see [`Table::write_rows`]): below
 /// it, the random operations are few anyway.
 const DENSE_MIN_GROUPS: usize = 64;
@@ -14,12 +24,13 @@ impl Table {
             return Ok(());
         };
         let mut buf = self.wb_lock.lock();
-        let mut snap: Vec<(u64, u64, usize)> = Vec::new(); // id, gen, offset in bytes
+        // id, gen, offset in bytes, whether the log holds a copy of it
+        let mut snap: Vec<(u64, u64, usize, bool)> = Vec::new();
         let mut bytes: Vec<u8> = Vec::new();
         for sh in shards {
             let sh = sh.lock();
             for (&id, p) in &sh.pending {
-                snap.push((id, p.gen, bytes.len()));
+                snap.push((id, p.gen, bytes.len(), sh.in_log(id)));
                 bytes.extend_from_slice(&p.bytes);
             }
         }
@@ -31,19 +42,24 @@ impl Table {
         let rb = self.row_bytes;
         let rows: Vec<(u64, &[u8])> = snap
             .iter()
-            .map(|&(id, _, o)| (id, &bytes[o..o + rb]))
+            .map(|&(id, _, o, _)| (id, &bytes[o..o + rb]))
             .collect();
         // Rows of partly covered groups are appended to the row log while
         // it has room, in chunks of at most WB_CHUNK_BYTES of log blocks.
         // Whole groups (a bulk load, a dense table) go home: their write
-        // needs no read, and leaves nothing for a merge to do.
+        // needs no read, and leaves nothing for a merge to do; unless the
+        // log holds a copy of one of their rows, which a write home would
+        // make stale, and so force the next checkpoint to merge.
         let mut rows = rows;
         if self.log_rows > 0 {
             let e = &self.entry;
             let (mut home, mut partial): (Vec<RowRef<'_>>, Vec<RowRef<'_>>) = (vec![], vec![]);
+            let mut at = 0;
             for run in rows.chunk_by(|a, b| layout.locate(a.0).group == layout.locate(b.0).group) {
                 let g = layout.locate(run[0].0).group;
-                let whole = run.len() == layout.rows_in_group(g, e.rows);
+                let in_log = snap[at..at + run.len()].iter().any(|s| s.3);
+                at += run.len();
+                let whole = run.len() == layout.rows_in_group(g, e.rows) && !in_log;
                 if whole { &mut home } else { &mut partial }.extend_from_slice(run);
             }
             let per_chunk = (WB_CHUNK_BYTES / BLOCK_SIZE) * self.log_rows;
@@ -85,7 +101,7 @@ impl Table {
             start = end;
         }
         let mut freed = 0;
-        for &(id, gen, _) in &snap {
+        for &(id, gen, _, _) in &snap {
             let mut sh = shards[self.shard_of(id, shards.len())].lock();
             if sh.pending.get(&id).is_some_and(|p| p.gen == gen) {
                 sh.pending.remove(&id);
@@ -142,7 +158,7 @@ impl Table {
         for (bi, chunk) in rows.chunks(self.log_rows).enumerate() {
             for (id, _) in chunk {
                 let mut sh = shards[self.shard_of(*id, shards.len())].lock();
-                sh.logged.insert(*id, first + bi as u32);
+                sh.log_at(*id, first + bi as u32);
             }
         }
         let c = &self.counters;
@@ -157,14 +173,22 @@ impl Table {
         Ok(rows.len())
     }
 
-    /// Every logged row's entry, `(id, block)`, in place order.
+    /// Every logged row's entry, `(id, block)`, in place order (not the
+    /// [`MERGED`] ones: their homes are current).
     pub(crate) fn logged_in_place_order(&self) -> Vec<(u64, u32)> {
         let TableKind::Cached { shards, .. } = &self.kind else {
             return Vec::new();
         };
         let mut logged: Vec<(u64, u32)> = Vec::new();
         for sh in shards {
-            logged.extend(sh.lock().logged.iter().map(|(&id, &b)| (id, b)));
+            let sh = sh.lock();
+            logged.reserve(sh.live_logged());
+            logged.extend(
+                sh.logged
+                    .iter()
+                    .filter(|&(_, &b)| b != MERGED)
+                    .map(|(&id, &b)| (id, b)),
+            );
         }
         let layout = self.entry.layout;
         logged.sort_unstable_by_key(|&(id, _)| layout.locate(id));
@@ -196,9 +220,11 @@ impl Table {
     }
 
     /// Write every logged row to its home group (the newest written copy of
-    /// each, which is the log's), emptying the log maps. The caller holds
-    /// the store's gate exclusively and has flushed the dirty rows home,
-    /// so no newer copy exists anywhere. Returns the rows merged.
+    /// each, which is the log's), leaving only [`MERGED`] entries in the
+    /// log maps (the caller empties them with [`Table::clear_log_map`] once
+    /// the emptied log is committed). The caller holds the store's gate
+    /// exclusively and has flushed the dirty rows home, so no newer copy
+    /// exists anywhere. Returns the rows merged.
     pub(crate) fn merge_log(&self, ssd: &Ssd) -> Result<u64> {
         let logged = self.logged_in_place_order();
         let mut rest = &logged[..];
@@ -229,13 +255,7 @@ impl Table {
         let chunk: Vec<(u64, u32)> = chunk
             .iter()
             .copied()
-            .filter(|&(id, b)| {
-                shards[self.shard_of(id, shards.len())]
-                    .lock()
-                    .logged
-                    .get(&id)
-                    == Some(&b)
-            })
+            .filter(|&(id, b)| shards[self.shard_of(id, shards.len())].lock().logged_at(id) == b)
             .collect();
         if chunk.is_empty() {
             return Ok(0);
@@ -276,10 +296,9 @@ impl Table {
             .enumerate()
             .map(|(i, &(id, _))| (id, &bytes[i * rb..(i + 1) * rb]))
             .collect();
-        // Written home: `write_rows` drops each row's map entry, and marks
-        // the log stale, so the checkpoint that empties it merges what is
-        // left.
-        self.write_rows(ssd, &rows, &mut wb)?;
+        // Written home from the log's copies: each row's entry becomes
+        // MERGED, and the log is not stale (its copies equal home's).
+        self.write_rows_as(ssd, &rows, &mut wb, true, HomeWrite::LogCopy)?;
         self.counters
             .log_rows_merged
             .fetch_add(chunk.len() as u64, Ordering::Relaxed);
@@ -294,10 +313,7 @@ impl Table {
     pub(crate) fn restore_logged(&self, id: u64, b: u32, bytes: &[u8]) -> bool {
         match &self.kind {
             TableKind::Cached { shards, .. } => {
-                shards[self.shard_of(id, shards.len())]
-                    .lock()
-                    .logged
-                    .insert(id, b);
+                shards[self.shard_of(id, shards.len())].lock().log_at(id, b);
                 false
             }
             TableKind::Pinned { chunks, .. } => {
@@ -310,13 +326,24 @@ impl Table {
         }
     }
 
-    /// Rows whose newest written copy is in the row log.
+    /// Rows whose newest written copy is in the row log only (not the
+    /// ones the background merge has written home).
     pub(crate) fn logged_rows(&self) -> u64 {
         match &self.kind {
             TableKind::Cached { shards, .. } => {
-                shards.iter().map(|s| s.lock().logged.len() as u64).sum()
+                shards.iter().map(|s| s.lock().live_logged() as u64).sum()
             }
             TableKind::Pinned { .. } => 0,
+        }
+    }
+
+    /// Forget every row-log map entry: the commit that emptied the log is
+    /// durable, and every row's home holds its newest written copy.
+    pub(crate) fn clear_log_map(&self) {
+        if let TableKind::Cached { shards, .. } = &self.kind {
+            for sh in shards {
+                sh.lock().clear_log();
+            }
         }
     }
 
@@ -329,19 +356,21 @@ impl Table {
         rows: &[RowRef<'_>],
         buf: &mut AlignedBuf,
     ) -> Result<()> {
-        self.write_rows_as(ssd, rows, buf, true)
+        self.write_rows_as(ssd, rows, buf, true, HomeWrite::Newer)
     }
 
     /// [`Table::write_rows`]; `may_span`: dense groups may be written with
     /// the untouched groups between them (not when one of those failed its
     /// check: a damaged group nobody writes is reported when read, not
-    /// made every write's error).
+    /// made every write's error); `what`: whether the rows are newer than
+    /// their log copies or are those copies.
     fn write_rows_as(
         &self,
         ssd: &Ssd,
         rows: &[RowRef<'_>],
         buf: &mut AlignedBuf,
         may_span: bool,
+        what: HomeWrite,
     ) -> Result<()> {
         let e = &self.entry;
         let l = e.layout;
@@ -396,7 +425,7 @@ impl Table {
             .map(|gi| self.checked_group(ssd, groups[gi], &buf.as_slice()[gi * gb..(gi + 1) * gb]))
             .collect::<Vec<Result<_>>>();
         if dense && (0..nread).any(|gi| runs[gi].1.is_empty() && states[gi].is_err()) {
-            return self.write_rows_as(ssd, rows, buf, false);
+            return self.write_rows_as(ssd, rows, buf, false, what);
         }
         let states = states.into_iter().collect::<Result<Vec<_>>>()?;
         ssd.journal(e, &groups[..nread], &buf.as_slice()[..nread * gb])?;
@@ -428,8 +457,9 @@ impl Table {
             let mut stale = false;
             for (id, _) in rows {
                 let mut sh = shards[self.shard_of(*id, shards.len())].lock();
-                if !sh.logged.is_empty() {
-                    stale |= sh.logged.remove(id).is_some();
+                match what {
+                    HomeWrite::Newer => stale |= sh.unlog(*id),
+                    HomeWrite::LogCopy => sh.mark_merged(*id),
                 }
             }
             if stale {

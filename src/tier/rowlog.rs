@@ -8,16 +8,27 @@
 //! checkpoints; a checkpoint commits its length in the superblock, so
 //! recovery rebuilds the maps by scanning the committed blocks, and blocks
 //! written after the last commit are ignored (they need no undo journal).
-//! When the log is more than half full, or when some row of it was written
-//! home after being logged (its log copy is then stale), the next
+//! When some row of it was written home with a newer value after being
+//! logged (its log copy is then stale), or the log is full enough, the next
 //! checkpoint merges it: every logged row is written to its home group
 //! (journaled like any in-place write), and the commit empties the log.
+//! With the background merge, "full enough" is "the merge thread has been
+//! through it" (or seven eighths full, if it falls behind): its copies of
+//! logged rows written home are not stale (home holds the same bytes), so
+//! checkpoints commit the log as it is until the thread is done.
 //! `store-format/FORMAT.md` ("Row log") is the specification.
 
 use parking_lot::Mutex;
 
 /// A log block index meaning "not in the log".
 pub(crate) const NOT_LOGGED: u32 = u32::MAX;
+
+/// A log map entry meaning "logged, and since written home from its log
+/// copy by the background merge": home holds the newest bytes, reads go
+/// there, and the log's (committed) copy holds the same bytes. The entry
+/// stays so that a later write of the row home with a newer value knows
+/// that the log's copy has become stale.
+pub(crate) const MERGED: u32 = u32::MAX - 1;
 
 /// The log's place in the data file and its append point.
 pub(crate) struct RowLog {
@@ -38,6 +49,12 @@ struct LogState {
     stale: bool,
     /// Appends are refused until the next merge (a failed log write).
     closed: bool,
+    /// The background merge has written home every row logged before its
+    /// pass began: the next checkpoint merges the rest and empties the log.
+    swept: bool,
+    /// Times the log was emptied since open (a pass that began before an
+    /// emptying did not sweep the log that followed it).
+    resets: u64,
 }
 
 impl RowLog {
@@ -46,11 +63,13 @@ impl RowLog {
     pub fn new(base: u64, capacity: u64, head: u64) -> RowLog {
         RowLog {
             base,
-            capacity: capacity.min(NOT_LOGGED as u64),
+            capacity: capacity.min(MERGED as u64),
             state: Mutex::new(LogState {
                 head,
                 stale: false,
                 closed: false,
+                swept: false,
+                resets: 0,
             }),
             merger: Mutex::new(None),
         }
@@ -98,10 +117,53 @@ impl RowLog {
         st.stale = true;
     }
 
-    /// Whether the next checkpoint should merge the log into the tables.
+    /// Whether the log wants merging: it holds stale or uncommittable
+    /// copies, or is more than half full. Without the background merge,
+    /// the next checkpoint merges when this holds; with it, this wakes the
+    /// merge thread, and [`RowLog::checkpoint_merges`] decides.
     pub fn wants_merge(&self) -> bool {
         let st = self.state.lock();
         st.head > 0 && (st.stale || st.closed || st.head * 2 > self.capacity)
+    }
+
+    /// Whether a checkpoint should merge the log into the tables. With the
+    /// background merge (`background`), a fill past half is the thread's
+    /// work, not the checkpoint's: the checkpoint merges once the thread
+    /// has swept the log (what is left is what was logged since), or when
+    /// it has fallen behind to seven eighths full.
+    pub fn checkpoint_merges(&self, background: bool) -> bool {
+        let st = self.state.lock();
+        let full = if background {
+            st.swept || st.head * 8 > self.capacity * 7
+        } else {
+            st.head * 2 > self.capacity
+        };
+        st.head > 0 && (st.stale || st.closed || full)
+    }
+
+    /// The number of times the log was emptied (a background pass notes it
+    /// when it begins, and hands it to [`RowLog::set_swept`]).
+    pub fn resets(&self) -> u64 {
+        self.state.lock().resets
+    }
+
+    /// The background merge has written home every row logged before the
+    /// pass that began when the log had been emptied `resets` times.
+    pub fn set_swept(&self, resets: u64) {
+        let mut st = self.state.lock();
+        if st.resets == resets && st.head > 0 {
+            st.swept = true;
+        }
+    }
+
+    /// How long the background merge rests after a chunk, as a fraction
+    /// of the chunk's time: as long as it took (training keeps half of
+    /// the disk) up to half full, then less and less, down to no rest at
+    /// three quarters full, so that the pass ends before a checkpoint
+    /// must merge a log that has filled up.
+    pub fn merge_rest(&self) -> f64 {
+        let fill = self.head() as f64 / self.capacity.max(1) as f64;
+        ((0.75 - fill) / 0.25).clamp(0.0, 1.0)
     }
 
     /// Whether the log holds copies that must not be committed: some
@@ -121,6 +183,8 @@ impl RowLog {
             head: 0,
             stale: false,
             closed: false,
+            swept: false,
+            resets: st.resets + 1,
         };
     }
 }
