@@ -262,3 +262,60 @@ fn checkpoints_during_a_background_pass_merge_nothing() {
     let s = Store::open(&path).unwrap();
     check_sparse(&s, &model, &mut rng, "reopened after the log was emptied");
 }
+
+/// A checkpoint that empties the log part-way through a background pass
+/// (here `merge_row_log`; in training, a log seven eighths full or made
+/// stale) ends that pass: the thread passes over the new log once it is
+/// past half full, and the checkpoint after that pass empties it. (The
+/// thread used to finish its old pass and then wait for a checkpoint that
+/// the new log's fill no longer triggers.)
+#[test]
+fn a_pass_cut_short_by_an_emptied_log_starts_over_on_the_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let s = Store::create(&path, big_cfg()).unwrap();
+    let mut model = HashMap::new();
+    let mut rng = Rng(14);
+    let fill = |s: &Store, model: &mut HashMap<u64, f32>, rng: &mut Rng, v: f32| {
+        while s.stats().row_log_used_blocks * 2 <= 256 {
+            let ids: Vec<u64> = (0..400).map(|_| rng.below(BIG_ROWS)).collect();
+            s.update("t", &ids, &vec![v; ids.len() * DIM]).unwrap();
+            for &id in &ids {
+                model.insert(id, v);
+            }
+            s.checkpoint().unwrap();
+        }
+    };
+    let merged = |s: &Store| s.stats().table("t").unwrap().ssd.log_rows_merged;
+    fill(&s, &mut model, &mut rng, 1.0);
+    let t0 = Instant::now();
+    while merged(&s) == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the thread never merged"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let c = s.merge_row_log().unwrap();
+    assert_eq!(c.row_log_blocks, 0, "{c:?}");
+    fill(&s, &mut model, &mut rng, 2.0);
+    // The new log is past half full: the thread merges all of it.
+    let t1 = Instant::now();
+    while logged(&s) > 0 {
+        assert!(
+            t1.elapsed() < Duration::from_secs(30),
+            "{} rows of the new log left unmerged: the thread did not pass over it",
+            logged(&s)
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let c = s.checkpoint().unwrap();
+    assert_eq!(
+        c.row_log_blocks, 0,
+        "the checkpoint after the pass empties the log: {c:?}"
+    );
+    check_sparse(&s, &model, &mut rng, "after the second pass");
+    drop(s);
+    let s = Store::open(&path).unwrap();
+    check_sparse(&s, &model, &mut rng, "reopened");
+}

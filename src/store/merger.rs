@@ -51,8 +51,8 @@ impl Store {
 }
 
 /// One pass over every table's logged rows, in place order. Ends early
-/// when the store is closing or the log was emptied meanwhile (a
-/// checkpoint merged the rest).
+/// when the store is closing or the log was emptied since it began (a
+/// checkpoint merged the rest), whatever was appended after.
 fn merge_cycle(ssd: &Ssd, tables: &[Arc<Table>], stop: &AtomicBool) -> Result<()> {
     let resets = ssd.log().resets();
     for (ti, t) in tables.iter().enumerate() {
@@ -63,7 +63,10 @@ fn merge_cycle(ssd: &Ssd, tables: &[Arc<Table>], stop: &AtomicBool) -> Result<()
         };
         let mut rest = &logged[..];
         while !rest.is_empty() {
-            if stop.load(Ordering::Relaxed) || ssd.log().head() == 0 {
+            // The log was emptied since the pass began (a checkpoint
+            // merged it): this pass's entries are gone; the next starts
+            // over on the new log.
+            if stop.load(Ordering::Relaxed) || ssd.log().resets() != resets {
                 return Ok(());
             }
             let n = t.merge_chunk_len(rest);
@@ -88,7 +91,11 @@ fn merge_cycle(ssd: &Ssd, tables: &[Arc<Table>], stop: &AtomicBool) -> Result<()
         ssd.log().set_swept(resets);
     }
     // Wait for the checkpoint that empties the log before another pass.
-    while !stop.load(Ordering::Relaxed) && ssd.log().head() > 0 && ssd.log().wants_merge() {
+    while !stop.load(Ordering::Relaxed)
+        && ssd.log().resets() == resets
+        && ssd.log().head() > 0
+        && ssd.log().wants_merge()
+    {
         std::thread::park_timeout(POLL);
     }
     Ok(())

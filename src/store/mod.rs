@@ -408,9 +408,12 @@ impl Store {
     /// it fsyncs the data file and commits by writing the superblock's two
     /// copies in turn, the row log's length with them. Its cost is
     /// proportional to the rows dirtied since the last checkpoint, except
-    /// when the row log is more than half full, or holds rows since written
-    /// in place: then it also merges the log (see [`Store::merge_row_log`]). Lookups and updates from other threads wait
-    /// while it runs. The protocol is in `store-format/FORMAT.md`.
+    /// when the row log holds rows since written in place with newer
+    /// bytes, or is full enough (more than half without the background
+    /// merge; with it, once the merge thread has been through it, or seven
+    /// eighths): then it also merges the log (see
+    /// [`Store::merge_row_log`]). Lookups and updates from other threads
+    /// wait while it runs. The protocol is in `store-format/FORMAT.md`.
     ///
     /// On a failed write nothing is lost: rows not written stay dirty in
     /// memory, the last checkpoint stays the durable one, and a later
@@ -441,7 +444,8 @@ impl Store {
     /// A [`Store::checkpoint`] that also merges the row log into the tables
     /// whatever its fill: every logged row is written to its home block
     /// group, and the log is emptied. A checkpoint merges on its own when
-    /// the log is more than half full; call this to pay that cost at a time
+    /// the log is full enough (see [`Store::checkpoint`]); call this to pay
+    /// that cost at a time
     /// of your choosing (before copying the store, or at the end of a
     /// training phase), or to measure it.
     pub fn merge_row_log(&self) -> Result<Checkpoint> {

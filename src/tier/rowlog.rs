@@ -45,7 +45,8 @@ pub(crate) struct RowLog {
 struct LogState {
     /// Blocks appended (the next one goes here).
     head: u64,
-    /// Some logged row was since written home: the next checkpoint merges.
+    /// Some logged row was since written home with newer bytes: the next
+    /// checkpoint merges.
     stale: bool,
     /// Appends are refused until the next merge (a failed log write).
     closed: bool,
@@ -103,8 +104,8 @@ impl RowLog {
         self.state.lock().head
     }
 
-    /// A logged row was written home: its log copy must not outlive the
-    /// next checkpoint.
+    /// A logged row was written home with newer bytes: its log copy must
+    /// not outlive the next checkpoint.
     pub fn mark_stale(&self) {
         self.state.lock().stale = true;
     }
