@@ -319,7 +319,18 @@ impl Store {
         if t.cfg.allow_non_finite {
             return Ok(());
         }
-        match v.iter().position(|x| !x.is_finite()) {
+        // Blocks of 64 checked without a branch per element (vectorised),
+        // then the first bad element found within its block.
+        const BLOCK: usize = 64;
+        let bad = |x: &f32| !x.is_finite();
+        let first = v
+            .chunks(BLOCK)
+            .position(|c| c.iter().fold(false, |any, x| any | bad(x)))
+            .and_then(|b| {
+                let c = &v[b * BLOCK..(b * BLOCK + BLOCK).min(v.len())];
+                c.iter().position(bad).map(|i| b * BLOCK + i)
+            });
+        match first {
             Some(i) => Err(Error::NonFinite {
                 table: t.name.clone(),
                 what,
