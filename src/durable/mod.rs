@@ -257,16 +257,31 @@ impl Durable {
         if fresh.is_empty() {
             return Ok(());
         }
+        // Groups the caller has not read, in a span where the file system
+        // holds no data (a bulk load of fresh tables), are holes without a
+        // read: what a read would find, zeros, is journaled as hole
+        // entries either way.
+        let unread_holes = known.is_none() && {
+            let lo = fresh.iter().map(|&i| firsts[i]).min().unwrap_or(0);
+            let hi = fresh.iter().map(|&i| firsts[i]).max().unwrap_or(0) + nblocks as u64;
+            crate::io::reserve::holds_no_data(
+                data.file().file(),
+                lo * BLOCK_SIZE as u64,
+                (hi - lo) * BLOCK_SIZE as u64,
+            )
+        };
         let mut old = AlignedBuf::new(BLOCK_SIZE);
-        old.poison(fresh.len() * gb);
         match known {
+            _ if unread_holes => {}
             Some(k) => {
+                old.poison(fresh.len() * gb);
                 for (j, &i) in fresh.iter().enumerate() {
                     old.as_mut_slice()[j * gb..(j + 1) * gb]
                         .copy_from_slice(&k[i * gb..(i + 1) * gb]);
                 }
             }
             None => {
+                old.poison(fresh.len() * gb);
                 let offsets: Vec<u64> = fresh
                     .iter()
                     .map(|&i| firsts[i] * BLOCK_SIZE as u64)
@@ -283,7 +298,7 @@ impl Durable {
         // fresh tables journals a header block per 253 groups, not a copy
         // of the zeros it overwrites.
         let mut hole = vec![true; fresh.len()];
-        for (i, &first) in fresh.iter().enumerate() {
+        for (i, &first) in fresh.iter().enumerate().filter(|_| !unread_holes) {
             for k in 0..nblocks as usize {
                 let at = (i * nblocks as usize + k) * BLOCK_SIZE;
                 let no = first + k as u64;
