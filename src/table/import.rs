@@ -104,8 +104,17 @@ impl Table {
                 }
                 let mut sh = shards[s].lock();
                 let sh = &mut *sh;
-                for &pos in &order[w[0] as usize..w[1] as usize] {
-                    let id = ids[pos as usize];
+                let mine = &order[w[0] as usize..w[1] as usize];
+                // After a write that succeeded, only the rows the shard
+                // holds (cached, pending or logged) need a change: when it
+                // holds fewer than the chunk gives it (a bulk load into a
+                // cold store), visit those instead of probing every row.
+                let visit: Vec<u64> = if !failed && sh.held_rows() < mine.len() {
+                    sh.held_ids_in(ids[0]..ids[ids.len() - 1] + 1)
+                } else {
+                    mine.iter().map(|&pos| ids[pos as usize]).collect()
+                };
+                for id in visit {
                     let mut here = false;
                     if let Some(slot) = sh.top.get(id) {
                         encode((id - start) as usize, sh.top.row_mut(slot));

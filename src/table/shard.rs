@@ -40,6 +40,31 @@ impl Shard {
         }
     }
 
+    /// An upper bound on the rows the shard holds: cached in any tier,
+    /// pending, or with a log map entry (a row may count more than once).
+    pub(super) fn held_rows(&self) -> usize {
+        self.top.len()
+            + self.lower.iter().map(|(_, c)| c.len()).sum::<usize>()
+            + self.pending.len()
+            + self.logged.len()
+    }
+
+    /// The ids in `range` that the shard holds (see
+    /// [`Shard::held_rows`]), ascending, each once.
+    pub(super) fn held_ids_in(&self, range: std::ops::Range<u64>) -> Vec<u64> {
+        let mut v: Vec<u64> = self
+            .top
+            .ids()
+            .chain(self.lower.iter().flat_map(|(_, c)| c.ids()))
+            .chain(self.pending.keys().copied())
+            .chain(self.logged.keys().copied())
+            .filter(|id| range.contains(id))
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
     /// Whether `id` has a log map entry, [`MERGED`] or not: the log holds a
     /// copy of it that a write home with newer bytes would make stale.
     pub(super) fn in_log(&self, id: u64) -> bool {
