@@ -168,6 +168,10 @@ pub struct SsdStats {
     pub log_rows_merged: u64,
     /// Rows whose newest written copy is in the row log now.
     pub logged_rows: u64,
+    /// DRAM the row log's map holds now, in bytes (from the maps'
+    /// capacities: outside the cache's budget). It grows with the log,
+    /// not with the cache, and is given back when a merge empties the log.
+    pub log_map_bytes: u64,
 }
 
 /// Figures of one table.

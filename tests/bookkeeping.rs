@@ -37,6 +37,9 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static A: Counting = Counting;
 
+/// The tests of this file count one process-wide heap: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Heap bytes held by a store whose cache of `cache` bytes is full, and the
 /// number of rows cached.
 fn heap_of_full_store(policy: PolicyKind, dim: u32, cache: usize) -> (f64, usize, f64) {
@@ -72,6 +75,7 @@ fn heap_of_full_store(policy: PolicyKind, dim: u32, cache: usize) -> (f64, usize
 
 #[test]
 fn dram_bookkeeping_is_at_most_16_bytes_per_row() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     for policy in [PolicyKind::Lru, PolicyKind::Sieve, PolicyKind::Fifo] {
         for (dim, cache) in [(128u32, 16usize << 20), (16, 4 << 20), (64, 3 << 20)] {
             // The marginal cost per row: the slope between two cache sizes,
@@ -92,4 +96,69 @@ fn dram_bookkeeping_is_at_most_16_bytes_per_row() {
             assert!(own <= 16.0, "{policy} dim {dim}: own count {own:.2}");
         }
     }
+}
+
+/// The row log's map, which the cache budget does not count: the heap it
+/// takes per logged row, by the counting allocator, against what
+/// `Stats::ssd.log_map_bytes` reports; and given back by a merge.
+#[test]
+fn the_row_log_map_costs_at_most_16_bytes_a_logged_row_and_is_reported() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let dim = 16u32; // 64-byte rows: 56 to a log block
+    let mut cfg = StoreConfig::builder()
+        .table(TableConfig::new("t", 2_000_000, dim).init(Init::Zeros))
+        .dram_capacity(64 << 10)
+        .io_engine(IoEngineKind::Psync)
+        .build();
+    cfg.ssd.row_log = Some(embtier::ByteSize(64 << 20));
+    cfg.ssd.merge_in_background = false;
+    let store = Store::create(dir.path().join("s"), cfg).unwrap();
+    // Scattered distinct rows (an odd stride over the table).
+    let n = 200_000u64;
+    let ids: Vec<u64> = (0..n).map(|i| i * 9 % 2_000_000).collect();
+    let vals = vec![1.0f32; 4096 * dim as usize];
+    let write = |ids: &[u64]| {
+        for chunk in ids.chunks(4096) {
+            store
+                .update("t", chunk, &vals[..chunk.len() * dim as usize])
+                .unwrap();
+        }
+        store.checkpoint().unwrap();
+    };
+    // The first rows settle the store's buffers; the rest are measured.
+    write(&ids[..20_000]);
+    let before = LIVE.load(Ordering::SeqCst);
+    let reported_before = store.stats().table("t").unwrap().ssd.log_map_bytes;
+    write(&ids[20_000..]);
+    let t = store.stats().table("t").unwrap().ssd.clone();
+    assert_eq!(t.logged_rows, n, "every row logged: {t:?}");
+    let grown = (LIVE.load(Ordering::SeqCst) - before) as f64;
+    let reported = (t.log_map_bytes - reported_before) as f64;
+    let rows = (n - 20_000) as f64;
+    println!(
+        "row-log map: {:.2} bytes a logged row by the heap, {:.2} reported \
+         ({} rows logged, {} bytes reported in all)",
+        grown / rows,
+        reported / rows,
+        t.logged_rows,
+        t.log_map_bytes
+    );
+    assert!(
+        grown / rows <= 24.0,
+        "{:.2} bytes a logged row",
+        grown / rows
+    );
+    assert!(
+        (reported - grown).abs() <= 0.25 * grown,
+        "reported {reported} bytes, the heap grew {grown}"
+    );
+    let c = store.merge_row_log().unwrap();
+    assert_eq!(c.row_log_blocks, 0, "{c:?}");
+    let t = store.stats().table("t").unwrap().ssd.clone();
+    assert_eq!(
+        (t.logged_rows, t.log_map_bytes),
+        (0, 0),
+        "the merge gives the map back"
+    );
 }

@@ -93,6 +93,7 @@ pub(crate) fn stats_dict<'py>(
         x.set_item("log_blocks_written", q.log_blocks_written)?;
         x.set_item("log_rows_merged", q.log_rows_merged)?;
         x.set_item("logged_rows", q.logged_rows)?;
+        x.set_item("log_map_bytes", q.log_map_bytes)?;
         td.set_item("ssd", x)?;
         tables.set_item(&t.name, td)?;
     }

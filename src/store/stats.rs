@@ -92,6 +92,7 @@ impl Store {
                         log_blocks_written: c.log_blocks_written,
                         log_rows_merged: c.log_rows_merged,
                         logged_rows: t.logged_rows(),
+                        log_map_bytes: t.log_map_bytes(),
                     },
                 }
             })

@@ -61,7 +61,7 @@ use crate::io::AlignedBuf;
 use crate::policy::PolicyKind;
 use crate::stats::{Counters, Local};
 use crate::tier::cache::{SlotCache, Spill, MAX_SHARD_ROWS};
-use crate::tier::rowlog::{MERGED, NOT_LOGGED};
+use crate::tier::rowlog::{LogMap, MERGED, NOT_LOGGED};
 use crate::tier::slab::{Slab, TierMemory};
 use crate::tier::ssd::{row_from_group, Loc, Ssd};
 
@@ -150,7 +150,7 @@ pub(crate) struct Shard {
     /// Rows whose newest written copy is in the row log, and its block;
     /// or [`MERGED`]: the row's log copy was written home by the background
     /// merge (home and the log hold the same bytes).
-    logged: HashMap<u64, u32>,
+    logged: LogMap,
     /// Entries of `logged` that are [`MERGED`].
     merged: usize,
     /// Pending rows retired after their SSD write completed.
@@ -324,7 +324,7 @@ impl Table {
                         top,
                         lower: tiers,
                         pending: HashMap::new(),
-                        logged: HashMap::new(),
+                        logged: LogMap::new(e.rows),
                         merged: 0,
                         wb_seq: 0,
                         next_gen: 0,

@@ -34,8 +34,8 @@ impl Shard {
         if self.logged.is_empty() {
             return NOT_LOGGED;
         }
-        match self.logged.get(&id) {
-            Some(&b) if b != MERGED => b,
+        match self.logged.get(id) {
+            Some(b) if b != MERGED => b,
             _ => NOT_LOGGED,
         }
     }
@@ -57,7 +57,7 @@ impl Shard {
             .ids()
             .chain(self.lower.iter().flat_map(|(_, c)| c.ids()))
             .chain(self.pending.keys().copied())
-            .chain(self.logged.keys().copied())
+            .chain(self.logged.iter().map(|(id, _)| id))
             .filter(|id| range.contains(id))
             .collect();
         v.sort_unstable();
@@ -68,7 +68,7 @@ impl Shard {
     /// Whether `id` has a log map entry, [`MERGED`] or not: the log holds a
     /// copy of it that a write home with newer bytes would make stale.
     pub(super) fn in_log(&self, id: u64) -> bool {
-        !self.logged.is_empty() && self.logged.contains_key(&id)
+        !self.logged.is_empty() && self.logged.get(id).is_some()
     }
 
     /// Point `id`'s entry at log block `b` (an append, or open's restore).
@@ -84,7 +84,7 @@ impl Shard {
         if self.logged.is_empty() {
             return false;
         }
-        match self.logged.remove(&id) {
+        match self.logged.remove(id) {
             Some(MERGED) => {
                 self.merged -= 1;
                 true
@@ -97,7 +97,7 @@ impl Shard {
     /// `id` was written home from its log copy (the merge): its entry
     /// becomes [`MERGED`], if it has a live one.
     pub(super) fn mark_merged(&mut self, id: u64) {
-        if let Some(b) = self.logged.get_mut(&id) {
+        if let Some(b) = self.logged.get_mut(id) {
             if *b != MERGED {
                 *b = MERGED;
                 self.merged += 1;
@@ -110,9 +110,14 @@ impl Shard {
         self.logged.len() - self.merged
     }
 
+    /// Heap bytes of the row-log map (see [`LogMap::heap_bytes`]).
+    pub(super) fn log_map_bytes(&self) -> usize {
+        self.logged.heap_bytes()
+    }
+
     /// Forget every entry: the log was emptied (every row's home is newest).
     pub(super) fn clear_log(&mut self) {
-        self.logged = HashMap::new();
+        self.logged.clear();
         self.merged = 0;
     }
 

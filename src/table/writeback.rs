@@ -183,12 +183,7 @@ impl Table {
         for sh in shards {
             let sh = sh.lock();
             logged.reserve(sh.live_logged());
-            logged.extend(
-                sh.logged
-                    .iter()
-                    .filter(|&(_, &b)| b != MERGED)
-                    .map(|(&id, &b)| (id, b)),
-            );
+            logged.extend(sh.logged.iter().filter(|&(_, b)| b != MERGED));
         }
         let layout = self.entry.layout;
         logged.sort_unstable_by_key(|&(id, _)| layout.locate(id));
@@ -332,6 +327,16 @@ impl Table {
         match &self.kind {
             TableKind::Cached { shards, .. } => {
                 shards.iter().map(|s| s.lock().live_logged() as u64).sum()
+            }
+            TableKind::Pinned { .. } => 0,
+        }
+    }
+
+    /// Heap bytes of the shards' row-log maps.
+    pub(crate) fn log_map_bytes(&self) -> u64 {
+        match &self.kind {
+            TableKind::Cached { shards, .. } => {
+                shards.iter().map(|s| s.lock().log_map_bytes() as u64).sum()
             }
             TableKind::Pinned { .. } => 0,
         }

@@ -18,6 +18,8 @@
 //! checkpoints commit the log as it is until the thread is done.
 //! `store-format/FORMAT.md` ("Row log") is the specification.
 
+use std::collections::HashMap;
+
 use parking_lot::Mutex;
 
 /// A log block index meaning "not in the log".
@@ -187,5 +189,114 @@ impl RowLog {
             swept: false,
             resets: st.resets + 1,
         };
+    }
+}
+
+/// A cached table shard's row-log map: each row whose newest written copy
+/// is in the log, and its block (or [`MERGED`]). A table of at most 2^32
+/// rows keys it by `u32`: 8 bytes an entry, where `(u64, u32)` entries are
+/// padded to 16, so the map costs about half the DRAM (it grows with the
+/// log, not with the cache, and the cache budget does not count it).
+pub(crate) enum LogMap {
+    /// Ids below 2^32.
+    Narrow(HashMap<u32, u32>),
+    /// Any id.
+    Wide(HashMap<u64, u32>),
+}
+
+impl LogMap {
+    /// An empty map for a table of `rows` rows.
+    pub fn new(rows: u64) -> LogMap {
+        if rows <= 1 << 32 {
+            LogMap::Narrow(HashMap::new())
+        } else {
+            LogMap::Wide(HashMap::new())
+        }
+    }
+
+    /// A narrow map's key: every id of its table fits (`LogMap::new`).
+    fn narrow(id: u64) -> u32 {
+        debug_assert!(id <= u32::MAX as u64, "id {id} in a narrow log map");
+        id as u32
+    }
+
+    /// Entries.
+    pub fn len(&self) -> usize {
+        match self {
+            LogMap::Narrow(m) => m.len(),
+            LogMap::Wide(m) => m.len(),
+        }
+    }
+
+    /// Whether it has no entry.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `id`'s entry.
+    pub fn get(&self, id: u64) -> Option<u32> {
+        match self {
+            LogMap::Narrow(m) => m.get(&Self::narrow(id)).copied(),
+            LogMap::Wide(m) => m.get(&id).copied(),
+        }
+    }
+
+    /// `id`'s entry, to change.
+    pub fn get_mut(&mut self, id: u64) -> Option<&mut u32> {
+        match self {
+            LogMap::Narrow(m) => m.get_mut(&Self::narrow(id)),
+            LogMap::Wide(m) => m.get_mut(&id),
+        }
+    }
+
+    /// Set `id`'s entry to `b`; its entry before.
+    pub fn insert(&mut self, id: u64, b: u32) -> Option<u32> {
+        match self {
+            LogMap::Narrow(m) => m.insert(Self::narrow(id), b),
+            LogMap::Wide(m) => m.insert(id, b),
+        }
+    }
+
+    /// Drop `id`'s entry; the entry it had.
+    pub fn remove(&mut self, id: u64) -> Option<u32> {
+        match self {
+            LogMap::Narrow(m) => m.remove(&Self::narrow(id)),
+            LogMap::Wide(m) => m.remove(&id),
+        }
+    }
+
+    /// Every entry, `(id, block)`, in no order.
+    pub fn iter(&self) -> Box<dyn Iterator<Item = (u64, u32)> + '_> {
+        match self {
+            LogMap::Narrow(m) => Box::new(m.iter().map(|(&id, &b)| (id as u64, b))),
+            LogMap::Wide(m) => Box::new(m.iter().map(|(&id, &b)| (id, b))),
+        }
+    }
+
+    /// Drop every entry and give the memory back.
+    pub fn clear(&mut self) {
+        *self = match self {
+            LogMap::Narrow(_) => LogMap::Narrow(HashMap::new()),
+            LogMap::Wide(_) => LogMap::Wide(HashMap::new()),
+        };
+    }
+
+    /// The heap bytes the map holds, from its capacity and entry size
+    /// (hashbrown: a power-of-two count of buckets at most 7/8 full, each
+    /// an entry and a control byte, and one group of control bytes more).
+    pub fn heap_bytes(&self) -> usize {
+        let (cap, entry) = match self {
+            LogMap::Narrow(m) => (m.capacity(), std::mem::size_of::<(u32, u32)>()),
+            LogMap::Wide(m) => (m.capacity(), std::mem::size_of::<(u64, u32)>()),
+        };
+        if cap == 0 {
+            return 0;
+        }
+        let buckets = if cap < 8 {
+            (cap + 1).next_power_of_two()
+        } else {
+            (cap * 8 / 7).next_power_of_two()
+        };
+        buckets * (entry + 1) + 16
     }
 }

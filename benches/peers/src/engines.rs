@@ -376,14 +376,19 @@ impl Engine for Embtier {
     fn setup_note(&self) -> String {
         let st = self.store.stats();
         let logged: u64 = st.tables.iter().map(|t| t.ssd.log_rows_written).sum();
+        let live: u64 = st.tables.iter().map(|t| t.ssd.logged_rows).sum();
+        let map: u64 = st.tables.iter().map(|t| t.ssd.log_map_bytes).sum();
         let mut note = format!(
-            "{} ({}), direct I/O {}; row log: {} rows appended, {} of {} blocks used",
+            "{} ({}), direct I/O {}; row log: {} rows appended, {} of {} blocks used, \
+             {} rows live in it, its map {:.1} MiB",
             st.io_engine,
             st.io_engine_reason,
             st.direct_io,
             logged,
             st.row_log_used_blocks,
-            st.row_log_capacity_blocks
+            st.row_log_capacity_blocks,
+            live,
+            map as f64 / (1 << 20) as f64
         );
         if let Some(cp) = &self.last {
             note += &format!(
