@@ -148,6 +148,35 @@ fn check_sparse(s: &Store, model: &HashMap<u64, f32>, rng: &mut Rng, when: &str)
     }
 }
 
+/// Scattered rows (about one in a 1,024-group merge chunk, so that a pass
+/// takes a hundred chunks or more) updated and checkpointed in rounds of
+/// 400 until the log is more than half full; each round writes the next
+/// value of `v`.
+fn fill_past_half(s: &Store, model: &mut HashMap<u64, f32>, rng: &mut Rng, v: &mut f32) {
+    while s.stats().row_log_used_blocks * 2 <= 256 {
+        *v += 1.0;
+        let ids: Vec<u64> = (0..400).map(|_| rng.below(BIG_ROWS)).collect();
+        s.update("t", &ids, &vec![*v; ids.len() * DIM]).unwrap();
+        for &id in &ids {
+            model.insert(id, *v);
+        }
+        s.checkpoint().unwrap();
+    }
+}
+
+/// Wait until `done()`, failing with `what()` after `secs` seconds.
+fn wait_until(secs: u64, done: impl Fn() -> bool, what: impl Fn() -> String) {
+    let t0 = Instant::now();
+    while !done() {
+        assert!(t0.elapsed() < Duration::from_secs(secs), "{}", what());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn merged(s: &Store) -> u64 {
+    s.stats().table("t").unwrap().ssd.log_rows_merged
+}
+
 /// A checkpoint taken while the background merge is part-way through the
 /// log commits the log as it is and merges nothing: the rows the thread
 /// wrote home were written from their log copies, so no copy is stale. A
@@ -162,31 +191,11 @@ fn checkpoints_during_a_background_pass_merge_nothing() {
     let s = Store::create(&path, big_cfg()).unwrap();
     let mut model = HashMap::new();
     let mut rng = Rng(13);
-    // Scattered rows: about one in a 1,024-group merge chunk, so that a
-    // pass takes a hundred chunks or more.
-    let mut round = 0;
-    while s.stats().row_log_used_blocks * 2 <= 256 {
-        round += 1;
-        let ids: Vec<u64> = (0..400).map(|_| rng.below(BIG_ROWS)).collect();
-        s.update("t", &ids, &vec![round as f32; ids.len() * DIM])
-            .unwrap();
-        for &id in &ids {
-            model.insert(id, round as f32);
-        }
-        s.checkpoint().unwrap();
-    }
+    fill_past_half(&s, &mut model, &mut rng, &mut 0.0);
     let before = logged(&s);
-    let merged = |s: &Store| s.stats().table("t").unwrap().ssd.log_rows_merged;
     let merges = |s: &Store| s.stats().row_log_merges;
     let m0 = merges(&s);
-    let t0 = Instant::now();
-    while merged(&s) == 0 {
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "the thread never merged"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_until(30, || merged(&s) > 0, || "the thread never merged".into());
     let c = s.checkpoint().unwrap();
     let part = merged(&s);
     assert_eq!(
@@ -204,14 +213,14 @@ fn checkpoints_during_a_background_pass_merge_nothing() {
     );
     check_sparse(&s, &model, &mut rng, "after a checkpoint during the pass");
     // Let the pass end; no checkpoint commits it.
-    while merged(&s) < before {
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "{} of {before} merged",
-            merged(&s)
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let all_merged = |s: &Store| {
+        wait_until(
+            60,
+            || merged(s) >= before,
+            || format!("{} of {before} merged", merged(s)),
+        )
+    };
+    all_merged(&s);
     assert_eq!(logged(&s), 0, "every logged row is home");
     check_sparse(&s, &model, &mut rng, "after the pass");
     drop(s);
@@ -226,15 +235,7 @@ fn checkpoints_during_a_background_pass_merge_nothing() {
     // The thread passes again (the log is past half full); then whole
     // groups of merged rows are rewritten, which must not bring back their
     // older log copies.
-    let t1 = Instant::now();
-    while merged(&s) < before {
-        assert!(
-            t1.elapsed() < Duration::from_secs(60),
-            "{} of {before} merged",
-            merged(&s)
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    all_merged(&s);
     let some: Vec<u64> = model.keys().copied().take(20).collect();
     let mut ids = Vec::new();
     for id in some {
@@ -276,39 +277,23 @@ fn a_pass_cut_short_by_an_emptied_log_starts_over_on_the_new_one() {
     let s = Store::create(&path, big_cfg()).unwrap();
     let mut model = HashMap::new();
     let mut rng = Rng(14);
-    let fill = |s: &Store, model: &mut HashMap<u64, f32>, rng: &mut Rng, v: f32| {
-        while s.stats().row_log_used_blocks * 2 <= 256 {
-            let ids: Vec<u64> = (0..400).map(|_| rng.below(BIG_ROWS)).collect();
-            s.update("t", &ids, &vec![v; ids.len() * DIM]).unwrap();
-            for &id in &ids {
-                model.insert(id, v);
-            }
-            s.checkpoint().unwrap();
-        }
-    };
-    let merged = |s: &Store| s.stats().table("t").unwrap().ssd.log_rows_merged;
-    fill(&s, &mut model, &mut rng, 1.0);
-    let t0 = Instant::now();
-    while merged(&s) == 0 {
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "the thread never merged"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    let mut v = 0.0;
+    fill_past_half(&s, &mut model, &mut rng, &mut v);
+    wait_until(30, || merged(&s) > 0, || "the thread never merged".into());
     let c = s.merge_row_log().unwrap();
     assert_eq!(c.row_log_blocks, 0, "{c:?}");
-    fill(&s, &mut model, &mut rng, 2.0);
+    fill_past_half(&s, &mut model, &mut rng, &mut v);
     // The new log is past half full: the thread merges all of it.
-    let t1 = Instant::now();
-    while logged(&s) > 0 {
-        assert!(
-            t1.elapsed() < Duration::from_secs(30),
-            "{} rows of the new log left unmerged: the thread did not pass over it",
-            logged(&s)
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until(
+        30,
+        || logged(&s) == 0,
+        || {
+            format!(
+                "{} rows of the new log left unmerged: the thread did not pass over it",
+                logged(&s)
+            )
+        },
+    );
     let c = s.checkpoint().unwrap();
     assert_eq!(
         c.row_log_blocks, 0,
