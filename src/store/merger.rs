@@ -70,9 +70,12 @@ fn merge_cycle(ssd: &Ssd, tables: &[Arc<Table>], stop: &AtomicBool) -> Result<()
                 return Ok(());
             }
             let n = t.merge_chunk_len(rest);
-            let began = Instant::now();
+            let began;
             {
                 let _gate = ssd.write_gate()?;
+                // The chunk's own time, not the wait for a checkpoint to
+                // let go of the gate: the rest is proportional to it.
+                began = Instant::now();
                 t.merge_chunk(ssd, &rest[..n])?;
                 rest = &rest[n..];
                 if rest.is_empty() && ti + 1 == tables.len() {
