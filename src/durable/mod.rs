@@ -270,48 +270,47 @@ impl Durable {
                 (hi - lo) * BLOCK_SIZE as u64,
             )
         };
-        let mut old = AlignedBuf::new(BLOCK_SIZE);
-        match known {
-            _ if unread_holes => {}
-            Some(k) => {
-                old.poison(fresh.len() * gb);
-                for (j, &i) in fresh.iter().enumerate() {
-                    old.as_mut_slice()[j * gb..(j + 1) * gb]
-                        .copy_from_slice(&k[i * gb..(i + 1) * gb]);
-                }
-            }
-            None => {
-                old.poison(fresh.len() * gb);
-                let offsets: Vec<u64> = fresh
-                    .iter()
-                    .map(|&i| firsts[i] * BLOCK_SIZE as u64)
-                    .collect();
-                crate::io::read_coalesced(data, &offsets, gb, &mut old)
-                    .map_err(|f| f.into_error(data_path))?;
-            }
-        }
-        let fresh: Vec<u64> = fresh.into_iter().map(|i| firsts[i]).collect();
         // Journal only images that are what they claim: a hole or a sealed
         // block of that number. An unreadable one is reported, not copied.
         // A group whose every block is a hole (never written) is journaled
         // as a hole entry, without its image of zeros: a bulk load of
         // fresh tables journals a header block per 253 groups, not a copy
         // of the zeros it overwrites.
+        let mut old = AlignedBuf::new(BLOCK_SIZE);
         let mut hole = vec![true; fresh.len()];
-        for (i, &first) in fresh.iter().enumerate().filter(|_| !unread_holes) {
-            for k in 0..nblocks as usize {
-                let at = (i * nblocks as usize + k) * BLOCK_SIZE;
-                let no = first + k as u64;
-                let state =
-                    check_block(&old.as_slice()[at..at + BLOCK_SIZE], no).map_err(|source| {
-                        Error::Format {
+        if !unread_holes {
+            old.poison(fresh.len() * gb);
+            match known {
+                Some(k) => {
+                    for (j, &i) in fresh.iter().enumerate() {
+                        old.as_mut_slice()[j * gb..(j + 1) * gb]
+                            .copy_from_slice(&k[i * gb..(i + 1) * gb]);
+                    }
+                }
+                None => {
+                    let offsets: Vec<u64> = fresh
+                        .iter()
+                        .map(|&i| firsts[i] * BLOCK_SIZE as u64)
+                        .collect();
+                    crate::io::read_coalesced(data, &offsets, gb, &mut old)
+                        .map_err(|f| f.into_error(data_path))?;
+                }
+            }
+            for (j, &i) in fresh.iter().enumerate() {
+                for k in 0..nblocks as usize {
+                    let at = (j * nblocks as usize + k) * BLOCK_SIZE;
+                    let no = firsts[i] + k as u64;
+                    let state = check_block(&old.as_slice()[at..at + BLOCK_SIZE], no).map_err(
+                        |source| Error::Format {
                             path: data_path.into(),
                             source,
-                        }
-                    })?;
-                hole[i] &= state == BlockState::Hole;
+                        },
+                    )?;
+                    hole[j] &= state == BlockState::Hole;
+                }
             }
         }
+        let fresh: Vec<u64> = fresh.into_iter().map(|i| firsts[i]).collect();
         // Batches of at most MAX_ENTRIES groups: header block, then images.
         let per = MAX_ENTRIES.min((u32::MAX as usize / nblocks as usize).max(1));
         let batches = fresh.len().div_ceil(per);
