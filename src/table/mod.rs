@@ -151,8 +151,6 @@ pub(crate) struct Shard {
     /// or [`MERGED`]: the row's log copy was written home by the background
     /// merge (home and the log hold the same bytes).
     logged: LogMap,
-    /// Entries of `logged` that are [`MERGED`].
-    merged: usize,
     /// Pending rows retired after their SSD write completed.
     wb_seq: u64,
     /// Generation of the next pending row.
@@ -325,7 +323,6 @@ impl Table {
                         lower: tiers,
                         pending: HashMap::new(),
                         logged: LogMap::new(e.rows),
-                        merged: 0,
                         wb_seq: 0,
                         next_gen: 0,
                     }));

@@ -73,41 +73,24 @@ impl Shard {
 
     /// Point `id`'s entry at log block `b` (an append, or open's restore).
     pub(super) fn log_at(&mut self, id: u64, b: u32) {
-        if self.logged.insert(id, b) == Some(MERGED) {
-            self.merged -= 1;
-        }
+        self.logged.insert(id, b);
     }
 
     /// Drop `id`'s entry: it was written home with newer bytes. Returns
     /// whether it had one (its log copy is then stale).
     pub(super) fn unlog(&mut self, id: u64) -> bool {
-        if self.logged.is_empty() {
-            return false;
-        }
-        match self.logged.remove(id) {
-            Some(MERGED) => {
-                self.merged -= 1;
-                true
-            }
-            Some(_) => true,
-            None => false,
-        }
+        !self.logged.is_empty() && self.logged.remove(id)
     }
 
     /// `id` was written home from its log copy (the merge): its entry
     /// becomes [`MERGED`], if it has a live one.
     pub(super) fn mark_merged(&mut self, id: u64) {
-        if let Some(b) = self.logged.get_mut(id) {
-            if *b != MERGED {
-                *b = MERGED;
-                self.merged += 1;
-            }
-        }
+        self.logged.mark_merged(id);
     }
 
     /// Rows whose newest written copy is in the log only (not [`MERGED`]).
     pub(super) fn live_logged(&self) -> usize {
-        self.logged.len() - self.merged
+        self.logged.live()
     }
 
     /// Heap bytes of the row-log map (see [`LogMap::heap_bytes`]).
@@ -118,7 +101,6 @@ impl Shard {
     /// Forget every entry: the log was emptied (every row's home is newest).
     pub(super) fn clear_log(&mut self) {
         self.logged.clear();
-        self.merged = 0;
     }
 
     /// Add a dirty row leaving the cache tiers to the pending map.

@@ -193,11 +193,18 @@ impl RowLog {
 }
 
 /// A cached table shard's row-log map: each row whose newest written copy
-/// is in the log, and its block (or [`MERGED`]). A table of at most 2^32
-/// rows keys it by `u32`: 8 bytes an entry, where `(u64, u32)` entries are
-/// padded to 16, so the map costs about half the DRAM (it grows with the
-/// log, not with the cache, and the cache budget does not count it).
-pub(crate) enum LogMap {
+/// is in the log, and its block (or [`MERGED`]), with a count of the
+/// [`MERGED`] entries. A table of at most 2^32 rows keys it by `u32`: 8
+/// bytes an entry, where `(u64, u32)` entries are padded to 16, so the map
+/// costs about half the DRAM (it grows with the log, not with the cache,
+/// and the cache budget does not count it).
+pub(crate) struct LogMap {
+    keys: Keys,
+    /// Entries that are [`MERGED`].
+    merged: usize,
+}
+
+enum Keys {
     /// Ids below 2^32.
     Narrow(HashMap<u32, u32>),
     /// Any id.
@@ -207,11 +214,12 @@ pub(crate) enum LogMap {
 impl LogMap {
     /// An empty map for a table of `rows` rows.
     pub fn new(rows: u64) -> LogMap {
-        if rows <= 1 << 32 {
-            LogMap::Narrow(HashMap::new())
+        let keys = if rows <= 1 << 32 {
+            Keys::Narrow(HashMap::new())
         } else {
-            LogMap::Wide(HashMap::new())
-        }
+            Keys::Wide(HashMap::new())
+        };
+        LogMap { keys, merged: 0 }
     }
 
     /// A narrow map's key: every id of its table fits (`LogMap::new`).
@@ -220,12 +228,18 @@ impl LogMap {
         id as u32
     }
 
-    /// Entries.
+    /// Entries, [`MERGED`] ones included.
     pub fn len(&self) -> usize {
-        match self {
-            LogMap::Narrow(m) => m.len(),
-            LogMap::Wide(m) => m.len(),
+        match &self.keys {
+            Keys::Narrow(m) => m.len(),
+            Keys::Wide(m) => m.len(),
         }
+    }
+
+    /// Entries that are not [`MERGED`]: rows whose newest written copy is
+    /// in the log only.
+    pub fn live(&self) -> usize {
+        self.len() - self.merged
     }
 
     /// Whether it has no entry.
@@ -235,59 +249,72 @@ impl LogMap {
 
     /// `id`'s entry.
     pub fn get(&self, id: u64) -> Option<u32> {
-        match self {
-            LogMap::Narrow(m) => m.get(&Self::narrow(id)).copied(),
-            LogMap::Wide(m) => m.get(&id).copied(),
+        match &self.keys {
+            Keys::Narrow(m) => m.get(&Self::narrow(id)).copied(),
+            Keys::Wide(m) => m.get(&id).copied(),
         }
     }
 
-    /// `id`'s entry, to change.
-    pub fn get_mut(&mut self, id: u64) -> Option<&mut u32> {
-        match self {
-            LogMap::Narrow(m) => m.get_mut(&Self::narrow(id)),
-            LogMap::Wide(m) => m.get_mut(&id),
+    /// Set `id`'s entry to block `b` (not [`MERGED`]).
+    pub fn insert(&mut self, id: u64, b: u32) {
+        debug_assert_ne!(b, MERGED);
+        let old = match &mut self.keys {
+            Keys::Narrow(m) => m.insert(Self::narrow(id), b),
+            Keys::Wide(m) => m.insert(id, b),
+        };
+        if old == Some(MERGED) {
+            self.merged -= 1;
         }
     }
 
-    /// Set `id`'s entry to `b`; its entry before.
-    pub fn insert(&mut self, id: u64, b: u32) -> Option<u32> {
-        match self {
-            LogMap::Narrow(m) => m.insert(Self::narrow(id), b),
-            LogMap::Wide(m) => m.insert(id, b),
+    /// Drop `id`'s entry; whether it had one.
+    pub fn remove(&mut self, id: u64) -> bool {
+        let old = match &mut self.keys {
+            Keys::Narrow(m) => m.remove(&Self::narrow(id)),
+            Keys::Wide(m) => m.remove(&id),
+        };
+        if old == Some(MERGED) {
+            self.merged -= 1;
         }
+        old.is_some()
     }
 
-    /// Drop `id`'s entry; the entry it had.
-    pub fn remove(&mut self, id: u64) -> Option<u32> {
-        match self {
-            LogMap::Narrow(m) => m.remove(&Self::narrow(id)),
-            LogMap::Wide(m) => m.remove(&id),
+    /// Make `id`'s entry [`MERGED`], if it has one that is not.
+    pub fn mark_merged(&mut self, id: u64) {
+        let b = match &mut self.keys {
+            Keys::Narrow(m) => m.get_mut(&Self::narrow(id)),
+            Keys::Wide(m) => m.get_mut(&id),
+        };
+        if let Some(b) = b.filter(|b| **b != MERGED) {
+            *b = MERGED;
+            self.merged += 1;
         }
     }
 
     /// Every entry, `(id, block)`, in no order.
     pub fn iter(&self) -> Box<dyn Iterator<Item = (u64, u32)> + '_> {
-        match self {
-            LogMap::Narrow(m) => Box::new(m.iter().map(|(&id, &b)| (id as u64, b))),
-            LogMap::Wide(m) => Box::new(m.iter().map(|(&id, &b)| (id, b))),
+        match &self.keys {
+            Keys::Narrow(m) => Box::new(m.iter().map(|(&id, &b)| (id as u64, b))),
+            Keys::Wide(m) => Box::new(m.iter().map(|(&id, &b)| (id, b))),
         }
     }
 
     /// Drop every entry and give the memory back.
     pub fn clear(&mut self) {
-        *self = match self {
-            LogMap::Narrow(_) => LogMap::Narrow(HashMap::new()),
-            LogMap::Wide(_) => LogMap::Wide(HashMap::new()),
+        self.keys = match self.keys {
+            Keys::Narrow(_) => Keys::Narrow(HashMap::new()),
+            Keys::Wide(_) => Keys::Wide(HashMap::new()),
         };
+        self.merged = 0;
     }
 
     /// The heap bytes the map holds, from its capacity and entry size
     /// (hashbrown: a power-of-two count of buckets at most 7/8 full, each
     /// an entry and a control byte, and one group of control bytes more).
     pub fn heap_bytes(&self) -> usize {
-        let (cap, entry) = match self {
-            LogMap::Narrow(m) => (m.capacity(), std::mem::size_of::<(u32, u32)>()),
-            LogMap::Wide(m) => (m.capacity(), std::mem::size_of::<(u64, u32)>()),
+        let (cap, entry) = match &self.keys {
+            Keys::Narrow(m) => (m.capacity(), std::mem::size_of::<(u32, u32)>()),
+            Keys::Wide(m) => (m.capacity(), std::mem::size_of::<(u64, u32)>()),
         };
         if cap == 0 {
             return 0;
