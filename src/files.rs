@@ -16,3 +16,7 @@ pub const JOURNAL_FILE: &str = "journal.emb";
 /// The hot set: the rows each cache tier held at the last checkpoint, read
 /// back at open (a warm restart). A hint: losing it costs only time.
 pub const HOT_FILE: &str = "hot.emb";
+/// The hot rows: the bytes of the rows the cache tiers held at the last
+/// checkpoint, put back by an open at that checkpoint. A hint, like
+/// [`HOT_FILE`].
+pub const HOT_ROWS_FILE: &str = "hot-rows.emb";

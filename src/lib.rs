@@ -69,7 +69,7 @@ pub use precision::Elem;
 pub use stats::{LatencySummary, SsdStats, Stats, TableStats, TierStats};
 pub use store::{
     EngineWrapper, OpenOptionsExt, Prefetch, Store, TableBatch, CONFIG_FILE, DATA_FILE, HOT_FILE,
-    LOCK_FILE, META_FILE, PMEM_FILE,
+    HOT_ROWS_FILE, LOCK_FILE, META_FILE, PMEM_FILE,
 };
 pub use table::{shard_capacities, shard_of};
 

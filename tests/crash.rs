@@ -58,6 +58,9 @@ fn sigkill_at_random_moments_recovers_the_last_checkpoint() {
     let mut generation = 0u64;
     let mut rng = Rng(0xc0ffee);
     let (mut in_flight_won, mut rolled_back, mut restored) = (0, 0, 0u64);
+    // Reopens that put hot rows back (the open at the checkpoint that
+    // wrote them), and the rows: the model check below reads them.
+    let (mut hot_reopens, mut hot_rows) = (0u64, 0u64);
     for it in 0..iters {
         let seed = 1000 + it;
         let mut child = Command::new(&exe)
@@ -122,6 +125,12 @@ fn sigkill_at_random_moments_recovers_the_last_checkpoint() {
         }
         restored += store.recovery().groups_restored;
         rolled_back += (store.recovery().rolled_back_epoch > 0) as u64;
+        let warmed: u64 = store.wait_warm().unwrap_or(0);
+        let read: u64 = store.stats().tables.iter().map(|t| t.ssd.rows_read).sum();
+        if warmed > read {
+            hot_reopens += 1;
+            hot_rows += warmed - read;
+        }
         model.advance(seed, EVERY, g - generation);
         model
             .check(&store)
@@ -132,7 +141,11 @@ fn sigkill_at_random_moments_recovers_the_last_checkpoint() {
     eprintln!(
         "crash: {iters} kills survived; {rolled_back} recoveries undid an epoch \
          ({restored} groups restored); {in_flight_won} in-flight checkpoints had committed; \
-         final generation {generation}"
+         {hot_reopens} reopens put {hot_rows} hot rows back; final generation {generation}"
+    );
+    assert!(
+        hot_reopens > 0 || iters < 20,
+        "no reopen put hot rows back: the warm restart is not under test"
     );
     assert!(
         rolled_back > 0 && generation > 0,

@@ -424,7 +424,9 @@ fn a_call_whose_reads_fail_changes_only_the_rows_in_memory() {
 
 /// A warm restart whose reads fail: `wait_warm` reports the failure, the
 /// store stays usable, and every row reads back as committed once the
-/// disk heals (the rows whose read failed were not brought in).
+/// disk heals (the rows whose read failed were not brought in). The read
+/// from the data file is the one a fault can hit: without hot rows
+/// (`warm_rows` off), as when they are stale.
 #[test]
 fn a_warm_up_whose_reads_fail_reports_it_and_serves_committed_rows() {
     use embtier::{Init, StoreConfig, TableConfig};
@@ -432,6 +434,7 @@ fn a_warm_up_whose_reads_fail_reports_it_and_serves_committed_rows() {
         StoreConfig::builder()
             .table(TableConfig::new("t", 100_000, 4).init(Init::Zeros))
             .dram_capacity(1 << 20)
+            .warm_rows(false)
             .build()
     };
     let t = tempfile::tempdir().unwrap();

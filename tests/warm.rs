@@ -1,7 +1,9 @@
 //! Warm restarts: a checkpoint records which rows each cache tier holds
-//! (`hot.emb`), and an open reads them back in the background, so a
-//! restarted trainer finds its hot set where it left it. The values read
-//! back are the committed ones, whatever the hot set says.
+//! (`hot.emb`) and, with `warm_rows` (the default), their bytes
+//! (`hot-rows.emb`). An open at that checkpoint puts the bytes back before
+//! it returns; otherwise it reads the rows back from the data file in the
+//! background. Either way a restarted trainer finds its hot set where it
+//! left it, and the values are the committed ones, whatever the hints say.
 
 mod common;
 
@@ -11,12 +13,19 @@ use embtier::{
 
 const DIM: u32 = 16;
 
+/// A store whose open reads the hot set's ids back from the data file
+/// (`warm_rows` off): the path every test but the hot rows' takes.
 fn config(tiers: Vec<TierConfig>) -> StoreConfig {
+    config_rows(tiers, false)
+}
+
+fn config_rows(tiers: Vec<TierConfig>, warm_rows: bool) -> StoreConfig {
     StoreConfig::builder()
         .table(TableConfig::new("t", 400_000, DIM).init(Init::Uniform { scale: 0.5 }))
         .tiers(tiers)
         .dram_shards(4)
         .io_engine(IoEngineKind::Psync)
+        .warm_rows(warm_rows)
         .build()
 }
 
@@ -31,9 +40,23 @@ fn hot(n: u64) -> Vec<u64> {
 
 #[test]
 fn a_reopened_store_reads_its_hot_set_back() {
+    reopened_store_warms(false);
+}
+
+/// With the hot rows, the same rows come back with the same values, and
+/// nothing is read from the data file: they come from `hot-rows.emb`.
+#[test]
+fn a_reopened_store_puts_its_hot_rows_back() {
+    reopened_store_warms(true);
+}
+
+fn reopened_store_warms(warm_rows: bool) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
-    let cfg = config(vec![TierConfig::dram(3000 * rb(), PolicyKind::Lru)]);
+    let cfg = config_rows(
+        vec![TierConfig::dram(3000 * rb(), PolicyKind::Lru)],
+        warm_rows,
+    );
     let s = Store::create(&path, cfg).unwrap();
     let ids = hot(2000);
     let mut out = vec![0f32; ids.len() * DIM as usize];
@@ -42,6 +65,12 @@ fn a_reopened_store_reads_its_hot_set_back() {
     let resident = s.stats().table("t").unwrap().dram().resident_rows;
     let c = s.checkpoint().unwrap();
     assert_eq!(c.hot_rows, resident, "every resident row recorded");
+    let rows_bytes = if warm_rows {
+        32 + resident * (8 + rb()) + 32 * (1 + resident.div_ceil((1 << 20) / (8 + rb())))
+    } else {
+        0
+    };
+    assert_eq!(c.hot_row_bytes, rows_bytes, "{c:?}");
     drop(s);
 
     let s = Store::open(&path).unwrap();
@@ -54,7 +83,8 @@ fn a_reopened_store_reads_its_hot_set_back() {
     s.lookup("t", &ids, &mut again).unwrap();
     let t = s.stats().table("t").unwrap().clone();
     assert_eq!(t.dram().hits, ids.len() as u64);
-    assert_eq!(t.ssd.rows_read, resident, "only the warm-up read");
+    let read = if warm_rows { 0 } else { resident };
+    assert_eq!(t.ssd.rows_read, read, "only the warm-up read");
     assert_eq!(again, out);
 }
 
@@ -62,12 +92,26 @@ fn a_reopened_store_reads_its_hot_set_back() {
 /// tier's rows are first-tier hits again, the second's second-tier hits.
 #[test]
 fn rows_come_back_to_their_own_tier() {
+    rows_come_back_to_their_own_tier_with(false);
+}
+
+/// The same from the hot rows: the PMem tier's contents come back too,
+/// though its file is truncated at every open.
+#[test]
+fn hot_rows_come_back_to_their_own_tier() {
+    rows_come_back_to_their_own_tier_with(true);
+}
+
+fn rows_come_back_to_their_own_tier_with(warm_rows: bool) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
-    let cfg = config(vec![
-        TierConfig::dram(1000 * rb(), PolicyKind::Lru),
-        TierConfig::pmem(None, 4000 * rb(), PolicyKind::Lru),
-    ]);
+    let cfg = config_rows(
+        vec![
+            TierConfig::dram(1000 * rb(), PolicyKind::Lru),
+            TierConfig::pmem(None, 4000 * rb(), PolicyKind::Lru),
+        ],
+        warm_rows,
+    );
     let s = Store::create(&path, cfg).unwrap();
     let ids = hot(3000);
     let mut out = vec![0f32; ids.len() * DIM as usize];
@@ -95,7 +139,20 @@ fn rows_come_back_to_their_own_tier() {
     s.lookup("t", &ids[..2500], &mut out[..2500 * DIM as usize])
         .unwrap();
     let t = s.stats().table("t").unwrap().clone();
-    assert_eq!(t.ssd.rows_read, t.warmed, "nothing read but the warm-up");
+    assert_eq!(t.warmed, 3000);
+    let read = if warm_rows { 0 } else { t.warmed };
+    assert_eq!(t.ssd.rows_read, read, "nothing read but the warm-up");
+    let mut again = vec![0f32; out.len()];
+    s.lookup("t", &ids, &mut again).unwrap();
+    let mut want = vec![0f32; out.len()];
+    let cold = OpenOptionsExt {
+        cold: true,
+        ..Default::default()
+    };
+    drop(s);
+    let s = Store::open_ext(&path, cold).unwrap();
+    s.lookup("t", &ids, &mut want).unwrap();
+    assert_eq!(again, want, "the committed values");
 }
 
 /// A hot set is a hint: damaged, stale or refused, the store opens cold
@@ -234,4 +291,71 @@ fn a_dense_hot_set_comes_back_in_sequential_reads() {
     assert_eq!(again, out);
     let t = s.stats().table("t").unwrap().clone();
     assert_eq!(t.dram().hits, ids.len() as u64, "all back in DRAM");
+}
+
+/// Hot rows are used only for the checkpoint that wrote them, and only
+/// chunk by chunk as far as each passes its checks: a file of an older
+/// generation is ignored, one damaged or cut short is used up to the bad
+/// chunk and the rest of the hot set is read from the data file. Every
+/// value served is the committed one.
+#[test]
+fn stale_damaged_or_cut_hot_rows_are_refused_chunk_by_chunk() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let cfg = config_rows(vec![TierConfig::dram(60_000 * rb(), PolicyKind::Lru)], true);
+    let s = Store::create(&path, cfg.clone()).unwrap();
+    let ids: Vec<u64> = (0..50_000).collect();
+    let mut out = vec![0f32; ids.len() * DIM as usize];
+    s.apply_sgd("t", &ids, &vec![0.5; out.len()], 1.0).unwrap();
+    s.lookup("t", &ids, &mut out).unwrap();
+    let old = s.checkpoint().unwrap();
+    assert!(old.hot_row_bytes > 0);
+    let rows_file = path.join(embtier::HOT_ROWS_FILE);
+    let stale = std::fs::read(&rows_file).unwrap();
+    // New values for every other row, then the checkpoint that counts.
+    let half: Vec<u64> = ids.iter().copied().filter(|i| i % 2 == 0).collect();
+    s.update("t", &half, &vec![3.0; half.len() * DIM as usize])
+        .unwrap();
+    let c = s.checkpoint().unwrap();
+    let mut want = vec![0f32; out.len()];
+    s.lookup("t", &ids, &mut want).unwrap();
+    assert_ne!(want, out);
+    let fresh = std::fs::read(&rows_file).unwrap();
+    drop(s);
+
+    let per = (1u64 << 20) / (8 + rb());
+    let resident = c.hot_rows;
+    assert!(resident > 3 * per, "{resident} rows: several chunks");
+    // (file, rows the open may put back from it)
+    let chunk_at = |k: u64| 32 + k * (32 + per * (8 + rb()));
+    let mut damaged = fresh.clone();
+    damaged[(chunk_at(2) + 32 + 100) as usize] ^= 1;
+    let cut = fresh[..(chunk_at(3) + 500) as usize].to_vec();
+    let mut wrong_generation = fresh.clone();
+    // A chunk from another generation, CRC and all: refused by generation.
+    let g = (c.generation + 7).to_le_bytes();
+    wrong_generation[chunk_at(1) as usize + 8..chunk_at(1) as usize + 16].copy_from_slice(&g);
+    for (name, file, from_file) in [
+        ("whole", fresh.clone(), resident),
+        ("stale", stale, 0),
+        ("damaged", damaged, 2 * per),
+        ("cut", cut, 3 * per),
+        ("wrong generation", wrong_generation, per),
+    ] {
+        std::fs::write(&rows_file, &file).unwrap();
+        let s = Store::open(&path).unwrap();
+        assert_eq!(s.wait_warm().unwrap(), resident, "{name}");
+        let t = s.stats().table("t").unwrap().clone();
+        assert_eq!(t.warmed, resident, "{name}");
+        assert_eq!(t.ssd.rows_read, resident - from_file, "{name}");
+        let mut got = vec![0f32; out.len()];
+        s.lookup("t", &ids, &mut got).unwrap();
+        assert!(got == want, "{name}: committed values");
+        let t = s.stats().table("t").unwrap().clone();
+        assert_eq!(t.dram().hits, ids.len() as u64, "{name}: all back");
+        drop(s);
+        // The open's own checkpoint-free drop leaves the file as it was
+        // written here; put the good one back for the next case.
+        std::fs::write(&rows_file, &fresh).unwrap();
+    }
 }

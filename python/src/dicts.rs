@@ -15,6 +15,7 @@ pub(crate) fn checkpoint_dict<'py>(
     d.set_item("row_log_merged_rows", c.row_log_merged_rows)?;
     d.set_item("row_log_blocks", c.row_log_blocks)?;
     d.set_item("hot_rows", c.hot_rows)?;
+    d.set_item("hot_row_bytes", c.hot_row_bytes)?;
     d.set_item("row_log_bytes_released", c.row_log_bytes_released)?;
     Ok(d)
 }

@@ -299,6 +299,12 @@ impl StoreConfigBuilder {
         self.cfg.ssd.direct_io = yes;
         self
     }
+    /// Write the cached rows' bytes at every checkpoint for warm restarts
+    /// at sequential speed ([`SsdConfig::warm_rows`]).
+    pub fn warm_rows(mut self, yes: bool) -> Self {
+        self.cfg.ssd.warm_rows = yes;
+        self
+    }
     /// The config.
     pub fn build(self) -> StoreConfig {
         self.cfg

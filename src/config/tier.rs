@@ -146,6 +146,15 @@ pub struct SsdConfig {
     /// than half full, with training stopped.
     #[serde(default = "default_true")]
     pub merge_in_background: bool,
+    /// Warm restarts at sequential speed: every checkpoint also writes the
+    /// bytes of every row the cache tiers hold (`hot-rows.emb`, about the
+    /// tiers' size), and an open at that checkpoint puts them back before
+    /// it returns, reading the file in order. On by default; off, a
+    /// checkpoint records only the ids (`hot.emb`) and an open reads those
+    /// rows back from the data file in the background, which for a hot set
+    /// spread over a table means reading most of the table.
+    #[serde(default = "default_true")]
+    pub warm_rows: bool,
 }
 
 impl SsdConfig {
@@ -181,6 +190,7 @@ impl Default for SsdConfig {
             row_log: None,
             cold_fill: true,
             merge_in_background: true,
+            warm_rows: true,
         }
     }
 }

@@ -81,6 +81,9 @@ pub struct Checkpoint {
     /// Rows recorded in the hot set for a warm restart (0 if it could not
     /// be written: the next open then starts cold).
     pub hot_rows: u64,
+    /// Bytes of the hot rows written for a warm restart at this checkpoint
+    /// (`hot-rows.emb`; 0 with `[ssd] warm_rows` off or on a failed write).
+    pub hot_row_bytes: u64,
     /// Bytes of the merged row log given back to the file system (0 when
     /// the log was kept, or the file system cannot punch holes).
     pub row_log_bytes_released: u64,
@@ -447,6 +450,7 @@ impl Durable {
             row_log_merged_rows: 0,
             row_log_blocks: rowlog_blocks,
             hot_rows: 0,
+            hot_row_bytes: 0,
             row_log_bytes_released: 0,
         };
         st.epoch = st.sb.next_epoch;

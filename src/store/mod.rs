@@ -29,7 +29,9 @@ use crate::tier::rowlog::RowLog;
 use crate::tier::slab::TierMemory;
 use crate::tier::ssd::Ssd;
 
-pub use crate::files::{CONFIG_FILE, DATA_FILE, HOT_FILE, LOCK_FILE, META_FILE, PMEM_FILE};
+pub use crate::files::{
+    CONFIG_FILE, DATA_FILE, HOT_FILE, HOT_ROWS_FILE, LOCK_FILE, META_FILE, PMEM_FILE,
+};
 
 mod lock;
 mod merger;
@@ -514,6 +516,7 @@ impl Store {
         }
         done.row_log_merged_rows = merged;
         done.hot_rows = self.write_hot_set(done.generation);
+        done.hot_row_bytes = self.write_hot_rows(done.generation);
         Ok(done)
     }
 

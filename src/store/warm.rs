@@ -1,24 +1,39 @@
-//! Warm restarts: the hot set a checkpoint writes, and the background
-//! read-back at open.
+//! Warm restarts: the hot set and hot rows a checkpoint writes, and what
+//! an open does with them.
 //!
 //! At every checkpoint the store writes `hot.emb`: for each cached table,
-//! the ids resident in each cache tier (`embtier_format::hotset`). An open
-//! reads it and, on a background thread, reads those rows back through the
-//! ordinary miss path: sorted by place, so the reads sweep the data file in
-//! order, lowest tier first so that the first tier ends holding what it
-//! held. Rows always come from the data file after recovery, so a stale
-//! hot set (one a crash left from an earlier checkpoint) costs only time.
+//! the ids resident in each cache tier (`embtier_format::hotset`); and,
+//! with `[ssd] warm_rows` (the default), `hot-rows.emb`: those rows' bytes
+//! (`embtier_format::hotrows`), lowest tier first. The checkpoint holds the
+//! gate while it writes them, and has just written every dirty row, so the
+//! bytes are the committed values.
+//!
+//! An open whose committed generation is the hot rows' puts them back
+//! before it returns, reading the file in order: a 512 MiB cache comes
+//! back at the file system's sequential read speed, not one random read
+//! per row. Otherwise (no hot rows, another generation, a file cut short)
+//! it reads the hot set's ids back on a background thread through the
+//! ordinary miss path: sorted by place, so the reads sweep the data file
+//! in order, lowest tier first so that the first tier ends holding what it
+//! held. Those rows come from the data file after recovery, so a stale hot
+//! set (one a crash left from an earlier checkpoint) costs only time.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use std::io::{Read, Write};
+
+use embtier_format::hotrows::{self, Chunk, CHUNK_HEADER, FILE_HEADER};
 use embtier_format::hotset::{HotSet, HotTable};
 
 use super::*;
-use crate::files::HOT_FILE;
+use crate::files::{HOT_FILE, HOT_ROWS_FILE};
 
 /// Ids read back per batch: one call's worth of reads in flight, and a
 /// bound on how long a checkpoint waits for the warm-up's gate.
 const WARM_BATCH: usize = 1 << 16;
+
+/// Payload bytes of a hot-rows chunk the writer aims at.
+const ROWS_CHUNK: usize = 1 << 20;
 
 /// The background read-back of a hot set.
 pub(super) struct Warm {
@@ -90,17 +105,177 @@ impl Store {
         }
     }
 
+    /// Write the hot rows of this checkpoint (`[ssd] warm_rows`): the bytes
+    /// of every clean row of every cache tier, lowest tier first, so that
+    /// an open that puts them back in file order leaves each tier holding
+    /// its own rows. Called under the checkpoint gate right after the
+    /// commit, when every cached row is clean and committed. A hint: a
+    /// failure removes the file (an open then reads the ids back) and is
+    /// reported as 0 bytes. Returns the bytes written.
+    pub(super) fn write_hot_rows(&self, generation: u64) -> u64 {
+        let path = self.dir.join(HOT_ROWS_FILE);
+        let tmp = self.dir.join(format!("{HOT_ROWS_FILE}.tmp"));
+        if !self.config.ssd.warm_rows {
+            let _ = fs::remove_file(&path);
+            return 0;
+        }
+        // No fsync, as for the hot set: each chunk carries the generation
+        // and a CRC, so what a crash tears or leaves stale is refused.
+        match self
+            .hot_rows_to(&tmp, generation)
+            .and_then(|n| fs::rename(&tmp, &path).map(|()| n))
+        {
+            Ok(n) => n,
+            Err(_) => {
+                let _ = fs::remove_file(&tmp);
+                let _ = fs::remove_file(&path);
+                0
+            }
+        }
+    }
+
+    fn hot_rows_to(&self, tmp: &Path, generation: u64) -> std::io::Result<u64> {
+        let mut f = std::io::BufWriter::with_capacity(4 << 20, fs::File::create(tmp)?);
+        f.write_all(&hotrows::encode_file_header(generation))?;
+        let mut bytes = FILE_HEADER as u64;
+        let mut chunks = 0u32;
+        let mut id_bytes: Vec<u8> = Vec::new();
+        for tier in (0..self.config.tiers.len()).rev() {
+            for (i, t) in self.tables.iter().enumerate() {
+                if t.is_pinned() {
+                    continue;
+                }
+                let per = ROWS_CHUNK / (8 + t.row_bytes);
+                t.clean_rows_in(tier, per, &mut |ids, rows| {
+                    id_bytes.clear();
+                    id_bytes.extend(ids.iter().flat_map(|id| id.to_le_bytes()));
+                    let c = Chunk {
+                        generation,
+                        table: i as u32,
+                        tier: tier as u32,
+                        row_bytes: t.row_bytes as u32,
+                        count: ids.len() as u32,
+                        end: false,
+                    };
+                    f.write_all(&c.encode(&[&id_bytes, rows]))?;
+                    f.write_all(&id_bytes)?;
+                    f.write_all(rows)?;
+                    bytes += (CHUNK_HEADER + id_bytes.len() + rows.len()) as u64;
+                    chunks += 1;
+                    Ok(())
+                })?;
+            }
+        }
+        let end = Chunk {
+            generation,
+            table: chunks,
+            tier: 0,
+            row_bytes: 0,
+            count: 0,
+            end: true,
+        };
+        f.write_all(&end.encode(&[]))?;
+        f.flush()?;
+        Ok(bytes + CHUNK_HEADER as u64)
+    }
+
+    /// Put back the hot rows of the committed checkpoint, if `hot-rows.emb`
+    /// is of that generation, reading it in order. Every chunk is checked
+    /// (generation, bounds, CRC) before its rows go in; the first that
+    /// fails ends the read. Returns the rows put back and whether the file
+    /// was whole (then the hot set's ids need no read-back).
+    pub(super) fn load_hot_rows(&self) -> (u64, bool) {
+        if !self.config.ssd.warm_rows {
+            return (0, false);
+        }
+        let Ok(file) = fs::File::open(self.dir.join(HOT_ROWS_FILE)) else {
+            return (0, false);
+        };
+        let mut r = std::io::BufReader::with_capacity(4 << 20, file);
+        let mut h = [0u8; FILE_HEADER];
+        let generation = match r
+            .read_exact(&mut h)
+            .map(|()| hotrows::decode_file_header(&h))
+        {
+            Ok(Ok(g)) if g == self.generation() => g,
+            _ => return (0, false),
+        };
+        let tiers = self.config.tiers.len();
+        let (mut put, mut chunks, mut at) = (0u64, 0u32, FILE_HEADER as u64);
+        let mut ids: Vec<u64> = Vec::new();
+        let mut payload: Vec<u8> = Vec::new();
+        loop {
+            let mut ch = [0u8; CHUNK_HEADER];
+            if r.read_exact(&mut ch).is_err() {
+                return (put, false); // cut short
+            }
+            let c = match Chunk::decode(&ch, at) {
+                Ok(c) if c.generation == generation => c,
+                _ => return (put, false),
+            };
+            payload.resize(c.payload_bytes() as usize, 0);
+            if r.read_exact(&mut payload).is_err() || Chunk::check(&ch, &payload, at).is_err() {
+                return (put, false);
+            }
+            if c.end {
+                return (put, c.table == chunks);
+            }
+            at += (CHUNK_HEADER + payload.len()) as u64;
+            chunks += 1;
+            let Some(t) = self.tables.get(c.table as usize) else {
+                continue;
+            };
+            if t.is_pinned() || c.row_bytes as usize != t.row_bytes || c.tier as usize >= tiers {
+                continue;
+            }
+            let n = c.count as usize;
+            ids.clear();
+            ids.extend(
+                payload[..8 * n]
+                    .chunks_exact(8)
+                    .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes"))),
+            );
+            t.close_fill();
+            put += t.install_rows(&ids, &payload[8 * n..]);
+        }
+    }
+
     /// Read the hot set, if there is a valid one, and start reading its
     /// rows back on a background thread.
     pub(super) fn start_warm(&self) -> Result<()> {
+        let (put, whole) = self.load_hot_rows();
+        if whole {
+            self.set_warm_done(put);
+            return Ok(());
+        }
+        self.read_hot_set(put)
+    }
+
+    /// Record a warm-up already done: `rows` put back.
+    fn set_warm_done(&self, rows: u64) {
+        *self.warm.lock() = Some(Warm {
+            cancel: Arc::new(AtomicBool::new(false)),
+            handle: None,
+            done: Some(Ok(rows)),
+        });
+    }
+
+    /// Read the hot set's rows back from the data file on a background
+    /// thread (`already`: rows the hot rows put back first, counted in the
+    /// result; rows in memory are not read again).
+    fn read_hot_set(&self, already: u64) -> Result<()> {
         let path = self.dir.join(HOT_FILE);
         let bytes = match fs::read(&path) {
             Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.set_warm_done(already);
+                return Ok(());
+            }
             Err(e) => return Err(Error::io(&path, "read", e)),
         };
         // A hot set that fails its checks is a hint lost, not an error.
         let Ok(hot) = HotSet::decode(&bytes) else {
+            self.set_warm_done(already);
             return Ok(());
         };
         let tiers = self.config.tiers.len();
@@ -124,6 +299,7 @@ impl Store {
             }
         }
         if plan.is_empty() {
+            self.set_warm_done(already);
             return Ok(());
         }
         let ssd = Arc::clone(&self.ssd);
@@ -132,7 +308,7 @@ impl Store {
         let handle = std::thread::Builder::new()
             .name("embtier-warm".into())
             .spawn(move || {
-                let mut read = 0;
+                let mut read = already;
                 for (t, ids) in plan {
                     for batch in ids.chunks(WARM_BATCH) {
                         if stop.load(Ordering::Relaxed) {

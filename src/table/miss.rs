@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// Where [`Table::clean_rows_in`] sends each run of rows: ids, and their
+/// bytes packed.
+pub(crate) type RowsSink<'a> = dyn FnMut(&[u64], &[u8]) -> std::io::Result<()> + 'a;
+
 impl Table {
     /// Encode `w` (`dim` f32s) into a row's weight bytes.
     #[inline]
@@ -438,6 +442,76 @@ impl Table {
             ids.sort_unstable();
         }
         out
+    }
+
+    /// Warm restart, the rows' bytes: call `f(ids, rows)` with the clean
+    /// rows tier `tier` holds, at most `max_rows` a call, the rows packed
+    /// [`Table::row_bytes`] apart. Returns the rows given.
+    pub(crate) fn clean_rows_in(
+        &self,
+        tier: usize,
+        max_rows: usize,
+        f: &mut RowsSink<'_>,
+    ) -> std::io::Result<u64> {
+        let TableKind::Cached { shards, .. } = &self.kind else {
+            return Ok(0);
+        };
+        let max_rows = max_rows.max(1);
+        let mut ids: Vec<u64> = Vec::with_capacity(max_rows);
+        let mut rows: Vec<u8> = Vec::with_capacity(max_rows * self.row_bytes);
+        let mut given = 0;
+        for sh in shards {
+            let sh = sh.lock();
+            for (_, c) in sh.caches().filter(|&(t, _)| t == tier) {
+                for (id, row) in c.clean_rows() {
+                    ids.push(id);
+                    rows.extend_from_slice(row);
+                    if ids.len() == max_rows {
+                        f(&ids, &rows)?;
+                        given += ids.len() as u64;
+                        ids.clear();
+                        rows.clear();
+                    }
+                }
+            }
+        }
+        if !ids.is_empty() {
+            f(&ids, &rows)?;
+            given += ids.len() as u64;
+        }
+        Ok(given)
+    }
+
+    /// Warm restart from the rows' bytes: put `rows` (of `ids`, packed
+    /// [`Table::row_bytes`] apart: the committed values, which the caller
+    /// checked) into the first tier, each tier's victims moving down as on
+    /// a miss, unless the row is already in memory or out of range. Not
+    /// lookups. Returns the rows put back.
+    pub(crate) fn install_rows(&self, ids: &[u64], rows: &[u8]) -> u64 {
+        let TableKind::Cached { shards, .. } = &self.kind else {
+            return 0;
+        };
+        let rb = self.row_bytes;
+        debug_assert_eq!(ids.len() * rb, rows.len());
+        let n = shards.len();
+        let (order, start) = by_shard(ids, n, |id| self.shard_of(id, n));
+        let mut ctx = Ctx::new();
+        let mut put = 0;
+        for s in 0..n {
+            let mut sh = shards[s].lock();
+            for &p in &order[start[s] as usize..start[s + 1] as usize] {
+                let (id, p) = (ids[p as usize], p as usize);
+                if id < self.entry.rows && !sh.holds(id) {
+                    sh.insert_top(id, &rows[p * rb..(p + 1) * rb], false, &mut ctx);
+                    put += 1;
+                }
+            }
+        }
+        ctx.c.warmed = put;
+        // Clean rows only: no victim becomes pending, nothing to write.
+        self.publish_pending(&mut ctx);
+        ctx.c.publish(&self.counters);
+        put
     }
 
     /// Stop filling the first tier from block reads (a warm restart knows

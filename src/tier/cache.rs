@@ -356,6 +356,16 @@ impl SlotCache {
             .map(|&k| k & ID_MASK)
     }
 
+    /// The resident clean rows, in slot order: each id and its bytes (a
+    /// warm restart's hot rows; dirty rows are newer than any checkpoint).
+    pub fn clean_rows(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
+        self.keys[..self.next_unused]
+            .iter()
+            .enumerate()
+            .filter(|&(_, &k)| k & (FREE | DIRTY) == 0)
+            .map(move |(slot, &k)| (k & ID_MASK, self.row(slot)))
+    }
+
     /// Resident dirty rows.
     pub fn dirty_count(&self) -> usize {
         self.keys[..self.next_unused]

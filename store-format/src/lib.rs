@@ -14,7 +14,8 @@
 //! - [`journal`]: the undo journal of the checkpoint protocol.
 //! - [`rowlog`]: blocks of the row log, the region of the data file after
 //!   the tables where written-back rows are appended packed.
-//! - [`hotset`]: the hot set a checkpoint leaves for a warm restart.
+//! - [`hotset`]: the hot set a checkpoint leaves for a warm restart, and
+//!   [`hotrows`]: the bytes of those rows, for a restart at that checkpoint.
 //!
 //! Files: `superblock.rs`, `catalog.rs`, `counters.rs` (call counters) and
 //! `written.rs` (written-group list) for `embtier.meta` and its companions;
@@ -33,6 +34,7 @@ mod layout;
 mod superblock;
 mod written;
 
+pub mod hotrows;
 pub mod hotset;
 pub mod journal;
 pub mod rowlog;

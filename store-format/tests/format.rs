@@ -224,6 +224,39 @@ fn counter_slots_round_trip_and_reject_damage() {
 }
 
 #[test]
+fn hot_rows_offsets_match_the_spec() {
+    use embtier_format::hotrows::*;
+    check(
+        "## Hot rows",
+        &[
+            ("magic", 0, 8),
+            ("generation", FILE_GENERATION, 8),
+            ("reserved", FILE_RESERVED, 8),
+            ("crc", FILE_CRC, 4),
+            ("reserved", FILE_RESERVED2, 4),
+        ],
+    );
+    assert_eq!(FILE_HEADER, 32);
+    check(
+        "### Hot-rows chunk header",
+        &[
+            ("magic", 0, 4),
+            ("crc", CHUNK_CRC, 4),
+            ("generation", CHUNK_GENERATION, 8),
+            ("table", CHUNK_TABLE, 4),
+            ("tier", CHUNK_TIER, 4),
+            ("row_bytes", CHUNK_ROW_BYTES, 4),
+            ("count", CHUNK_COUNT, 4),
+        ],
+    );
+    assert_eq!(CHUNK_HEADER, 32);
+    assert_eq!(
+        (ROWS_MAGIC, CHUNK_MAGIC, END_MAGIC),
+        (*b"EMBROWS1", *b"ROWS", *b"END\0")
+    );
+}
+
+#[test]
 fn row_log_offsets_match_the_spec() {
     check(
         "## Row log",
