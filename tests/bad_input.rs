@@ -236,7 +236,13 @@ fn corrupt_data_block_is_an_error_not_wrong_values() {
     let mut b = fs::read(&p).unwrap();
     b[200 * 16 + 1] ^= 0x10;
     fs::write(&p, &b).unwrap();
-    let s = Store::open(&dir).unwrap();
+    // Opened cold: a warm open would put row 200 back from the hot rows
+    // (its committed value) without reading the damaged block.
+    let cold = embtier::OpenOptionsExt {
+        cold: true,
+        ..Default::default()
+    };
+    let s = Store::open_ext(&dir, cold).unwrap();
     let mut out = vec![0f32; DIM];
     let e = s.lookup("t", &[200], &mut out).unwrap_err();
     let msg = e.to_string();

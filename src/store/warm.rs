@@ -28,9 +28,10 @@ use embtier_format::hotset::{HotSet, HotTable};
 use super::*;
 use crate::files::{HOT_FILE, HOT_ROWS_FILE};
 
-/// Ids read back per batch: one call's worth of reads in flight, and a
-/// bound on how long a checkpoint waits for the warm-up's gate.
-const WARM_BATCH: usize = 1 << 16;
+/// Ids read back per batch: one call's worth of reads in flight, a bound
+/// on how long a checkpoint waits for the warm-up's gate, and on the read
+/// buffer (ids far apart cost a block group each: 32 MiB of 4 KiB groups).
+const WARM_BATCH: usize = 1 << 13;
 
 /// Payload bytes of a hot-rows chunk the writer aims at.
 const ROWS_CHUNK: usize = 1 << 20;

@@ -13,6 +13,15 @@ enum HomeWrite {
     LogCopy,
 }
 
+/// Rows a flush takes from the tiers before it writes them back: the
+/// pending rows, and the write-back's copy of them, stay within about
+/// twice this (plus the write-back batch) beyond the cache.
+const FLUSH_CHUNK_BYTES: usize = 8 << 20;
+
+/// Pending-map slots a shard keeps whatever its fill (see
+/// [`Table::write_back`]).
+const PENDING_SLACK: usize = 256;
+
 /// Fewest groups a write makes dense (see [`Table::write_rows`]): below
 /// it, the random operations are few anyway.
 const DENSE_MIN_GROUPS: usize = 64;
@@ -24,9 +33,12 @@ impl Table {
             return Ok(());
         };
         let mut buf = self.wb_lock.lock();
-        // id, gen, offset in bytes, whether the log holds a copy of it
-        let mut snap: Vec<(u64, u64, usize, bool)> = Vec::new();
-        let mut bytes: Vec<u8> = Vec::new();
+        // id, gen, offset in bytes, whether the log holds a copy of it.
+        // Sized from the pending bytes (updates may add a few meanwhile),
+        // so that the copy is not a doubling vector's twice its size.
+        let pending = self.pending_bytes.load(Ordering::Relaxed).max(0) as usize;
+        let mut snap: Vec<(u64, u64, usize, bool)> = Vec::with_capacity(pending / self.row_bytes);
+        let mut bytes: Vec<u8> = Vec::with_capacity(pending);
         for sh in shards {
             let sh = sh.lock();
             for (&id, p) in &sh.pending {
@@ -107,6 +119,15 @@ impl Table {
                 sh.pending.remove(&id);
                 sh.wb_seq += 1;
                 freed += rb;
+            }
+        }
+        // A map never shrinks on removal: one that a flush grew gives its
+        // room back, so that memory beyond the cache stays bounded.
+        for sh in shards {
+            let mut sh = sh.lock();
+            if sh.pending.capacity() > 4 * sh.pending.len() + PENDING_SLACK {
+                let keep = 2 * sh.pending.len();
+                sh.pending.shrink_to(keep);
             }
         }
         self.pending_bytes
@@ -496,8 +517,9 @@ impl Table {
                         c.drain_dirty(&mut add);
                     }
                     drop(guard);
-                    // Bound the memory of a flush: write back every 64 MiB.
-                    if ctx.new_pending * self.row_bytes > 64 << 20 {
+                    // Bound the memory of a flush: write back every
+                    // FLUSH_CHUNK_BYTES of rows taken.
+                    if ctx.new_pending * self.row_bytes > FLUSH_CHUNK_BYTES {
                         self.finish_flush(ssd, &mut ctx)?;
                     }
                 }
