@@ -7,10 +7,14 @@ use std::sync::atomic::Ordering;
 use super::worker::Worker;
 use super::*;
 
+/// The sweep rests this many times as long as each step took.
+const SWEEP_REST: u32 = 3;
+
 impl Store {
     /// Start the sweep when the last checkpoint's list has groups left.
     /// Each step holds the read gate, so a checkpoint (which finishes the
-    /// sweep itself) waits for at most one step. A write that never
+    /// sweep itself) waits for at most one step; between steps it rests
+    /// three times as long as the step took. A write that never
     /// reached the disk poisons the store; a read of its group fails.
     pub(super) fn start_sweep(&self) -> Result<()> {
         if self.ssd.durable().written_unchecked() == 0 {
@@ -23,11 +27,20 @@ impl Store {
             "spawn written-group check thread",
             move |stop| {
                 while !stop.load(Ordering::Relaxed) {
-                    let _gate = ssd.read_gate();
-                    match ssd.sweep_written() {
+                    let began = std::time::Instant::now();
+                    let done = {
+                        let _gate = ssd.read_gate();
+                        ssd.sweep_written()
+                    };
+                    match done {
                         Ok(false) => {}
                         Ok(true) | Err(_) => break,
                     }
+                    // Rest: the sweep takes at most a quarter of the disk's
+                    // time, leaving the rest to the reads of a store that
+                    // has just opened (after a merge or a load, the list is
+                    // the whole data file). A drop wakes it.
+                    std::thread::park_timeout(began.elapsed() * SWEEP_REST);
                 }
             },
         )?;
