@@ -69,16 +69,16 @@ impl<L: Link> Arc<L> {
 
 impl<L: Link> EvictionPolicy for Arc<L> {
     fn miss(&mut self, key: u64) -> bool {
-        // One probe per ghost: the removal says whether it was there, and
-        // the ratio uses the lengths from before it.
-        self.in_b1 = self.b1.remove(key);
-        self.in_b2 = !self.in_b1 && self.b2.remove(key);
+        self.in_b1 = self.b1.contains(key);
+        self.in_b2 = !self.in_b1 && self.b2.contains(key);
         if self.in_b1 {
-            let delta = (self.b2.len() as f64 / (self.b1.len() + 1) as f64).max(1.0);
+            let delta = (self.b2.len() as f64 / self.b1.len() as f64).max(1.0);
             self.p = (self.p + delta).min(self.cap as f64);
+            self.b1.remove(key);
         } else if self.in_b2 {
-            let delta = (self.b1.len() as f64 / (self.b2.len() + 1) as f64).max(1.0);
+            let delta = (self.b1.len() as f64 / self.b2.len() as f64).max(1.0);
             self.p = (self.p - delta).max(0.0);
+            self.b2.remove(key);
         }
         true
     }

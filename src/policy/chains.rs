@@ -142,28 +142,14 @@ impl Ghost {
 
     /// Remember `key` (no-op if present), forgetting the oldest when full.
     pub fn add(&mut self, key: u64) {
-        if self.cap == 0 {
+        if self.cap == 0 || self.set.contains_key(&key) {
             return;
         }
-        // The oldest go first, so that the probe for `key` below is the
-        // only one (an entry held across `pop_oldest` would be two maps'
-        // worth of borrows); a present key then costs a pop it would not
-        // have, so check first only when full.
-        if self.set.len() >= self.cap {
-            if self.set.contains_key(&key) {
-                return;
-            }
-            while self.set.len() >= self.cap {
-                self.pop_oldest();
-            }
+        while self.set.len() >= self.cap {
+            self.pop_oldest();
         }
-        match self.set.entry(key) {
-            std::collections::hash_map::Entry::Occupied(_) => return,
-            std::collections::hash_map::Entry::Vacant(v) => {
-                self.gen += 1;
-                v.insert(self.gen);
-            }
-        }
+        self.gen += 1;
+        self.set.insert(key, self.gen);
         self.queue.push_back((key, self.gen));
         // Drop stale entries (removed keys) now and then.
         if self.queue.len() > self.cap.saturating_mul(2).saturating_add(16) {
@@ -174,13 +160,10 @@ impl Ghost {
 
     /// Forget the oldest remembered key; returns it.
     pub fn pop_oldest(&mut self) -> Option<u64> {
-        use std::collections::hash_map::Entry;
         while let Some((k, g)) = self.queue.pop_front() {
-            if let Entry::Occupied(e) = self.set.entry(k) {
-                if *e.get() == g {
-                    e.remove();
-                    return Some(k);
-                }
+            if self.set.get(&k) == Some(&g) {
+                self.set.remove(&k);
+                return Some(k);
             }
         }
         None

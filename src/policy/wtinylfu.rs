@@ -28,29 +28,6 @@ use super::{EvictionPolicy, Link};
 struct Sketch {
     counters: Vec<u32>,
     hashes: u32,
-    /// `u64::MAX / m + 1` for `m` counters: `x % m` by two multiplications
-    /// ([`fast_mod`]) instead of a division per position.
-    mod_magic: u64,
-}
-
-/// Most counters a key has (libCacheSim's sizing gives 10 at its 0.001
-/// error).
-const MAX_HASHES: usize = 16;
-
-/// A key's counter positions.
-#[derive(Clone, Copy)]
-struct Positions {
-    at: [u32; MAX_HASHES],
-    n: usize,
-}
-
-/// `a % m` for any `a` and `m > 0`, given `magic = u64::MAX / m + 1`:
-/// Lemire, Kaser and Kurz, "Faster remainder by direct computation" (2019),
-/// exact for 32-bit operands. The sketch computes ten positions per key.
-#[inline]
-fn fast_mod(a: u32, m: u32, magic: u64) -> u32 {
-    let low = magic.wrapping_mul(a as u64);
-    ((low as u128 * m as u128) >> 64) as u32
 }
 
 impl Sketch {
@@ -63,55 +40,44 @@ impl Sketch {
         if m < hashes {
             m = hashes * 2;
         }
-        assert!(hashes as usize <= MAX_HASHES, "{hashes} hashes");
         Sketch {
             counters: vec![0; m as usize],
             hashes,
-            mod_magic: (u64::MAX / m as u64).wrapping_add(1),
         }
     }
 
     /// The counter positions of `key`: `hashes` of them, from two xxh64.
-    /// Computed once per key and used by both [`Sketch::estimate`] and
-    /// [`Sketch::add`] where a step needs both.
     #[inline]
-    fn positions(&self, key: u64) -> Positions {
+    fn positions(&self, key: u64) -> impl Iterator<Item = usize> + Clone {
         let k = key.to_le_bytes();
         let a = xxh64(&k, 0x1234_5678) as u32;
         let b = xxh64(&k, 0x1234_4321) as u32;
-        let (m, magic) = (self.counters.len() as u32, self.mod_magic);
-        let mut p = Positions {
-            at: [0; MAX_HASHES],
-            n: self.hashes as usize,
-        };
-        for (i, x) in p.at[..p.n].iter_mut().enumerate() {
-            *x = fast_mod(a.wrapping_add((i as u32).wrapping_mul(b)), m, magic);
-        }
-        p
+        let m = self.counters.len() as u32;
+        (0..self.hashes).map(move |i| (a.wrapping_add(i.wrapping_mul(b)) % m) as usize)
     }
 
-    fn estimate(&self, p: &Positions) -> u32 {
-        p.at[..p.n]
-            .iter()
-            .map(|&x| self.counters[x as usize])
+    fn estimate(&self, key: u64) -> u32 {
+        self.positions(key)
+            .map(|x| self.counters[x])
             .min()
             .unwrap_or(u32::MAX)
     }
 
-    /// Count a key once in each of its counters (a position that repeats
-    /// is counted again), unless one is saturated.
-    fn add(&mut self, p: &Positions) {
-        if self.estimate(p) < u32::MAX {
-            for &x in &p.at[..p.n] {
-                self.counters[x as usize] += 1;
+    /// Count `key` once in each of its counters (a position that repeats is
+    /// counted again), unless one is saturated. Hashes once.
+    fn add(&mut self, key: u64) {
+        let pos = self.positions(key);
+        if pos
+            .clone()
+            .map(|x| self.counters[x])
+            .min()
+            .unwrap_or(u32::MAX)
+            < u32::MAX
+        {
+            for x in pos {
+                self.counters[x] += 1;
             }
         }
-    }
-
-    /// [`Sketch::add`] of `key`.
-    fn add_key(&mut self, key: u64) {
-        let p = self.positions(key);
-        self.add(&p);
     }
 
     fn halve(&mut self) {
@@ -173,7 +139,7 @@ impl<L: Link> EvictionPolicy for WTinyLfu<L> {
         self.keys[slot] = key;
         self.in_window[slot] = true;
         self.chains.push_head(&mut self.window, slot);
-        self.sketch.add_key(key);
+        self.sketch.add(key);
     }
 
     fn hit(&mut self, slot: usize) {
@@ -183,7 +149,7 @@ impl<L: Link> EvictionPolicy for WTinyLfu<L> {
             return;
         }
         self.main.hit(slot);
-        self.sketch.add_key(self.keys[slot]);
+        self.sketch.add(self.keys[slot]);
         self.main_hits += 1;
         if self.main_hits >= self.decay_every {
             self.main_hits = 0;
@@ -197,15 +163,13 @@ impl<L: Link> EvictionPolicy for WTinyLfu<L> {
                 return self.main.evict();
             };
             let key = self.keys[cand];
-            let at = self.sketch.positions(key);
             if self.main.len() < self.main_cap {
                 self.move_to_main(cand);
-                self.sketch.add(&at);
+                self.sketch.add(key);
                 continue;
             }
             let victim = self.main.peek_victim().expect("main is full, so non-empty");
-            let theirs = self.sketch.positions(self.keys[victim]);
-            let evicted = if self.sketch.estimate(&at) > self.sketch.estimate(&theirs) {
+            let evicted = if self.sketch.estimate(key) > self.sketch.estimate(self.keys[victim]) {
                 let v = self.main.evict();
                 self.move_to_main(cand);
                 v
@@ -214,7 +178,7 @@ impl<L: Link> EvictionPolicy for WTinyLfu<L> {
                 self.in_window[cand] = false;
                 cand
             };
-            self.sketch.add(&at);
+            self.sketch.add(key);
             return evicted;
         }
     }
@@ -238,34 +202,5 @@ impl<L: Link> EvictionPolicy for WTinyLfu<L> {
             + self.in_window.capacity()
             + self.keys.capacity() * 8
             + self.sketch.counters.capacity() * 4
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::fast_mod;
-
-    /// The sketch's positions must be libCacheSim's: `fast_mod` is `%` for
-    /// every divisor shape (1, powers of two, primes, the largest) and
-    /// dividends at the edges and spread over the range.
-    #[test]
-    fn fast_mod_is_the_remainder() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
-        let mut divisors = vec![1u32, 2, 3, 7, 20, 1 << 20, 999_983, (1 << 31) - 1, u32::MAX];
-        divisors.extend((0..200).map(|_| (next() as u32).max(1)));
-        divisors.extend((0..200).map(|_| (next() as u32 >> 12).max(1)));
-        for m in divisors {
-            let magic = (u64::MAX / m as u64).wrapping_add(1);
-            let edges = [0, 1, m - 1, m, m.wrapping_add(1), u32::MAX - 1, u32::MAX];
-            for a in edges.into_iter().chain((0..2000).map(|_| next() as u32)) {
-                assert_eq!(fast_mod(a, m, magic), a % m, "{a} % {m}");
-            }
-        }
     }
 }

@@ -157,7 +157,7 @@ impl RestartMode {
             (RestartMode::Warm, EngineKind::Mmap) => "reopened, page cache kept",
             (RestartMode::Cold, EngineKind::Mmap) => "reopened, page cache dropped",
             (RestartMode::Warm, EngineKind::Rocksdb) => "reopened",
-            (RestartMode::Warm, _) => "closed, reopened warm (hot set read back)",
+            (RestartMode::Warm, _) => "closed, reopened warm (hot rows put back)",
             (RestartMode::Cold, _) => "closed, reopened cold",
             (RestartMode::Kill, _) => "SIGKILL after a checkpoint, reopened warm",
         }
