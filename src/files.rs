@@ -20,3 +20,6 @@ pub const HOT_FILE: &str = "hot.emb";
 /// checkpoint, put back by an open at that checkpoint. A hint, like
 /// [`HOT_FILE`].
 pub const HOT_ROWS_FILE: &str = "hot-rows.emb";
+/// The boot record: which boot of the machine committed the last
+/// checkpoint (the written-group check is skipped in that boot). A hint.
+pub const BOOT_FILE: &str = "boot.emb";

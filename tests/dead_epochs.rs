@@ -4,6 +4,8 @@
 //! close adds none; and a list too long for the superblock is scrubbed
 //! down to the epochs some block still carries.
 
+mod common;
+
 use std::fs;
 
 use embtier::{Init, Store, StoreConfig, TableConfig};
@@ -250,11 +252,35 @@ fn a_lost_in_place_write_fails_its_reads_instead_of_serving_stale_rows() {
     let c = s.checkpoint().unwrap();
     assert!(c.groups_journaled > 0, "{c:?}");
     drop(s);
+    // Reopened in the boot that committed it: nothing can have lost an
+    // acknowledged write, and nothing is checked.
     let s = Store::open(&dir).unwrap();
-    assert_eq!(s.recovery().written_checked, ROWS, "{:?}", s.recovery());
+    let r = s.recovery().clone();
+    assert_eq!((r.written_checked, r.written_trusted), (0, ROWS), "{r:?}");
     assert_eq!(exact_or_error(&s, 2), 0);
     drop(s);
-    // Row 5's write is lost: its group holds generation 1's bytes again.
+    // After a power loss (a new boot), every listed group is checked; so
+    // they are when the boot record is damaged.
+    let boot = fs::read(dir.join(embtier::BOOT_FILE)).unwrap();
+    common::reboot(&dir);
+    let mut damaged = boot.clone();
+    damaged[20] ^= 1;
+    for then in [Some(damaged), Some(boot)] {
+        let s = Store::open(&dir).unwrap();
+        let r = s.recovery().clone();
+        assert_eq!((r.written_checked, r.written_trusted), (ROWS, 0), "{r:?}");
+        assert_eq!(exact_or_error(&s, 2), 0);
+        drop(s);
+        if let Some(b) = then {
+            fs::write(dir.join(embtier::BOOT_FILE), b).unwrap();
+        }
+    }
+    // The record of this boot is back, for the same checkpoint: trusted.
+    let s = Store::open(&dir).unwrap();
+    assert_eq!(s.recovery().written_trusted, ROWS);
+    drop(s);
+    // Row 5's write is lost (a power loss: the machine boots again): its
+    // group holds generation 1's bytes again.
     let mut f = fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -264,6 +290,7 @@ fn a_lost_in_place_write_fails_its_reads_instead_of_serving_stale_rows() {
     f.seek(SeekFrom::Start(5 * 2 * 4096)).unwrap();
     f.write_all(&old).unwrap();
     drop(f);
+    common::reboot(&dir);
     // Open reads none of the listed groups; a read of row 5's group
     // checks it and fails, naming its epoch's offset, and so does the
     // check of the rest (which a thread runs after open, and the next

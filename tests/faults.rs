@@ -304,6 +304,7 @@ fn power_cuts_reorder_and_tear_unsynced_writes() {
         }
         drop(store);
         let r = plan.crash(seed).unwrap();
+        common::reboot(&dir);
         torn += r.torn;
         let what = format!("cut {cut} after {stop} ops ({r:?}, dropped fsyncs: {dropped})");
         let store = match Store::open(&dir) {

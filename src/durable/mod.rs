@@ -27,6 +27,7 @@ use parking_lot::Mutex;
 use crate::error::{Error, Result};
 use crate::io::{AlignedBuf, IoEngine};
 
+pub(crate) mod boot;
 mod recover;
 mod written;
 
@@ -59,6 +60,10 @@ pub struct Recovery {
     /// checks it first, and a thread checks the rest in sequential reads
     /// ([`crate::Store::check_written`] waits for it).
     pub written_checked: u64,
+    /// Groups of that list not checked, because the checkpoint committed
+    /// in this boot of the machine (FORMAT.md, "Boot record"): no power
+    /// loss or kernel crash can have lost an acknowledged write since.
+    pub written_trusted: u64,
 }
 
 /// What one [`crate::Store::checkpoint`] did.

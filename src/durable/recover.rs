@@ -127,7 +127,12 @@ impl Durable {
             data.sync().map_err(|f| f.into_error(data_path))?;
         }
         drop(map);
-        let unchecked = written::Unchecked::load(dir, &sb)?;
+        let mut unchecked = written::Unchecked::load(dir, &sb)?;
+        // Committed in this boot: nothing since could have lost an
+        // acknowledged write (see `boot.rs`).
+        if unchecked.is_some() && super::boot::same_boot(dir, sb.generation) {
+            rec.written_trusted = unchecked.take().map_or(0, |u| u.left());
+        }
         rec.written_checked = unchecked.as_ref().map_or(0, |u| u.left());
         // Every epoch between the committed one and the next is dead: it
         // was handed out and never committed. Recovery has undone what the

@@ -30,7 +30,7 @@ use crate::tier::slab::TierMemory;
 use crate::tier::ssd::Ssd;
 
 pub use crate::files::{
-    CONFIG_FILE, DATA_FILE, HOT_FILE, HOT_ROWS_FILE, LOCK_FILE, META_FILE, PMEM_FILE,
+    BOOT_FILE, CONFIG_FILE, DATA_FILE, HOT_FILE, HOT_ROWS_FILE, LOCK_FILE, META_FILE, PMEM_FILE,
 };
 
 mod lock;
@@ -517,6 +517,7 @@ impl Store {
         done.row_log_merged_rows = merged;
         done.hot_rows = self.write_hot_set(done.generation);
         done.hot_row_bytes = self.write_hot_rows(done.generation);
+        crate::durable::boot::record(&self.dir, done.generation);
         Ok(done)
     }
 

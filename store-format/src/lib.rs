@@ -17,6 +17,8 @@
 //! - [`hotset`]: the hot set a checkpoint leaves for a warm restart, and
 //!   [`hotrows`]: the bytes of those rows, for a restart at that checkpoint.
 //!
+//! - [`boot`]: the boot that committed the last checkpoint.
+//!
 //! Files: `superblock.rs`, `catalog.rs`, `counters.rs` (call counters) and
 //! `written.rs` (written-group list) for `embtier.meta` and its companions;
 //! `layout.rs` (element types, row maps and layouts) and `block.rs` (block
@@ -34,6 +36,7 @@ mod layout;
 mod superblock;
 mod written;
 
+pub mod boot;
 pub mod hotrows;
 pub mod hotset;
 pub mod journal;

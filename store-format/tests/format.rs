@@ -224,6 +224,22 @@ fn counter_slots_round_trip_and_reject_damage() {
 }
 
 #[test]
+fn boot_record_offsets_match_the_spec() {
+    use embtier_format::boot::*;
+    check(
+        "## Boot record",
+        &[
+            ("magic", 0, 8),
+            ("generation", BOOT_GENERATION, 8),
+            ("boot_id", BOOT_ID, BOOT_ID_BYTES),
+            ("crc", BOOT_CRC, 4),
+            ("reserved", BOOT_RESERVED, 4),
+        ],
+    );
+    assert_eq!((BOOT_RECORD, BOOT_MAGIC), (64, *b"EMBBOOT1"));
+}
+
+#[test]
 fn hot_rows_offsets_match_the_spec() {
     use embtier_format::hotrows::*;
     check(

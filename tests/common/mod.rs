@@ -100,3 +100,20 @@ pub fn faulty_opts(
         cold,
     }
 }
+
+/// What a power loss does besides losing writes: the machine boots again.
+/// The boot record then names another boot, and the next open checks the
+/// last checkpoint's written groups (FORMAT.md, "Boot record").
+#[allow(dead_code)]
+pub fn reboot(dir: &std::path::Path) {
+    use embtier::format::boot::BootRecord;
+    let path = dir.join(embtier::BOOT_FILE);
+    // A record that is missing or damaged forces the check already.
+    if let Ok(Ok(old)) = std::fs::read(&path).map(|b| BootRecord::decode(&b)) {
+        let other = BootRecord {
+            generation: old.generation,
+            boot_id: b"a-boot-before-the-power-loss".to_vec(),
+        };
+        std::fs::write(&path, other.encode().unwrap()).unwrap();
+    }
+}
