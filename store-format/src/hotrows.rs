@@ -112,12 +112,11 @@ pub fn decode_file_header(h: &[u8]) -> Result<u64, FormatError> {
             computed,
         });
     }
-    for at in [FILE_RESERVED, FILE_RESERVED2] {
-        let v = if at == FILE_RESERVED {
-            get_u64(h, at)
-        } else {
-            get_u32(h, at) as u64
-        };
+    let reserved = [
+        (FILE_RESERVED, get_u64(h, FILE_RESERVED)),
+        (FILE_RESERVED2, get_u32(h, FILE_RESERVED2) as u64),
+    ];
+    for (at, v) in reserved {
         if v != 0 {
             return Err(FormatError::InvalidField {
                 field: "reserved",
