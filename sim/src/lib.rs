@@ -38,6 +38,8 @@ pub mod replay;
 pub mod table;
 pub mod trace;
 
-pub use cache::{simulate, simulate_dense, DenseCache, SimCache, SimResult, Victim};
+pub use cache::{
+    simulate, simulate_dense, simulate_dense_keyed, DenseCache, SimCache, SimResult, Victim,
+};
 pub use densify::{densify, FastHash};
 pub use policy::SimPolicy;

@@ -9,7 +9,7 @@ use std::str::FromStr;
 use embtier::PolicyKind;
 
 use crate::offline::{belady, set_associative, SetPolicy};
-use crate::{simulate, simulate_dense, SimResult};
+use crate::{simulate_dense, simulate_dense_keyed, SimResult};
 
 /// Ways per set of the set-associative caches (`lru-32way`, `lfu-32way`).
 pub const WAYS: usize = 32;
@@ -71,7 +71,9 @@ impl SimPolicy {
         let size = size as usize;
         match self {
             // W-TinyLFU's sketch hashes key values: keep the trace's.
-            SimPolicy::Online(k) if k.hashes_keys() => simulate(k, size, keys),
+            SimPolicy::Online(k) if k.hashes_keys() => {
+                simulate_dense_keyed(k, size, dense, keys, n)
+            }
             SimPolicy::Online(k) => simulate_dense(k, size, dense, n),
             SimPolicy::Belady => belady(keys, size),
             SimPolicy::SetAssoc(p) => set_associative(keys, size, WAYS, p),

@@ -77,6 +77,12 @@ pub trait EvictionPolicy {
     }
     /// Heap bytes of the policy's own bookkeeping.
     fn meta_bytes(&self) -> usize;
+    /// A hint that `key` will be accessed soon: ask for the memory its step
+    /// will read (W-TinyLFU: its sketch counters). Changes no state; the
+    /// default does nothing.
+    fn prefetch(&self, key: u64) {
+        let _ = key;
+    }
 }
 
 /// The policies available by name.
@@ -331,6 +337,10 @@ impl<L: Link> EvictionPolicy for AnyPolicy<L> {
     }
     fn meta_bytes(&self) -> usize {
         dispatch!(self, p => p.meta_bytes())
+    }
+    #[inline]
+    fn prefetch(&self, key: u64) {
+        dispatch!(self, p => p.prefetch(key))
     }
 }
 

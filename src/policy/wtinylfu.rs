@@ -80,6 +80,14 @@ impl Sketch {
         }
     }
 
+    /// Ask for the cache lines of `key`'s counters (see
+    /// [`EvictionPolicy::prefetch`]).
+    fn prefetch(&self, key: u64) {
+        for x in self.positions(key) {
+            crate::hint::prefetch(self.counters.as_ptr().wrapping_add(x));
+        }
+    }
+
     fn halve(&mut self) {
         self.counters.iter_mut().for_each(|c| *c >>= 1);
     }
@@ -194,6 +202,10 @@ impl<L: Link> EvictionPolicy for WTinyLfu<L> {
         } else {
             self.main.remove(slot);
         }
+    }
+
+    fn prefetch(&self, key: u64) {
+        self.sketch.prefetch(key);
     }
 
     fn meta_bytes(&self) -> usize {
