@@ -145,6 +145,9 @@ pub struct DenseCache {
     free: Vec<u32>,
     len: usize,
     capacity: usize,
+    /// Whether the policy hashes key values, and so is told the caller's
+    /// keys ([`DenseCache::access_keyed`]) rather than the dense ids.
+    keyed: bool,
 }
 
 /// An id that left a [`DenseCache`], and whether it was dirty.
@@ -165,14 +168,20 @@ impl DenseCache {
     /// If `capacity` is 0, or `capacity` or `n_objects` does not fit in a u32.
     pub fn new(kind: PolicyKind, capacity: usize, n_objects: usize) -> DenseCache {
         assert!(capacity > 0 && capacity < u32::MAX as usize && n_objects < u32::MAX as usize);
+        let mut policy = AnyPolicy::new(kind, capacity);
+        if !kind.hashes_keys() {
+            // The policy is told dense ids (`access`): its ghosts may index them.
+            policy.dense_keys(n_objects);
+        }
         DenseCache {
-            policy: AnyPolicy::new(kind, capacity),
+            policy,
             slot_of: vec![NO_SLOT; n_objects],
             keys: Vec::with_capacity(capacity.min(n_objects)),
             dirty: Vec::with_capacity(capacity.min(n_objects)),
             free: Vec::new(),
             len: 0,
             capacity,
+            keyed: kind.hashes_keys(),
         }
     }
 
@@ -183,11 +192,13 @@ impl DenseCache {
         self.access_keyed(id, id as u64)
     }
 
-    /// [`DenseCache::access`], with the policy told the key `key` instead
-    /// of the dense id: for policies that hash key values
-    /// ([`PolicyKind::hashes_keys`]), `key` is the trace's own id.
+    /// [`DenseCache::access`] for a policy that hashes key values
+    /// ([`PolicyKind::hashes_keys`]): it is told `key`, the trace's own id,
+    /// instead of the dense id. Other policies are told `id` and `key` is
+    /// ignored.
     #[inline]
     pub fn access_keyed(&mut self, id: u32, key: u64) -> bool {
+        let key = if self.keyed { key } else { id as u64 };
         if self.contains(id) {
             self.hit_then(id, |_| {});
             return true;
@@ -234,6 +245,7 @@ impl DenseCache {
         assert!(n_objects < u32::MAX as usize);
         if n_objects > self.slot_of.len() {
             self.slot_of.resize(n_objects, NO_SLOT);
+            self.policy.dense_keys(n_objects);
         }
     }
 
@@ -428,7 +440,8 @@ mod tests {
                 // And request by request, not just in total.
                 let mut c = DenseCache::new(kind, cap, n);
                 for (i, (&d, &id)) in dense.iter().zip(&raw).enumerate() {
-                    let key = if kind.hashes_keys() { id } else { d as u64 };
+                    // Told the raw id, which only W-TinyLFU uses.
+                    let key = id;
                     assert_eq!(
                         c.access_keyed(d, key),
                         per_request[i],

@@ -134,6 +134,11 @@ impl<L: Link> EvictionPolicy for Arc<L> {
         self.in_t2[slot] = false;
     }
 
+    fn dense_keys(&mut self, n_keys: usize) {
+        self.b1.dense_keys(n_keys);
+        self.b2.dense_keys(n_keys);
+    }
+
     fn meta_bytes(&self) -> usize {
         self.chains.meta_bytes() + self.in_t2.capacity() + self.keys.capacity() * 8
     }

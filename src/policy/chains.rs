@@ -116,10 +116,63 @@ impl<L: Link> Chains<L> {
 #[derive(Debug, Clone, Default)]
 pub struct Ghost {
     queue: std::collections::VecDeque<(u64, u64)>, // (key, generation)
-    set: rustc_hash::FxHashMap<u64, u64>,          // key -> generation of its entry
+    members: Members,
+    len: usize,
     gen: u64,
     cap: usize,
 }
+
+/// Which keys a [`Ghost`] remembers, and the generation of each one's entry
+/// in the queue (an entry whose generation differs is stale).
+#[derive(Debug, Clone)]
+enum Members {
+    /// Any key, hashed.
+    Hashed(rustc_hash::FxHashMap<u64, u64>),
+    /// Keys below the vector's length, indexed (0: not remembered; the
+    /// generations start at 1).
+    Dense(Vec<u64>),
+}
+
+impl Default for Members {
+    fn default() -> Self {
+        Members::Hashed(Default::default())
+    }
+}
+
+impl Members {
+    #[inline]
+    fn get(&self, key: u64) -> Option<u64> {
+        match self {
+            Members::Hashed(m) => m.get(&key).copied(),
+            Members::Dense(v) => match v[key as usize] {
+                0 => None,
+                g => Some(g),
+            },
+        }
+    }
+
+    #[inline]
+    fn remove(&mut self, key: u64) -> bool {
+        match self {
+            Members::Hashed(m) => m.remove(&key).is_some(),
+            Members::Dense(v) => std::mem::take(&mut v[key as usize]) != 0,
+        }
+    }
+
+    #[inline]
+    fn insert(&mut self, key: u64, gen: u64) {
+        match self {
+            Members::Hashed(m) => {
+                m.insert(key, gen);
+            }
+            Members::Dense(v) => v[key as usize] = gen,
+        }
+    }
+}
+
+/// The most keys a [`Ghost`] indexes instead of hashing
+/// ([`Ghost::dense_keys`]): 8 bytes a key, 128 MiB at most.
+pub const MAX_DENSE_GHOST_KEYS: usize = 1 << 24;
 
 impl Ghost {
     /// A ghost of at most `cap` keys.
@@ -130,39 +183,67 @@ impl Ghost {
         }
     }
 
+    /// Every key from now on is below `n_keys`: index them in a vector of
+    /// `n_keys` instead of hashing, if `n_keys` is at most
+    /// [`MAX_DENSE_GHOST_KEYS`] (otherwise nothing changes). Keys already
+    /// remembered stay remembered; a later call may raise `n_keys`.
+    pub fn dense_keys(&mut self, n_keys: usize) {
+        if n_keys > MAX_DENSE_GHOST_KEYS {
+            return;
+        }
+        match &mut self.members {
+            Members::Dense(v) => {
+                if v.len() < n_keys {
+                    v.resize(n_keys, 0);
+                }
+            }
+            Members::Hashed(m) => {
+                let mut v = vec![0; n_keys];
+                for (&k, &g) in m.iter() {
+                    v[k as usize] = g;
+                }
+                self.members = Members::Dense(v);
+            }
+        }
+    }
+
     /// Whether `key` is remembered.
     pub fn contains(&self, key: u64) -> bool {
-        self.set.contains_key(&key)
+        self.members.get(key).is_some()
     }
 
     /// Forget `key`; true if it was remembered.
     pub fn remove(&mut self, key: u64) -> bool {
-        self.set.remove(&key).is_some()
+        let removed = self.members.remove(key);
+        self.len -= removed as usize;
+        removed
     }
 
     /// Remember `key` (no-op if present), forgetting the oldest when full.
     pub fn add(&mut self, key: u64) {
-        if self.cap == 0 || self.set.contains_key(&key) {
+        if self.cap == 0 || self.contains(key) {
             return;
         }
-        while self.set.len() >= self.cap {
+        while self.len >= self.cap {
             self.pop_oldest();
         }
         self.gen += 1;
-        self.set.insert(key, self.gen);
+        self.members.insert(key, self.gen);
+        self.len += 1;
         self.queue.push_back((key, self.gen));
         // Drop stale entries (removed keys) now and then.
         if self.queue.len() > self.cap.saturating_mul(2).saturating_add(16) {
-            let set = &self.set;
-            self.queue.retain(|(k, g)| set.get(k) == Some(g));
+            let members = &self.members;
+            self.queue.retain(|&(k, g)| members.get(k) == Some(g));
         }
     }
 
     /// Forget the oldest remembered key; returns it.
     pub fn pop_oldest(&mut self) -> Option<u64> {
         while let Some((k, g)) = self.queue.pop_front() {
-            if self.set.get(&k) == Some(&g) {
-                self.set.remove(&k);
+            if self.members.get(k) == Some(g) {
+                self.members.remove(k);
+                self.len -= 1;
                 return Some(k);
             }
         }
@@ -171,11 +252,77 @@ impl Ghost {
 
     /// Remembered keys.
     pub fn len(&self) -> usize {
-        self.set.len()
+        self.len
     }
 
     /// Whether nothing is remembered.
     pub fn is_empty(&self) -> bool {
-        self.set.is_empty()
+        self.len == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A ghost that indexes keys answers every operation as one that
+    /// hashes them, including one switched to indexing midway (with keys
+    /// remembered) and one whose key space grows later.
+    #[test]
+    fn indexed_ghosts_equal_hashed_ones() {
+        for cap in [0usize, 1, 5, 64] {
+            let mut hashed = Ghost::new(cap);
+            let mut dense = Ghost::new(cap);
+            dense.dense_keys(100);
+            let mut switched = Ghost::new(cap);
+            let mut x = cap as u64 + 1;
+            for step in 0..20_000u64 {
+                x = crate::init::mix64(x);
+                // Keys below 100 at first, below 300 after the growth.
+                let space = if step < 10_000 { 100 } else { 300 };
+                if step == 3_000 {
+                    switched.dense_keys(100);
+                }
+                if step == 10_000 {
+                    dense.dense_keys(300);
+                    switched.dense_keys(300);
+                }
+                let key = (x >> 8) % space;
+                let op = x % 4;
+                let want = match op {
+                    0 | 1 => {
+                        hashed.add(key);
+                        dense.add(key);
+                        switched.add(key);
+                        None
+                    }
+                    2 => {
+                        let r = hashed.remove(key);
+                        assert_eq!(dense.remove(key), r, "remove {key} at {step}");
+                        assert_eq!(switched.remove(key), r, "remove {key} at {step}");
+                        None
+                    }
+                    _ => Some(hashed.pop_oldest()),
+                };
+                if let Some(w) = want {
+                    assert_eq!(dense.pop_oldest(), w, "pop at {step}");
+                    assert_eq!(switched.pop_oldest(), w, "pop at {step}");
+                }
+                for g in [&dense, &switched] {
+                    assert_eq!(g.len(), hashed.len(), "len at {step}");
+                    assert_eq!(g.contains(key), hashed.contains(key), "{key} at {step}");
+                }
+            }
+        }
+    }
+
+    /// A key space past the bound keeps hashing (and still works).
+    #[test]
+    fn a_huge_key_space_keeps_hashing() {
+        let mut g = Ghost::new(4);
+        g.dense_keys(MAX_DENSE_GHOST_KEYS + 1);
+        assert!(matches!(g.members, Members::Hashed(_)));
+        g.add(u64::MAX);
+        assert!(g.contains(u64::MAX));
     }
 }

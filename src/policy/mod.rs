@@ -83,6 +83,13 @@ pub trait EvictionPolicy {
     fn prefetch(&self, key: u64) {
         let _ = key;
     }
+    /// Every key from now on is below `n_keys` (a simulator's dense ids):
+    /// ghost queues may index keys instead of hashing them
+    /// ([`chains::Ghost::dense_keys`]). Decisions do not change; the
+    /// default does nothing. A later call may raise `n_keys`.
+    fn dense_keys(&mut self, n_keys: usize) {
+        let _ = n_keys;
+    }
 }
 
 /// The policies available by name.
@@ -341,6 +348,9 @@ impl<L: Link> EvictionPolicy for AnyPolicy<L> {
     #[inline]
     fn prefetch(&self, key: u64) {
         dispatch!(self, p => p.prefetch(key))
+    }
+    fn dense_keys(&mut self, n_keys: usize) {
+        dispatch!(self, p => p.dense_keys(n_keys))
     }
 }
 

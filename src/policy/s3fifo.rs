@@ -127,6 +127,10 @@ impl<L: Link> EvictionPolicy for S3Fifo<L> {
         self.in_main[slot] = false;
     }
 
+    fn dense_keys(&mut self, n_keys: usize) {
+        self.ghost.dense_keys(n_keys);
+    }
+
     fn meta_bytes(&self) -> usize {
         self.chains.meta_bytes()
             + self.in_main.capacity()

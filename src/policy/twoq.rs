@@ -102,6 +102,10 @@ impl<L: Link> EvictionPolicy for TwoQ<L> {
         self.in_am[slot] = false;
     }
 
+    fn dense_keys(&mut self, n_keys: usize) {
+        self.aout.dense_keys(n_keys);
+    }
+
     fn meta_bytes(&self) -> usize {
         self.chains.meta_bytes() + self.in_am.capacity() + self.keys.capacity() * 8
     }
