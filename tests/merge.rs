@@ -17,9 +17,15 @@ const ROWS: u64 = 20_000;
 const LOGGED: u64 = 15_000;
 
 fn cfg(background: bool) -> StoreConfig {
+    cfg_listing(background, StoreConfig::default().ssd.merge_list_rows)
+}
+
+/// [`cfg`], with merges listing `list_rows` logged rows at once.
+fn cfg_listing(background: bool, list_rows: usize) -> StoreConfig {
     let mut c = StoreConfig::builder()
         .table(TableConfig::new("t", ROWS, DIM as u32).init(Init::Zeros))
         .dram_capacity(128 << 10)
+        .merge_list_rows(list_rows)
         .build();
     c.ssd.row_log = Some(embtier::ByteSize(256 * 4096));
     c.ssd.merge_in_background = background;
@@ -42,9 +48,21 @@ fn check(s: &Store, model: &HashMap<u64, f32>, when: &str) {
 
 #[test]
 fn a_background_merge_leaves_the_checkpoint_little_to_merge() {
+    background_merge(cfg(true));
+}
+
+/// The same with merges listing 300 logged rows at a time: the thread
+/// takes the table in ten ranges of ids or more, and still writes every
+/// logged row home with its newest value.
+#[test]
+fn a_background_merge_in_ranges_of_ids_merges_every_row() {
+    background_merge(cfg_listing(true, 300));
+}
+
+fn background_merge(cfg: StoreConfig) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
-    let s = Store::create(&path, cfg(true)).unwrap();
+    let s = Store::create(&path, cfg).unwrap();
     let mut model = HashMap::new();
     let mut rng = Rng(11);
     // Scattered rows written back to the log by checkpoints until it is
@@ -105,12 +123,30 @@ fn a_background_merge_leaves_the_checkpoint_little_to_merge() {
 /// log: the behaviour the option turns off.
 #[test]
 fn without_the_background_merge_the_checkpoint_merges_everything() {
+    checkpoint_merge(cfg(false));
+}
+
+/// The same with the checkpoint's merge listing 300 logged rows at a
+/// time: every row merged, each with its newest value, across a reopen.
+#[test]
+fn a_checkpoint_merge_in_ranges_of_ids_merges_every_row() {
+    checkpoint_merge(cfg_listing(false, 300));
+}
+
+fn checkpoint_merge(cfg: StoreConfig) {
     let dir = tempfile::tempdir().unwrap();
-    let s = Store::create(dir.path().join("s"), cfg(false)).unwrap();
+    let path = dir.path().join("s");
+    let s = Store::create(&path, cfg).unwrap();
     let mut rng = Rng(12);
+    let mut model = HashMap::new();
+    let mut v = 0.0;
     while s.stats().row_log_used_blocks * 2 <= 256 {
+        v += 1.0;
         let ids: Vec<u64> = (0..400).map(|_| rng.below(ROWS)).collect();
-        s.update("t", &ids, &vec![1.0; ids.len() * DIM]).unwrap();
+        s.update("t", &ids, &vec![v; ids.len() * DIM]).unwrap();
+        for &id in &ids {
+            model.insert(id, v);
+        }
         s.checkpoint().unwrap();
     }
     let before = logged(&s);
@@ -118,6 +154,11 @@ fn without_the_background_merge_the_checkpoint_merges_everything() {
     assert_eq!(logged(&s), before, "nothing merged in the background");
     let c = s.checkpoint().unwrap();
     assert_eq!(c.row_log_merged_rows, before, "{c:?}");
+    assert_eq!(c.row_log_blocks, 0, "the log was emptied: {c:?}");
+    check(&s, &model, "after the merge");
+    drop(s);
+    let s = Store::open(&path).unwrap();
+    check(&s, &model, "reopened");
 }
 
 /// Rows of the table in which a background pass spans many chunks.

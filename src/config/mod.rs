@@ -305,6 +305,13 @@ impl StoreConfigBuilder {
         self.cfg.ssd.warm_rows = yes;
         self
     }
+
+    /// Live logged rows a merge lists at once
+    /// ([`SsdConfig::merge_list_rows`]).
+    pub fn merge_list_rows(mut self, rows: usize) -> Self {
+        self.cfg.ssd.merge_list_rows = rows;
+        self
+    }
     /// The config.
     pub fn build(self) -> StoreConfig {
         self.cfg

@@ -155,6 +155,16 @@ pub struct SsdConfig {
     /// spread over a table means reading most of the table.
     #[serde(default = "default_true")]
     pub warm_rows: bool,
+    /// Live logged rows a merge lists at once (16 bytes each): a merge, in
+    /// the background or in a checkpoint, takes a table's logged rows in
+    /// ranges of ids that hold about this many, so that its list does not
+    /// grow with the log. Default 1 Mi rows (16 MiB); at least 1.
+    #[serde(default = "default_merge_list_rows")]
+    pub merge_list_rows: usize,
+}
+
+fn default_merge_list_rows() -> usize {
+    1 << 20
 }
 
 impl SsdConfig {
@@ -191,6 +201,7 @@ impl Default for SsdConfig {
             cold_fill: true,
             merge_in_background: true,
             warm_rows: true,
+            merge_list_rows: default_merge_list_rows(),
         }
     }
 }

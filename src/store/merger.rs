@@ -56,36 +56,40 @@ impl Store {
 fn merge_cycle(ssd: &Ssd, tables: &[Arc<Table>], stop: &AtomicBool) -> Result<()> {
     let resets = ssd.log().resets();
     for (ti, t) in tables.iter().enumerate() {
-        // Under the gate: not in the middle of a checkpoint's flush.
-        let logged = {
-            let _gate = ssd.read_gate();
-            t.logged_in_place_order()
-        };
-        let mut rest = &logged[..];
-        while !rest.is_empty() {
-            // The log was emptied since the pass began (a checkpoint
-            // merged it): this pass's entries are gone; the next starts
-            // over on the new log.
-            if stop.load(Ordering::Relaxed) || ssd.log().resets() != resets {
-                return Ok(());
-            }
-            let n = t.merge_chunk_len(rest);
-            let began;
-            {
-                let _gate = ssd.write_gate()?;
-                // The chunk's own time, not the wait for a checkpoint to
-                // let go of the gate: the rest is proportional to it.
-                began = Instant::now();
-                t.merge_chunk(ssd, &rest[..n])?;
-                rest = &rest[n..];
-                if rest.is_empty() && ti + 1 == tables.len() {
-                    // Every row logged before the pass began is home (set
-                    // under the gate: a checkpoint that sees the last
-                    // chunk's rows merged sees this too).
-                    ssd.log().set_swept(resets);
+        let ranges = t.merge_ranges(ssd.log().merge_list_rows);
+        for (ri, ids) in ranges.iter().enumerate() {
+            let last = ti + 1 == tables.len() && ri + 1 == ranges.len();
+            // Under the gate: not in the middle of a checkpoint's flush.
+            let logged = {
+                let _gate = ssd.read_gate();
+                t.logged_in_place_order(ids.clone())
+            };
+            let mut rest = &logged[..];
+            while !rest.is_empty() {
+                // The log was emptied since the pass began (a checkpoint
+                // merged it): this pass's entries are gone; the next starts
+                // over on the new log.
+                if stop.load(Ordering::Relaxed) || ssd.log().resets() != resets {
+                    return Ok(());
                 }
+                let n = t.merge_chunk_len(rest);
+                let began;
+                {
+                    let _gate = ssd.write_gate()?;
+                    // The chunk's own time, not the wait for a checkpoint to
+                    // let go of the gate: the rest is proportional to it.
+                    began = Instant::now();
+                    t.merge_chunk(ssd, &rest[..n])?;
+                    rest = &rest[n..];
+                    if rest.is_empty() && last {
+                        // Every row logged before the pass began is home (set
+                        // under the gate: a checkpoint that sees the last
+                        // chunk's rows merged sees this too).
+                        ssd.log().set_swept(resets);
+                    }
+                }
+                std::thread::sleep(began.elapsed().mul_f64(ssd.log().merge_rest()));
             }
-            std::thread::sleep(began.elapsed().mul_f64(ssd.log().merge_rest()));
         }
     }
     // A pass over tables with nothing (left) to merge.

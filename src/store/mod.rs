@@ -518,6 +518,7 @@ impl Store {
         done.hot_rows = self.write_hot_set(done.generation);
         done.hot_row_bytes = self.write_hot_rows(done.generation);
         crate::durable::boot::record(&self.dir, done.generation);
+        give_back_freed_memory();
         Ok(done)
     }
 
@@ -544,6 +545,22 @@ impl Store {
     /// Dirty rows held in memory, over all tables.
     pub fn dirty_rows(&self) -> u64 {
         self.tables.iter().map(|t| t.dirty_rows()).sum()
+    }
+}
+
+/// Return the heap memory a checkpoint freed to the operating system.
+/// A checkpoint (and a merge) allocates and frees tens of MiB in chunks of
+/// a few MiB on several threads; glibc keeps freed chunks in its arenas
+/// (and, after freeing a mapped chunk, raises its threshold for mapping
+/// the next ones), so without this the process's resident memory grows by
+/// what it once needed at a checkpoint's peak, about 80 MB in W5.
+fn give_back_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks glibc's arenas under their own locks
+    // and releases free pages; it touches no memory this process uses and
+    // is safe to call from any thread at any time.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

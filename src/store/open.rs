@@ -330,6 +330,7 @@ impl Store {
                 superblock.data_blocks,
                 log_capacity,
                 superblock.rowlog_blocks,
+                config.ssd.merge_list_rows,
             ),
         );
         let mut memory = open_tier_memory(dir, &config)?;

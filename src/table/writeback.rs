@@ -196,19 +196,42 @@ impl Table {
 
     /// Every logged row's entry, `(id, block)`, in place order (not the
     /// [`MERGED`] ones: their homes are current).
-    pub(crate) fn logged_in_place_order(&self) -> Vec<(u64, u32)> {
+    pub(crate) fn logged_in_place_order(&self, ids: std::ops::Range<u64>) -> Vec<(u64, u32)> {
         let TableKind::Cached { shards, .. } = &self.kind else {
             return Vec::new();
         };
         let mut logged: Vec<(u64, u32)> = Vec::new();
         for sh in shards {
             let sh = sh.lock();
-            logged.reserve(sh.live_logged());
-            logged.extend(sh.logged.iter().filter(|&(_, b)| b != MERGED));
+            logged.extend(
+                sh.logged
+                    .iter()
+                    .filter(|&(id, b)| b != MERGED && ids.contains(&id)),
+            );
         }
         let layout = self.entry.layout;
         logged.sort_unstable_by_key(|&(id, _)| layout.locate(id));
         logged
+    }
+
+    /// The table's ids cut into ranges, in place order, that a merge lists
+    /// one at a time ([`Table::logged_in_place_order`]): as many equal
+    /// ranges of whole groups as the live logged rows need for about
+    /// `list_rows` each (logged rows spread evenly over the ids hold about
+    /// that many; 16 bytes a row). So a merge's list is bounded however
+    /// full the log, at the price of one scan of the log maps per range.
+    pub(crate) fn merge_ranges(&self, list_rows: usize) -> Vec<std::ops::Range<u64>> {
+        let TableKind::Cached { shards, .. } = &self.kind else {
+            return Vec::new();
+        };
+        let live: usize = shards.iter().map(|sh| sh.lock().live_logged()).sum();
+        let rows = self.entry.rows;
+        let n = (live.div_ceil(list_rows.max(1)) as u64).clamp(1, rows.max(1));
+        let rpg = self.entry.layout.rows_per_group.max(1) as u64;
+        let step = rows.div_ceil(n).next_multiple_of(rpg).max(rpg);
+        (0..rows.div_ceil(step))
+            .map(|k| k * step..((k + 1) * step).min(rows))
+            .collect()
     }
 
     /// The length of the merge chunk starting at `rest[0]` (`rest` in
@@ -242,13 +265,15 @@ impl Table {
     /// exclusively and has flushed the dirty rows home, so no newer copy
     /// exists anywhere. Returns the rows merged.
     pub(crate) fn merge_log(&self, ssd: &Ssd) -> Result<u64> {
-        let logged = self.logged_in_place_order();
-        let mut rest = &logged[..];
         let mut merged = 0;
-        while !rest.is_empty() {
-            let n = self.merge_chunk_len(rest);
-            merged += self.merge_chunk(ssd, &rest[..n])?;
-            rest = &rest[n..];
+        for ids in self.merge_ranges(ssd.log().merge_list_rows) {
+            let logged = self.logged_in_place_order(ids);
+            let mut rest = &logged[..];
+            while !rest.is_empty() {
+                let n = self.merge_chunk_len(rest);
+                merged += self.merge_chunk(ssd, &rest[..n])?;
+                rest = &rest[n..];
+            }
         }
         Ok(merged)
     }

@@ -38,6 +38,8 @@ pub(crate) struct RowLog {
     pub base: u64,
     /// Blocks the log may hold (0: no log).
     pub capacity: u64,
+    /// Live logged rows a merge lists at once (`[ssd] merge_list_rows`).
+    pub merge_list_rows: usize,
     state: Mutex<LogState>,
     /// The background merge's thread, woken when an append takes the log
     /// past half full.
@@ -62,11 +64,12 @@ struct LogState {
 
 impl RowLog {
     /// A log of `capacity` blocks from block `base`, `head` of them
-    /// committed.
-    pub fn new(base: u64, capacity: u64, head: u64) -> RowLog {
+    /// committed; merges list `merge_list_rows` live rows at once.
+    pub fn new(base: u64, capacity: u64, head: u64, merge_list_rows: usize) -> RowLog {
         RowLog {
             base,
             capacity: capacity.min(MERGED as u64),
+            merge_list_rows: merge_list_rows.max(1),
             state: Mutex::new(LogState {
                 head,
                 stale: false,
