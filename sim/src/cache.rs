@@ -217,7 +217,8 @@ impl DenseCache {
     #[inline]
     pub fn prefetch(&self, id: u32, key: u64) {
         embtier::hint::prefetch(self.slot_of.as_ptr().wrapping_add(id as usize));
-        self.policy.prefetch(key);
+        self.policy
+            .prefetch(if self.keyed { key } else { id as u64 });
     }
 
     /// Whether `id` is resident (does not count as an access).
@@ -245,7 +246,9 @@ impl DenseCache {
         assert!(n_objects < u32::MAX as usize);
         if n_objects > self.slot_of.len() {
             self.slot_of.resize(n_objects, NO_SLOT);
-            self.policy.dense_keys(n_objects);
+            if !self.keyed {
+                self.policy.dense_keys(n_objects);
+            }
         }
     }
 
@@ -418,7 +421,7 @@ mod tests {
             .collect();
         let (dense, n) = crate::densify(&raw);
         for &kind in PolicyKind::ALL {
-            for cap in [1usize, 3, 40, 200] {
+            for cap in [1usize, 3, 40, 200, 1000] {
                 let mut reference = SimCache::new(kind, cap);
                 let mut want = SimResult::default();
                 let mut per_request = Vec::with_capacity(raw.len());

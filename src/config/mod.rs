@@ -312,6 +312,7 @@ impl StoreConfigBuilder {
         self.cfg.ssd.merge_list_rows = rows;
         self
     }
+
     /// The config.
     pub fn build(self) -> StoreConfig {
         self.cfg
@@ -378,6 +379,9 @@ impl StoreConfig {
                 "ssd.psync_threads {} is not in 1..=256",
                 self.ssd.psync_threads
             )));
+        }
+        if self.ssd.merge_list_rows == 0 {
+            return Err(Error::config("ssd.merge_list_rows 0 must be at least 1"));
         }
         if self.tiers.is_empty() || self.tiers.len() > MAX_TIERS {
             return Err(Error::config(format!(

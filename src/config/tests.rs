@@ -168,6 +168,21 @@ fn simulation_only_policies_are_refused() {
 }
 
 #[test]
+fn an_empty_merge_list_is_refused() {
+    let cfg = StoreConfig::builder()
+        .table(TableConfig::new("a", 1000, 4))
+        .merge_list_rows(0)
+        .build();
+    let e = cfg.plan().unwrap_err().to_string();
+    assert!(e.contains("ssd.merge_list_rows 0"), "{e}");
+    let ok = StoreConfig::builder()
+        .table(TableConfig::new("a", 1000, 4))
+        .merge_list_rows(1)
+        .build();
+    ok.plan().unwrap();
+}
+
+#[test]
 fn tier_too_small_is_an_error() {
     let cfg = StoreConfig::builder()
         .table(TableConfig::new("a", 1000, 128))

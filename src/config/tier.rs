@@ -157,8 +157,10 @@ pub struct SsdConfig {
     pub warm_rows: bool,
     /// Live logged rows a merge lists at once (16 bytes each): a merge, in
     /// the background or in a checkpoint, takes a table's logged rows in
-    /// ranges of ids that hold about this many, so that its list does not
-    /// grow with the log. Default 1 Mi rows (16 MiB); at least 1.
+    /// ranges of ids that would hold this many if they were spread evenly
+    /// over the table, so that its list does not grow with the log. Each
+    /// range costs a scan of the table's log maps. Default 1 Mi rows (16
+    /// MiB); at least 1.
     #[serde(default = "default_merge_list_rows")]
     pub merge_list_rows: usize,
 }

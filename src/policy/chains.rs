@@ -174,6 +174,11 @@ impl Members {
 /// ([`Ghost::dense_keys`]): 8 bytes a key, 128 MiB at most.
 pub const MAX_DENSE_GHOST_KEYS: usize = 1 << 24;
 
+/// The most keys a [`Ghost`] indexes per key it may remember
+/// ([`Ghost::dense_keys`]): an index costs 8 bytes a key of the key space,
+/// a hashed ghost about 24 bytes a key it holds.
+pub const DENSE_KEYS_PER_ENTRY: usize = 16;
+
 impl Ghost {
     /// A ghost of at most `cap` keys.
     pub fn new(cap: usize) -> Ghost {
@@ -183,27 +188,40 @@ impl Ghost {
         }
     }
 
-    /// Every key from now on is below `n_keys`: index them in a vector of
-    /// `n_keys` instead of hashing, if `n_keys` is at most
-    /// [`MAX_DENSE_GHOST_KEYS`] (otherwise nothing changes). Keys already
-    /// remembered stay remembered; a later call may raise `n_keys`.
+    /// Every key from now on is below `n_keys` (and every key remembered
+    /// already is): index them in a vector of `n_keys` instead of hashing,
+    /// if that is worth its memory, 8 bytes a key whatever the ghost holds:
+    /// `n_keys` at most [`MAX_DENSE_GHOST_KEYS`] and at most
+    /// [`DENSE_KEYS_PER_ENTRY`] times the ghost's capacity. Otherwise the
+    /// keys are hashed (a ghost that indexed them goes back to hashing).
+    /// Keys remembered stay remembered either way; a later call may raise
+    /// `n_keys`.
     pub fn dense_keys(&mut self, n_keys: usize) {
-        if n_keys > MAX_DENSE_GHOST_KEYS {
-            return;
-        }
+        let worth = n_keys <= MAX_DENSE_GHOST_KEYS
+            && n_keys <= DENSE_KEYS_PER_ENTRY.saturating_mul(self.cap.max(1));
         match &mut self.members {
-            Members::Dense(v) => {
+            Members::Dense(v) if worth => {
                 if v.len() < n_keys {
                     v.resize(n_keys, 0);
                 }
             }
-            Members::Hashed(m) => {
+            Members::Dense(v) => {
+                let m = v
+                    .iter()
+                    .enumerate()
+                    .filter(|&(_, &g)| g != 0)
+                    .map(|(k, &g)| (k as u64, g))
+                    .collect();
+                self.members = Members::Hashed(m);
+            }
+            Members::Hashed(m) if worth => {
                 let mut v = vec![0; n_keys];
                 for (&k, &g) in m.iter() {
                     v[k as usize] = g;
                 }
                 self.members = Members::Dense(v);
             }
+            Members::Hashed(_) => {}
         }
     }
 
@@ -270,7 +288,7 @@ mod tests {
     /// remembered) and one whose key space grows later.
     #[test]
     fn indexed_ghosts_equal_hashed_ones() {
-        for cap in [0usize, 1, 5, 64] {
+        for cap in [0usize, 1, 5, 20, 64] {
             let mut hashed = Ghost::new(cap);
             let mut dense = Ghost::new(cap);
             dense.dense_keys(100);
@@ -313,16 +331,42 @@ mod tests {
                     assert_eq!(g.contains(key), hashed.contains(key), "{key} at {step}");
                 }
             }
+            // Ghosts of 20 keys or more index 300 keys; smaller ones hash.
+            for g in [&dense, &switched] {
+                assert_eq!(
+                    matches!(g.members, Members::Dense(_)),
+                    cap >= 20,
+                    "cap {cap}"
+                );
+            }
         }
     }
 
-    /// A key space past the bound keeps hashing (and still works).
+    /// A key space past the bounds keeps hashing (and still works); one
+    /// that grows past them after indexing goes back to hashing, keeping
+    /// what it remembers.
     #[test]
-    fn a_huge_key_space_keeps_hashing() {
+    fn a_key_space_past_the_bounds_hashes() {
         let mut g = Ghost::new(4);
         g.dense_keys(MAX_DENSE_GHOST_KEYS + 1);
         assert!(matches!(g.members, Members::Hashed(_)));
         g.add(u64::MAX);
         assert!(g.contains(u64::MAX));
+
+        let mut g = Ghost::new(1 << 20);
+        g.dense_keys(100);
+        assert!(matches!(g.members, Members::Dense(_)));
+        g.add(7);
+        g.dense_keys(MAX_DENSE_GHOST_KEYS + 1);
+        assert!(matches!(g.members, Members::Hashed(_)));
+        assert!(g.contains(7));
+        g.add(1 << 24);
+        assert!(g.contains(1 << 24));
+        assert_eq!(g.len(), 2);
+
+        // Too many keys for what a small ghost holds: hashed.
+        let mut g = Ghost::new(10);
+        g.dense_keys(10 * DENSE_KEYS_PER_ENTRY + 1);
+        assert!(matches!(g.members, Members::Hashed(_)));
     }
 }

@@ -26,6 +26,23 @@ const PENDING_SLACK: usize = 256;
 /// it, the random operations are few anyway.
 const DENSE_MIN_GROUPS: usize = 64;
 
+/// Ids `0..rows` cut into equal ranges of whole groups of `rows_per_group`
+/// rows, as many as `live` rows need for about `list_rows` each (at least
+/// one range, at most one a group), in order, covering every id once.
+fn id_ranges(
+    rows: u64,
+    rows_per_group: u64,
+    live: u64,
+    list_rows: u64,
+) -> Vec<std::ops::Range<u64>> {
+    let rpg = rows_per_group.max(1);
+    let n = live.div_ceil(list_rows.max(1)).clamp(1, rows.max(1));
+    let step = rows.div_ceil(n).next_multiple_of(rpg).max(rpg);
+    (0..rows.div_ceil(step))
+        .map(|k| k * step..((k + 1) * step).min(rows))
+        .collect()
+}
+
 impl Table {
     /// Write every pending row of a cached table to SSD.
     pub(crate) fn write_back(&self, ssd: &Ssd) -> Result<()> {
@@ -194,8 +211,8 @@ impl Table {
         Ok(rows.len())
     }
 
-    /// Every logged row's entry, `(id, block)`, in place order (not the
-    /// [`MERGED`] ones: their homes are current).
+    /// The entry `(id, block)` of every logged row whose id is in `ids`, in
+    /// place order (not the [`MERGED`] ones: their homes are current).
     pub(crate) fn logged_in_place_order(&self, ids: std::ops::Range<u64>) -> Vec<(u64, u32)> {
         let TableKind::Cached { shards, .. } = &self.kind else {
             return Vec::new();
@@ -216,22 +233,21 @@ impl Table {
 
     /// The table's ids cut into ranges, in place order, that a merge lists
     /// one at a time ([`Table::logged_in_place_order`]): as many equal
-    /// ranges of whole groups as the live logged rows need for about
-    /// `list_rows` each (logged rows spread evenly over the ids hold about
-    /// that many; 16 bytes a row). So a merge's list is bounded however
-    /// full the log, at the price of one scan of the log maps per range.
+    /// ranges of whole groups as the live logged rows need for `list_rows`
+    /// each if they were spread evenly over the ids (16 bytes a row), so
+    /// that the list does not grow with the log; a range holding more of
+    /// them lists more. Each range costs one scan of the log maps.
     pub(crate) fn merge_ranges(&self, list_rows: usize) -> Vec<std::ops::Range<u64>> {
         let TableKind::Cached { shards, .. } = &self.kind else {
             return Vec::new();
         };
         let live: usize = shards.iter().map(|sh| sh.lock().live_logged()).sum();
-        let rows = self.entry.rows;
-        let n = (live.div_ceil(list_rows.max(1)) as u64).clamp(1, rows.max(1));
-        let rpg = self.entry.layout.rows_per_group.max(1) as u64;
-        let step = rows.div_ceil(n).next_multiple_of(rpg).max(rpg);
-        (0..rows.div_ceil(step))
-            .map(|k| k * step..((k + 1) * step).min(rows))
-            .collect()
+        id_ranges(
+            self.entry.rows,
+            self.entry.layout.rows_per_group as u64,
+            live as u64,
+            list_rows as u64,
+        )
     }
 
     /// The length of the merge chunk starting at `rest[0]` (`rest` in
@@ -570,5 +586,41 @@ impl Table {
                 id: self.entry.layout.rows_of(g, self.entry.rows).start,
                 source,
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::id_ranges;
+
+    /// Ranges cover every id once, in order, end on group boundaries
+    /// (except the table's end), and number about `live / list_rows`.
+    #[test]
+    fn merge_ranges_cover_the_table_in_whole_groups() {
+        for (rows, rpg, live, list) in [
+            (20_000u64, 16u64, 2_200u64, 300u64),
+            (20_001, 16, 2_200, 300),
+            (7, 16, 5, 1),
+            (1_000_000, 15, 0, 1 << 20),
+            (1_000_000, 15, 5_000_000, 1 << 20),
+            (100, 1, 1_000, 1),
+            (1, 4, 1, 1),
+        ] {
+            let r = id_ranges(rows, rpg, live, list);
+            assert!(!r.is_empty());
+            assert_eq!(r[0].start, 0);
+            assert_eq!(r.last().unwrap().end, rows);
+            for w in r.windows(2) {
+                assert_eq!(w[0].end, w[1].start, "{rows} {rpg} {live} {list}");
+                assert_eq!(w[0].end % rpg, 0, "{rows} {rpg} {live} {list}: {r:?}");
+                assert!(w[0].start < w[0].end);
+            }
+            let want = live.div_ceil(list).clamp(1, rows.div_ceil(rpg));
+            assert!(
+                (r.len() as u64) <= want && r.len() as u64 * 2 >= want,
+                "{rows} {rpg} {live} {list}: {} ranges, want about {want}",
+                r.len()
+            );
+        }
     }
 }
