@@ -275,6 +275,40 @@ fn bytes_mrc_in_json() {
     assert_eq!(v["overall"]["mrc"][1]["cache_bytes"], 25600);
 }
 
+/// An oracleGeneral file too large for `--max-memory` is refused exactly
+/// and streamed with `--sample`, with the accesses of the file.
+#[test]
+fn sampled_oracle_general_streams_past_max_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t.oracleGeneral.bin");
+    let mut b = Vec::new();
+    for i in 0..30_000u64 {
+        b.extend_from_slice(&(i as u32).to_le_bytes());
+        b.extend_from_slice(&((i * 7919) % 1000 + 1_000_000).to_le_bytes());
+        b.extend_from_slice(&1u32.to_le_bytes());
+        b.extend_from_slice(&(-1i64).to_le_bytes());
+    }
+    std::fs::write(&t, &b).unwrap();
+    let p = t.to_str().unwrap();
+    let o = bin(&["analyze", p, "--max-memory", "100KiB"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--sample 0.01"), "{}", stderr(&o));
+    let o = bin(&[
+        "analyze",
+        p,
+        "--max-memory",
+        "100KiB",
+        "--sample",
+        "0.5",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("streamed"), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["overall"]["accesses"], 30_000);
+    assert_eq!(v["tables"][0]["unique_rows"], 1000);
+}
+
 /// `--max-memory` refuses the exact analysis with one line naming
 /// `--sample`, and a sampled analysis of a `.etrace` streams past it;
 /// `plan` takes the same limit.

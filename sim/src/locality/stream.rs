@@ -681,6 +681,47 @@ pub fn analyze_etrace(
     Ok(s.finish())
 }
 
+/// The sampled analysis of an oracleGeneral file without holding its
+/// accesses ([`crate::trace::oracle_general_batches`]: one pass numbers
+/// the ids, a second feeds the analysis in batches of `batch`). Memory
+/// grows with the distinct ids (the id table and 16 bytes of state each),
+/// not with the accesses. Returns the catalog, the accesses and batches,
+/// and the report, which is the report of the same file imported whole.
+pub fn analyze_oracle_general(
+    path: &std::path::Path,
+    batch: usize,
+    opts: &Options,
+) -> Result<(Vec<TraceTable>, u64, u64, Report), crate::trace::TraceError> {
+    let s: std::cell::RefCell<Option<StreamAnalysis>> = Default::default();
+    let mut tables = Vec::new();
+    let mut accesses = 0;
+    let mut batches = 0;
+    crate::trace::oracle_general_batches(
+        path,
+        batch,
+        |t, n| {
+            tables = t.to_vec();
+            accesses = n;
+            let expect = Expect {
+                accesses: n,
+                per_table: Some(vec![n]),
+            };
+            *s.borrow_mut() = Some(StreamAnalysis::new(t, opts, expect));
+        },
+        |b| {
+            batches += 1;
+            s.borrow_mut().as_mut().expect("started").batch(b);
+        },
+    )?;
+    let s = s
+        .into_inner()
+        .ok_or(crate::trace::TraceError::Empty { path: path.into() })?;
+    if accesses == 0 {
+        return Err(crate::trace::TraceError::Empty { path: path.into() });
+    }
+    Ok((tables, accesses, batches, s.finish()))
+}
+
 /// The report of one table (`row_bytes` > 0) or of the trace (0; then
 /// `opts.row_bytes` carries the mean row size for byte-sized curves).
 #[allow(clippy::too_many_arguments)]
@@ -873,6 +914,51 @@ mod tests {
         std::fs::write(&path, &b).unwrap();
         let e = analyze_etrace(&path, &opts).unwrap_err().to_string();
         assert!(e.contains("t.etrace"), "{e}");
+    }
+
+    /// An oracleGeneral file streamed in two passes gives the report of
+    /// the same file imported whole, at a sampled rate and at rate 1; a
+    /// truncated file is an error naming it.
+    #[test]
+    fn streamed_oracle_general_equals_the_file_imported_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.oracleGeneral.bin");
+        let mut bytes = Vec::new();
+        let mut x = 5u64;
+        // 150,000 records (more than two read blocks) over skewed, scattered ids.
+        for t in 0..150_000u32 {
+            x = embtier::init::mix64(x);
+            let r = (x >> 11) as f64 / (1u64 << 53) as f64;
+            let id = embtier::init::mix64((r * r * r * 40_000.0) as u64);
+            bytes.extend_from_slice(&t.to_le_bytes());
+            bytes.extend_from_slice(&id.to_le_bytes());
+            bytes.extend_from_slice(&1u32.to_le_bytes());
+            bytes.extend_from_slice(&(-1i64).to_le_bytes());
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        let csv = crate::trace::CsvSpec::default();
+        let (t, _) =
+            crate::trace::import(&path, crate::trace::Format::OracleGeneral, &csv, 999).unwrap();
+        for rate in [0.1, 1.0] {
+            let opts = Options {
+                sample: Some(Sampling::Rate(rate)),
+                ..Options::default()
+            };
+            let (tables, accesses, batches, r) = analyze_oracle_general(&path, 999, &opts).unwrap();
+            assert_eq!(tables, t.tables);
+            assert_eq!(accesses, 150_000);
+            assert_eq!(batches, t.batch_ends.len() as u64);
+            assert_eq!(r, analyze(&t, &opts), "rate {rate}");
+        }
+        std::fs::write(&path, &bytes[..bytes.len() - 5]).unwrap();
+        let opts = Options {
+            sample: Some(Sampling::Rate(0.1)),
+            ..Options::default()
+        };
+        let e = analyze_oracle_general(&path, 1000, &opts)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("t.oracleGeneral.bin"), "{e}");
     }
 
     /// Counts past u32::MAX are kept exactly.

@@ -75,7 +75,8 @@ pub(super) struct Analysed {
 }
 
 /// Analyse `input`: a sampled analysis of a `.etrace` streams (memory
-/// bounded by the tables' rows); anything else is read whole. The exact
+/// bounded by the tables' rows), and one of an oracleGeneral file reads it
+/// twice (memory bounded by its distinct ids); anything else is read whole. The exact
 /// analysis is refused, naming `--sample`, where it would take more than
 /// `max_memory`. `sizes` turns a mean row size into the MRC sizes.
 pub(super) fn analysed(
@@ -126,6 +127,36 @@ pub(super) fn analysed(
         let report = analyze_etrace(path, &opts).map_err(data)?;
         if let Some(s) = spinner {
             s.finish_and_clear();
+        }
+        return Ok(Analysed {
+            tables,
+            accesses,
+            batches,
+            report,
+        });
+    }
+    if h.format == Format::OracleGeneral && opts.sample.is_some() {
+        // One pass numbers the ids, a second feeds the analysis: memory
+        // grows with the distinct ids, not with the accesses.
+        opts.mrc_sizes = sizes(opts.row_bytes.unwrap_or(DEFAULT_ROW_BYTES))?;
+        eprintln!(
+            "{}: read as {}, streamed: {} accesses",
+            path.display(),
+            Format::OracleGeneral.name(),
+            h.accesses.unwrap_or(0)
+        );
+        let spinner = progress("analysing");
+        let (tables, accesses, batches, report) =
+            analyze_oracle_general(path, input.batch_size as usize, &opts).map_err(data)?;
+        if let Some(s) = spinner {
+            s.finish_and_clear();
+        }
+        if batches == 1 && accesses > 1 {
+            eprintln!(
+                "warning: {}: the whole trace is one batch ({accesses} accesses; --batch-size {}): per-batch figures (working sets, bandwidth, time per batch) describe that one batch; set --batch-size to the trainer's",
+                path.display(),
+                input.batch_size
+            );
         }
         return Ok(Analysed {
             tables,

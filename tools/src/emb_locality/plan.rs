@@ -52,7 +52,8 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
     };
     // The prediction replays the trace through the simulated store, so the
     // trace is held where it fits; past --max-memory, with --sample, a
-    // .etrace streams and the prediction comes from the curves alone.
+    // .etrace or oracleGeneral file streams and the prediction comes from
+    // the curves alone.
     let held = match headers(&a.input)?.accesses {
         Some(n) if n.saturating_mul(EXACT_BYTES_PER_ACCESS) > max_memory => {
             if !a.policies.is_empty() {

@@ -12,6 +12,7 @@ use crate::densify::Densify;
 
 mod readers;
 
+pub use readers::oracle_general_batches;
 use readers::{avazu, criteo, delimited, movielens, oracle_general, txt};
 
 /// Input formats.

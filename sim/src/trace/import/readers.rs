@@ -18,40 +18,18 @@ const OG_BLOCK_RECORDS: usize = 1 << 16;
 /// the whole `emb-replay simulate`), the work per record being a load and
 /// a probe.
 pub(super) fn oracle_general(path: &Path, batch: usize) -> Result<Trace, TraceError> {
-    use crate::densify::IdTable;
-    let mut f = File::open(path).map_err(io_err(path))?;
-    let len = f.metadata().map_err(io_err(path))?.len();
-    if len % 24 != 0 {
-        return Err(TraceError::BadRecord {
-            path: path.into(),
-            record: len / 24 + 1,
-            reason: format!("truncated: {len} bytes is not a whole number of 24-byte records"),
-        });
-    }
-    let records = (len / 24) as usize;
+    let records = og_records(path)?;
     let mut ids = IdTable::with_capacity(records / 8);
     let mut accesses: Vec<Access> = Vec::with_capacity(records);
-    let mut buf = vec![0u8; OG_BLOCK_RECORDS.min(records) * 24];
-    let key = |r: &[u8]| u64::from_le_bytes(r[4..12].try_into().expect("8 bytes"));
-    // Slots are random memory: ask for the slot of a record ahead.
-    const AHEAD: usize = 16;
-    let mut done = 0usize;
-    while done < records {
-        let n = OG_BLOCK_RECORDS.min(records - done);
-        let block = &mut buf[..n * 24];
-        f.read_exact(block).map_err(io_err(path))?;
-        for (i, r) in block.chunks_exact(24).enumerate() {
-            if let Some(next) = block.get((i + AHEAD) * 24..(i + AHEAD + 1) * 24) {
-                ids.prefetch(key(next));
-            }
+    og_blocks(path, records, |block| {
+        og_number(&mut ids, block, |row| {
             accesses.push(Access {
                 table: 0,
-                row: ids.id(key(r)) as u64,
+                row,
                 kind: AccessKind::Lookup,
-            });
-        }
-        done += n;
-    }
+            })
+        })
+    })?;
     let batch = batch.max(1);
     let mut batch_ends: Vec<usize> = (1..=records / batch).map(|b| b * batch).collect();
     if records % batch != 0 {
@@ -62,6 +40,87 @@ pub(super) fn oracle_general(path: &Path, batch: usize) -> Result<Trace, TraceEr
         batch_ends,
         accesses,
     })
+}
+
+use crate::densify::IdTable;
+
+/// Records of an oracleGeneral file, checked to be whole.
+fn og_records(path: &Path) -> Result<usize, TraceError> {
+    let len = std::fs::metadata(path).map_err(io_err(path))?.len();
+    if len % 24 != 0 {
+        return Err(TraceError::BadRecord {
+            path: path.into(),
+            record: len / 24 + 1,
+            reason: format!("truncated: {len} bytes is not a whole number of 24-byte records"),
+        });
+    }
+    Ok((len / 24) as usize)
+}
+
+/// The first `records` 24-byte records of `path`, handed to `each` a
+/// block at a time, in order.
+fn og_blocks(path: &Path, records: usize, mut each: impl FnMut(&[u8])) -> Result<(), TraceError> {
+    let mut f = File::open(path).map_err(io_err(path))?;
+    let mut buf = vec![0u8; OG_BLOCK_RECORDS.min(records) * 24];
+    let mut done = 0usize;
+    while done < records {
+        let n = OG_BLOCK_RECORDS.min(records - done);
+        let block = &mut buf[..n * 24];
+        f.read_exact(block).map_err(io_err(path))?;
+        each(block);
+        done += n;
+    }
+    Ok(())
+}
+
+/// Number the ids of a block of records (`ids` numbers each new id next),
+/// handing `row` each record's dense id in order.
+fn og_number(ids: &mut IdTable, block: &[u8], mut row: impl FnMut(u64)) {
+    let key = |r: &[u8]| u64::from_le_bytes(r[4..12].try_into().expect("8 bytes"));
+    // Slots are random memory: ask for the slot of a record ahead.
+    const AHEAD: usize = 16;
+    for (i, r) in block.chunks_exact(24).enumerate() {
+        if let Some(next) = block.get((i + AHEAD) * 24..(i + AHEAD + 1) * 24) {
+            ids.prefetch(key(next));
+        }
+        row(ids.id(key(r)) as u64);
+    }
+}
+
+/// An oracleGeneral file's accesses without holding them: a first pass
+/// numbers its ids (memory grows with the distinct ids, not the
+/// accesses); `start` then gets the catalog and the number of accesses,
+/// and a second pass hands `each` the accesses in batches of `batch`: the
+/// same accesses, rows and batches as [`import`] gives, in order.
+pub fn oracle_general_batches(
+    path: &Path,
+    batch: usize,
+    start: impl FnOnce(&[TraceTable], u64),
+    mut each: impl FnMut(&[Access]),
+) -> Result<(), TraceError> {
+    let records = og_records(path)?;
+    let mut ids = IdTable::with_capacity(records.min(1 << 24) / 8);
+    og_blocks(path, records, |block| og_number(&mut ids, block, |_| {}))?;
+    start(&single_table("objects", ids.len() as u64), records as u64);
+    let batch = batch.max(1);
+    let mut b: Vec<Access> = Vec::with_capacity(batch.min(records.max(1)));
+    og_blocks(path, records, |block| {
+        og_number(&mut ids, block, |row| {
+            b.push(Access {
+                table: 0,
+                row,
+                kind: AccessKind::Lookup,
+            });
+            if b.len() == batch {
+                each(&b);
+                b.clear();
+            }
+        })
+    })?;
+    if !b.is_empty() {
+        each(&b);
+    }
+    Ok(())
 }
 
 pub(super) fn txt(path: &Path, batch: usize) -> Result<Trace, TraceError> {
