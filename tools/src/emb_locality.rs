@@ -18,7 +18,7 @@ use embtier::PolicyKind;
 use embtier_sim::locality::plan::{plan, Budgets, Decision, Plan};
 use embtier_sim::locality::shards::Sampling;
 use embtier_sim::locality::store_toml::{round_size, store_config, store_toml, Policies};
-use embtier_sim::locality::stream::{analyze_etrace, analyze_oracle_general, StreamAnalysis};
+use embtier_sim::locality::stream::{analyze_etrace, analyze_file, StreamAnalysis};
 use embtier_sim::locality::{analyze, Log2Hist, Options, Report, TableReport, COUNT_BIN_EDGES};
 use embtier_sim::minisim::with_policy_curves;
 use embtier_sim::replay::simulate_store;

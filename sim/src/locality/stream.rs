@@ -681,30 +681,52 @@ pub fn analyze_etrace(
     Ok(s.finish())
 }
 
-/// The sampled analysis of an oracleGeneral file without holding its
-/// accesses ([`crate::trace::oracle_general_batches`]: one pass numbers
-/// the ids, a second feeds the analysis in batches of `batch`). Memory
-/// grows with the distinct ids (the id table and 16 bytes of state each),
-/// not with the accesses. Returns the catalog, the accesses and batches,
-/// and the report, which is the report of the same file imported whole.
-pub fn analyze_oracle_general(
+/// A trace file analysed by [`analyze_file`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Streamed {
+    /// The format it was read as.
+    pub format: crate::trace::Format,
+    /// What the reader decided or doubts (a header it detected...).
+    pub notes: Vec<crate::trace::Note>,
+    /// The tables.
+    pub tables: Vec<TraceTable>,
+    /// Accesses.
+    pub accesses: u64,
+    /// Batches.
+    pub batches: u64,
+    /// The analysis.
+    pub report: Report,
+}
+
+/// The sampled analysis (`opts.sample` set) of a trace file in any format
+/// but `.etrace` ([`analyze_etrace`]) without holding its accesses: one
+/// pass reads the catalog, a second feeds the analysis in batches of
+/// `batch` ([`crate::trace::import_batches`]). Memory grows with the
+/// distinct ids (each reader's id tables and 16 bytes of state a row),
+/// not with the accesses. The report is the report of the same file
+/// imported whole.
+pub fn analyze_file(
     path: &std::path::Path,
+    format: crate::trace::Format,
+    csv: &crate::trace::CsvSpec,
     batch: usize,
     opts: &Options,
-) -> Result<(Vec<TraceTable>, u64, u64, Report), crate::trace::TraceError> {
+) -> Result<Streamed, crate::trace::TraceError> {
     let s: std::cell::RefCell<Option<StreamAnalysis>> = Default::default();
     let mut tables = Vec::new();
     let mut accesses = 0;
     let mut batches = 0;
-    crate::trace::oracle_general_batches(
+    let (format, notes) = crate::trace::import_batches(
         path,
+        format,
+        csv,
         batch,
-        |t, n| {
+        |t, per_table| {
             tables = t.to_vec();
-            accesses = n;
+            accesses = per_table.iter().sum();
             let expect = Expect {
-                accesses: n,
-                per_table: Some(vec![n]),
+                accesses,
+                per_table: Some(per_table.to_vec()),
             };
             *s.borrow_mut() = Some(StreamAnalysis::new(t, opts, expect));
         },
@@ -716,10 +738,14 @@ pub fn analyze_oracle_general(
     let s = s
         .into_inner()
         .ok_or(crate::trace::TraceError::Empty { path: path.into() })?;
-    if accesses == 0 {
-        return Err(crate::trace::TraceError::Empty { path: path.into() });
-    }
-    Ok((tables, accesses, batches, s.finish()))
+    Ok(Streamed {
+        format,
+        notes,
+        tables,
+        accesses,
+        batches,
+        report: s.finish(),
+    })
 }
 
 /// The report of one table (`row_bytes` > 0) or of the trace (0; then
@@ -767,6 +793,7 @@ fn part_report(
 mod tests {
     use super::*;
     use crate::trace::gen::{GenSpec, GenTable};
+    use crate::trace::Format;
 
     fn trace() -> crate::trace::Trace {
         let t = |name: &str, rows: u64, pooling: f64, alpha: f64, drift: f64| GenTable {
@@ -944,21 +971,85 @@ mod tests {
                 sample: Some(Sampling::Rate(rate)),
                 ..Options::default()
             };
-            let (tables, accesses, batches, r) = analyze_oracle_general(&path, 999, &opts).unwrap();
-            assert_eq!(tables, t.tables);
-            assert_eq!(accesses, 150_000);
-            assert_eq!(batches, t.batch_ends.len() as u64);
-            assert_eq!(r, analyze(&t, &opts), "rate {rate}");
+            let s = analyze_file(&path, Format::OracleGeneral, &csv, 999, &opts).unwrap();
+            assert_eq!(s.tables, t.tables);
+            assert_eq!(s.accesses, 150_000);
+            assert_eq!(s.batches, t.batch_ends.len() as u64);
+            assert_eq!(s.report, analyze(&t, &opts), "rate {rate}");
         }
         std::fs::write(&path, &bytes[..bytes.len() - 5]).unwrap();
         let opts = Options {
             sample: Some(Sampling::Rate(0.1)),
             ..Options::default()
         };
-        let e = analyze_oracle_general(&path, 1000, &opts)
+        let e = analyze_file(&path, Format::OracleGeneral, &csv, 1000, &opts)
             .unwrap_err()
             .to_string();
         assert!(e.contains("t.oracleGeneral.bin"), "{e}");
+    }
+
+    /// Text, CSV, Criteo and MovieLens files streamed in two passes give
+    /// the report of the same file imported whole (tables, per-table
+    /// windows and all), and the same notes.
+    #[test]
+    fn streamed_text_formats_equal_the_files_imported_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut x = 9u64;
+        let mut next = |n: u64| {
+            x = embtier::init::mix64(x);
+            let r = (x >> 11) as f64 / (1u64 << 53) as f64;
+            (r * r * n as f64) as u64
+        };
+        let (mut txt, mut csv, mut criteo, mut ml) = (
+            String::new(),
+            String::from("user,item\n"),
+            String::new(),
+            String::new(),
+        );
+        for i in 0..6_000u64 {
+            txt.push_str(&format!("{}\n", next(900) * 31 + 7));
+            csv.push_str(&format!("{},{}\n", next(500), next(70)));
+            let cats: Vec<String> = (0..26u64)
+                .map(|c| format!("{:08x}", next(40 + c * 30)))
+                .collect();
+            criteo.push_str(&format!(
+                "{}\t{}\t{}\n",
+                i % 2,
+                vec!["1"; 13].join("\t"),
+                cats.join("\t")
+            ));
+            ml.push_str(&format!(
+                "{}\t{}\t4\t{}\n",
+                next(300),
+                next(800),
+                1_000 + next(50_000)
+            ));
+        }
+        let csv_spec = crate::trace::CsvSpec::default();
+        for (name, body, format) in [
+            ("t.txt", &txt, Format::Txt),
+            ("t.csv", &csv, Format::Csv),
+            ("t.criteo", &criteo, Format::Criteo),
+            ("t.inter", &ml, Format::Movielens),
+        ] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, body).unwrap();
+            let imported = crate::trace::import_noting(&path, format, &csv_spec, 64).unwrap();
+            let t = imported.trace;
+            for rate in [0.3, 1.0] {
+                let opts = Options {
+                    sample: Some(Sampling::Rate(rate)),
+                    ..Options::default()
+                };
+                let s = analyze_file(&path, format, &csv_spec, 64, &opts).unwrap();
+                assert_eq!(s.format, format);
+                assert_eq!(s.notes, imported.notes, "{name}");
+                assert_eq!(s.tables, t.tables, "{name}");
+                assert_eq!(s.accesses, t.accesses.len() as u64, "{name}");
+                assert_eq!(s.batches, t.batch_ends.len() as u64, "{name}");
+                assert_eq!(s.report, analyze(&t, &opts), "{name} at rate {rate}");
+            }
+        }
     }
 
     /// Counts past u32::MAX are kept exactly.

@@ -75,8 +75,9 @@ pub(super) struct Analysed {
 }
 
 /// Analyse `input`: a sampled analysis of a `.etrace` streams (memory
-/// bounded by the tables' rows), and one of an oracleGeneral file reads it
-/// twice (memory bounded by its distinct ids); anything else is read whole. The exact
+/// bounded by the tables' rows), and one of any other file reads it twice
+/// (memory bounded by its distinct ids); the exact analysis reads the file
+/// whole. The exact
 /// analysis is refused, naming `--sample`, where it would take more than
 /// `max_memory`. `sizes` turns a mean row size into the MRC sizes.
 pub(super) fn analysed(
@@ -135,21 +136,32 @@ pub(super) fn analysed(
             report,
         });
     }
-    if h.format == Format::OracleGeneral && opts.sample.is_some() {
-        // One pass numbers the ids, a second feeds the analysis: memory
-        // grows with the distinct ids, not with the accesses.
+    if opts.sample.is_some() {
+        // One pass reads the catalog, a second feeds the analysis: memory
+        // grows with the distinct ids, not with the accesses. (The rows of
+        // these formats carry no size: the MRC sizes take the default.)
         opts.mrc_sizes = sizes(opts.row_bytes.unwrap_or(DEFAULT_ROW_BYTES))?;
-        eprintln!(
-            "{}: read as {}, streamed: {} accesses",
-            path.display(),
-            Format::OracleGeneral.name(),
-            h.accesses.unwrap_or(0)
-        );
         let spinner = progress("analysing");
-        let (tables, accesses, batches, report) =
-            analyze_oracle_general(path, input.batch_size as usize, &opts).map_err(data)?;
+        let s = analyze_file(
+            path,
+            h.format,
+            &input.columns,
+            input.batch_size as usize,
+            &opts,
+        )
+        .map_err(data)?;
         if let Some(s) = spinner {
             s.finish_and_clear();
+        }
+        let (accesses, batches) = (s.accesses, s.batches);
+        eprintln!(
+            "{}: read as {}, streamed in two passes: {accesses} accesses in {batches} batches",
+            path.display(),
+            s.format.name(),
+        );
+        for n in &s.notes {
+            let w = if n.warning { "warning: " } else { "" };
+            eprintln!("{w}{}: {}", path.display(), n.text);
         }
         if batches == 1 && accesses > 1 {
             eprintln!(
@@ -159,10 +171,10 @@ pub(super) fn analysed(
             );
         }
         return Ok(Analysed {
-            tables,
+            tables: s.tables,
             accesses,
             batches,
-            report,
+            report: s.report,
         });
     }
     let t = load(input)?;

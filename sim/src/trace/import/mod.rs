@@ -266,12 +266,8 @@ pub fn import_noting(
     let t = match format {
         Format::Etrace => Trace::read_etrace(path)?,
         Format::OracleGeneral => oracle_general(path, batch)?,
-        Format::Csv => delimited(path, csv, batch, &mut notes)?,
-        Format::Txt => txt(path, batch)?,
-        Format::Criteo => criteo(path, batch)?,
-        Format::Avazu => avazu(path, batch)?,
-        Format::Movielens => movielens(path, batch)?,
         Format::Auto => unreachable!("resolved above"),
+        _ => read_with(path, format, csv, Builder::new(batch), &mut notes)?.0,
     };
     if t.accesses.is_empty() {
         return Err(TraceError::Empty { path: path.into() });
@@ -299,26 +295,56 @@ pub fn looks_like_header(first: &[&str], second: &[&str]) -> bool {
             .any(|(a, b)| !numeric(a) && numeric(b))
 }
 
-/// Accumulates accesses into batches of a fixed size.
-struct Builder {
+/// Accumulates accesses into batches of a fixed size: holds them (a
+/// [`Trace`]), or hands each batch on as it closes and forgets it.
+pub(super) struct Builder<'a> {
     t: Trace,
     batch: usize,
     in_batch: usize,
+    sink: Sink<'a>,
+    counts: Counts,
 }
 
-impl Builder {
-    fn new(tables: usize, batch: usize) -> Builder {
+/// What a [`Builder`] closed: accesses, batches, accesses per table.
+#[derive(Debug, Default)]
+pub(super) struct Counts {
+    accesses: u64,
+    batches: u64,
+    per_table: Vec<u64>,
+}
+
+/// Where a [`Builder`]'s closed batches go.
+enum Sink<'a> {
+    /// Kept, in the trace.
+    Hold,
+    /// Counted only.
+    Count,
+    /// Handed to a function.
+    Feed(&'a mut dyn FnMut(&[Access])),
+}
+
+impl<'a> Builder<'a> {
+    /// A builder that holds the trace.
+    pub(super) fn new(batch: usize) -> Builder<'a> {
+        Builder::with_sink(batch, Sink::Hold)
+    }
+
+    fn with_sink(batch: usize, sink: Sink<'a>) -> Builder<'a> {
         Builder {
-            t: Trace {
-                tables: Vec::with_capacity(tables),
-                ..Trace::default()
-            },
-            batch,
+            t: Trace::default(),
+            batch: batch.max(1),
             in_batch: 0,
+            sink,
+            counts: Counts::default(),
         }
     }
     #[inline]
     fn push(&mut self, table: u32, row: u64) {
+        let t = table as usize;
+        if t >= self.counts.per_table.len() {
+            self.counts.per_table.resize(t + 1, 0);
+        }
+        self.counts.per_table[t] += 1;
         self.t.accesses.push(Access {
             table,
             row,
@@ -334,16 +360,111 @@ impl Builder {
         }
     }
     fn close(&mut self) {
-        if self.t.batch_ends.last().copied().unwrap_or(0) != self.t.accesses.len() {
-            self.t.batch_ends.push(self.t.accesses.len());
+        let start = self.t.batch_ends.last().copied().unwrap_or(0);
+        if start != self.t.accesses.len() {
+            self.counts.accesses += (self.t.accesses.len() - start) as u64;
+            self.counts.batches += 1;
+            match &mut self.sink {
+                Sink::Hold => self.t.batch_ends.push(self.t.accesses.len()),
+                Sink::Count => self.t.accesses.clear(),
+                Sink::Feed(f) => {
+                    f(&self.t.accesses);
+                    self.t.accesses.clear();
+                }
+            }
         }
         self.in_batch = 0;
     }
-    fn finish(mut self, tables: Vec<TraceTable>) -> Trace {
+    /// The trace (its accesses only if held) with `tables`; `counts` gets
+    /// what was closed (accesses per table for every table).
+    fn finish_counting(mut self, tables: Vec<TraceTable>, counts: &mut Counts) -> Trace {
         self.close();
+        self.counts.per_table.resize(tables.len(), 0);
+        *counts = std::mem::take(&mut self.counts);
         self.t.tables = tables;
         self.t
     }
+}
+
+/// A file's accesses without holding them, for the formats read through a
+/// [`Builder`] (all but `.etrace`; oracleGeneral has its own two passes,
+/// [`oracle_general_batches`], the same in effect): a first pass reads the
+/// file for its catalog (the readers number each table's ids, so memory
+/// grows with the distinct ids, not the accesses); `start` then gets the
+/// catalog and each table's accesses, and a second pass hands `each` the
+/// accesses batch by batch: the same accesses, rows and batches as
+/// [`import`] gives. Returns the format read and the first pass's notes.
+pub fn import_batches(
+    path: &Path,
+    format: Format,
+    csv: &CsvSpec,
+    batch: usize,
+    start: impl FnOnce(&[TraceTable], &[u64]),
+    mut each: impl FnMut(&[Access]),
+) -> Result<(Format, Vec<Note>), TraceError> {
+    let format = if format == Format::Auto {
+        detect(path)?
+    } else {
+        format
+    };
+    if format == Format::Etrace {
+        return Err(TraceError::Unrecognised {
+            path: path.into(),
+            reason: "a .etrace streams through its own reader (TraceReader)".into(),
+        });
+    }
+    if format == Format::OracleGeneral {
+        let mut any = false;
+        oracle_general_batches(
+            path,
+            batch,
+            |t, n| start(t, &[n]),
+            |b| {
+                any = true;
+                each(b)
+            },
+        )?;
+        if !any {
+            return Err(TraceError::Empty { path: path.into() });
+        }
+        return Ok((format, Vec::new()));
+    }
+    let mut notes = Vec::new();
+    let (tables, counts) = {
+        let b = Builder::with_sink(batch, Sink::Count);
+        read_with(path, format, csv, b, &mut notes)?
+    };
+    if counts.accesses == 0 {
+        return Err(TraceError::Empty { path: path.into() });
+    }
+    start(&tables.tables, &counts.per_table);
+    let b = Builder::with_sink(batch, Sink::Feed(&mut each));
+    read_with(path, format, csv, b, &mut Vec::new())?;
+    Ok((format, notes))
+}
+
+/// Read `path` in `format` (neither `.etrace` nor oracleGeneral nor
+/// `Auto`) into `b`: the trace (its accesses if `b` holds them) and what
+/// it closed.
+fn read_with(
+    path: &Path,
+    format: Format,
+    csv: &CsvSpec,
+    b: Builder<'_>,
+    notes: &mut Vec<Note>,
+) -> Result<(Trace, Counts), TraceError> {
+    let mut counts = Counts::default();
+    let t = match format {
+        Format::Csv => delimited(path, csv, b, notes, &mut counts)?,
+        Format::Txt => txt(path, b, &mut counts)?,
+        Format::Criteo => criteo(path, b, &mut counts)?,
+        Format::Avazu => avazu(path, b, &mut counts)?,
+        Format::Movielens => movielens(path, b, &mut counts)?,
+        Format::Etrace | Format::OracleGeneral | Format::Auto => {
+            unreachable!("read by their own readers")
+        }
+    };
+    Ok((t, counts))
 }
 
 fn single_table(name: &str, rows: u64) -> Vec<TraceTable> {

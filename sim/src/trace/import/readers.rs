@@ -123,9 +123,12 @@ pub fn oracle_general_batches(
     Ok(())
 }
 
-pub(super) fn txt(path: &Path, batch: usize) -> Result<Trace, TraceError> {
+pub(super) fn txt(
+    path: &Path,
+    mut b: Builder<'_>,
+    counts: &mut Counts,
+) -> Result<Trace, TraceError> {
     let r = open_text(path)?;
-    let mut b = Builder::new(1, batch);
     let mut ids = crate::densify::IdTable::default();
     // One line buffer for the file, not a String per line.
     let mut r = r;
@@ -148,7 +151,7 @@ pub(super) fn txt(path: &Path, batch: usize) -> Result<Trace, TraceError> {
         b.push(0, row);
         b.end_sample();
     }
-    Ok(b.finish(single_table("ids", ids.len() as u64)))
+    Ok(b.finish_counting(single_table("ids", ids.len() as u64), counts))
 }
 
 pub(super) fn column_index(
@@ -178,8 +181,9 @@ pub(super) fn column_index(
 pub(super) fn delimited(
     path: &Path,
     spec: &CsvSpec,
-    batch: usize,
+    mut b: Builder<'_>,
     notes: &mut Vec<Note>,
+    counts: &mut Counts,
 ) -> Result<Trace, TraceError> {
     let delim = spec.delimiter as char;
     let has_header = match spec.header {
@@ -235,7 +239,6 @@ pub(super) fn delimited(
             .collect::<Vec<_>>()
             .join(", ")
     });
-    let mut b = Builder::new(1, batch);
     let mut tables: Densify<String> = Densify::default();
     let mut ids: Vec<Densify<String>> = Vec::new();
     // Whether each id, read as a number, is the one before plus one.
@@ -323,12 +326,15 @@ pub(super) fn delimited(
             row_bytes: 0,
         })
         .collect();
-    Ok(b.finish(tables))
+    Ok(b.finish_counting(tables, counts))
 }
 
-pub(super) fn criteo(path: &Path, batch: usize) -> Result<Trace, TraceError> {
+pub(super) fn criteo(
+    path: &Path,
+    mut b: Builder<'_>,
+    counts: &mut Counts,
+) -> Result<Trace, TraceError> {
     let r = open_text(path)?;
-    let mut b = Builder::new(26, batch);
     let mut ids: Vec<Densify<u32>> = (0..26).map(|_| Densify::default()).collect();
     let mut first = true;
     let mut delim = '\t';
@@ -382,13 +388,17 @@ pub(super) fn criteo(path: &Path, batch: usize) -> Result<Trace, TraceError> {
             row_bytes: 0,
         })
         .collect();
-    Ok(b.finish(tables))
+    Ok(b.finish_counting(tables, counts))
 }
 
 /// Avazu's categorical columns: every column after `id`, `click` and `hour`.
 const AVAZU_SKIP: usize = 3;
 
-pub(super) fn avazu(path: &Path, batch: usize) -> Result<Trace, TraceError> {
+pub(super) fn avazu(
+    path: &Path,
+    mut b: Builder<'_>,
+    counts: &mut Counts,
+) -> Result<Trace, TraceError> {
     let r = open_text(path)?;
     let mut lines = r.lines().enumerate();
     let header = match lines.next() {
@@ -407,7 +417,6 @@ pub(super) fn avazu(path: &Path, batch: usize) -> Result<Trace, TraceError> {
         .skip(AVAZU_SKIP)
         .map(|n| n.trim().to_string())
         .collect();
-    let mut b = Builder::new(names.len(), batch);
     let mut ids: Vec<Densify<String>> = names.iter().map(|_| Densify::default()).collect();
     for (i, line) in lines {
         let line = line.map_err(io_err(path))?;
@@ -442,10 +451,14 @@ pub(super) fn avazu(path: &Path, batch: usize) -> Result<Trace, TraceError> {
             row_bytes: 0,
         })
         .collect();
-    Ok(b.finish(tables))
+    Ok(b.finish_counting(tables, counts))
 }
 
-pub(super) fn movielens(path: &Path, batch: usize) -> Result<Trace, TraceError> {
+pub(super) fn movielens(
+    path: &Path,
+    mut b: Builder<'_>,
+    counts: &mut Counts,
+) -> Result<Trace, TraceError> {
     let r = open_text(path)?;
     let mut recs: Vec<(f64, u64, String, String)> = Vec::new();
     for (i, line) in r.lines().enumerate() {
@@ -478,7 +491,6 @@ pub(super) fn movielens(path: &Path, batch: usize) -> Result<Trace, TraceError> 
     }
     // Timestamp order; ties keep file order.
     recs.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-    let mut b = Builder::new(2, batch);
     let mut users = Densify::default();
     let mut items = Densify::default();
     for (_, _, u, it) in recs {
@@ -502,5 +514,5 @@ pub(super) fn movielens(path: &Path, batch: usize) -> Result<Trace, TraceError> 
             row_bytes: 0,
         },
     ];
-    Ok(b.finish(tables))
+    Ok(b.finish_counting(tables, counts))
 }
