@@ -95,8 +95,9 @@ struct AnalyzeArgs {
     sizes: Vec<String>,
     /// Estimate MRCs, stack distances and reuse times by SHARDS at this
     /// sampling rate, in (0, 1]; counts, histograms and working sets stay
-    /// exact. A .etrace then streams in one pass, in memory bounded by its
-    /// tables' rows (16 bytes a row), not by its accesses.
+    /// exact. The trace then streams, in memory bounded by its tables' rows
+    /// (16 bytes a row, plus the id tables of formats other than .etrace),
+    /// not by its accesses: a .etrace in one pass, other formats in two.
     #[arg(long, value_parser = parse_rate, conflicts_with = "sample_size")]
     sample: Option<f64>,
     /// Estimate MRCs by fixed-size SHARDS with at most this many sampled rows.
@@ -128,7 +129,7 @@ struct AnalyzeArgs {
     compare_dlrm: Option<PathBuf>,
     /// Memory the analysis may take, e.g. 8GiB (default: three quarters of
     /// the machine's). The exact analysis holds the trace (about 56 bytes
-    /// an access) and is refused past it; with --sample a .etrace streams
+    /// an access) and is refused past it; with --sample the trace streams
     /// in memory bounded by its tables' rows.
     #[arg(long, value_parser = |s: &str| s.parse::<embtier::ByteSize>())]
     max_memory: Option<embtier::ByteSize>,
@@ -187,8 +188,9 @@ struct PlanArgs {
     out: Option<PathBuf>,
     #[command(flatten)]
     output: Output,
-    /// Estimate MRCs by SHARDS at this rate, in (0, 1]; a .etrace then
-    /// streams in memory bounded by its tables' rows (as analyze --sample).
+    /// Estimate MRCs by SHARDS at this rate, in (0, 1]; past --max-memory
+    /// the trace then streams in memory bounded by its tables' rows (as
+    /// analyze --sample).
     #[arg(long, value_parser = parse_rate)]
     sample: Option<f64>,
     /// Write the charts of the analysis the plan is made from into this
