@@ -105,6 +105,32 @@ fn dram_bookkeeping_is_at_most_16_bytes_per_row() {
     }
 }
 
+/// What a cache reports as its bookkeeping (`bookkeeping_bytes`) accounts
+/// for the heap it takes per cached row, for every policy the store runs,
+/// ghost queues included (ARC's, S3-FIFO's).
+#[test]
+fn reported_bookkeeping_covers_the_heap_of_every_store_policy() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for policy in [
+        PolicyKind::Lru,
+        PolicyKind::Fifo,
+        PolicyKind::Clock,
+        PolicyKind::Sieve,
+        PolicyKind::Lfu,
+        PolicyKind::Arc,
+        PolicyKind::S3Fifo,
+    ] {
+        let (h1, r1, _) = heap_of_full_store(policy, 64, 3 << 20);
+        let (h2, r2, own) = heap_of_full_store(policy, 64, 6 << 20);
+        let marginal = (h2 - h1) / (r2 - r1) as f64;
+        println!("{policy:>6}: {marginal:.2} bytes/row on the heap, {own:.2} reported");
+        assert!(
+            own >= 0.9 * marginal,
+            "{policy}: reports {own:.2} bytes a row of the {marginal:.2} it takes"
+        );
+    }
+}
+
 /// The row log's map, which the cache budget does not count: the heap it
 /// takes per logged row, by the counting allocator, against what
 /// `Stats::ssd.log_map_bytes` reports; and given back by a merge.

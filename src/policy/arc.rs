@@ -140,6 +140,10 @@ impl<L: Link> EvictionPolicy for Arc<L> {
     }
 
     fn meta_bytes(&self) -> usize {
-        self.chains.meta_bytes() + self.in_t2.capacity() + self.keys.capacity() * 8
+        self.chains.meta_bytes()
+            + self.in_t2.capacity()
+            + self.keys.capacity() * 8
+            + self.b1.heap_bytes()
+            + self.b2.heap_bytes()
     }
 }

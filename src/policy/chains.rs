@@ -273,6 +273,16 @@ impl Ghost {
         self.len
     }
 
+    /// Heap bytes: the queue's entries and the membership table (a hashed
+    /// bucket is its key, its generation and a control byte).
+    pub fn heap_bytes(&self) -> usize {
+        self.queue.capacity() * std::mem::size_of::<(u64, u64)>()
+            + match &self.members {
+                Members::Hashed(m) => m.capacity() * (2 * std::mem::size_of::<u64>() + 1),
+                Members::Dense(v) => v.capacity() * std::mem::size_of::<u64>(),
+            }
+    }
+
     /// Whether nothing is remembered.
     pub fn is_empty(&self) -> bool {
         self.len == 0

@@ -136,5 +136,6 @@ impl<L: Link> EvictionPolicy for S3Fifo<L> {
             + self.in_main.capacity()
             + self.freq.capacity()
             + self.keys.capacity() * 8
+            + self.ghost.heap_bytes()
     }
 }

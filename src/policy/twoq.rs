@@ -107,6 +107,9 @@ impl<L: Link> EvictionPolicy for TwoQ<L> {
     }
 
     fn meta_bytes(&self) -> usize {
-        self.chains.meta_bytes() + self.in_am.capacity() + self.keys.capacity() * 8
+        self.chains.meta_bytes()
+            + self.in_am.capacity()
+            + self.keys.capacity() * 8
+            + self.aout.heap_bytes()
     }
 }
