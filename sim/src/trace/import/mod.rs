@@ -375,14 +375,13 @@ impl<'a> Builder<'a> {
         }
         self.in_batch = 0;
     }
-    /// The trace (its accesses only if held) with `tables`; `counts` gets
-    /// what was closed (accesses per table for every table).
-    fn finish_counting(mut self, tables: Vec<TraceTable>, counts: &mut Counts) -> Trace {
+    /// The trace (its accesses only if held) with `tables`, and what was
+    /// closed (accesses per table for every table).
+    fn finish(mut self, tables: Vec<TraceTable>) -> (Trace, Counts) {
         self.close();
         self.counts.per_table.resize(tables.len(), 0);
-        *counts = std::mem::take(&mut self.counts);
         self.t.tables = tables;
-        self.t
+        (self.t, self.counts)
     }
 }
 
@@ -453,18 +452,16 @@ fn read_with(
     b: Builder<'_>,
     notes: &mut Vec<Note>,
 ) -> Result<(Trace, Counts), TraceError> {
-    let mut counts = Counts::default();
-    let t = match format {
-        Format::Csv => delimited(path, csv, b, notes, &mut counts)?,
-        Format::Txt => txt(path, b, &mut counts)?,
-        Format::Criteo => criteo(path, b, &mut counts)?,
-        Format::Avazu => avazu(path, b, &mut counts)?,
-        Format::Movielens => movielens(path, b, &mut counts)?,
+    match format {
+        Format::Csv => delimited(path, csv, b, notes),
+        Format::Txt => txt(path, b),
+        Format::Criteo => criteo(path, b),
+        Format::Avazu => avazu(path, b),
+        Format::Movielens => movielens(path, b),
         Format::Etrace | Format::OracleGeneral | Format::Auto => {
             unreachable!("read by their own readers")
         }
-    };
-    Ok((t, counts))
+    }
 }
 
 fn single_table(name: &str, rows: u64) -> Vec<TraceTable> {

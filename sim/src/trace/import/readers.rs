@@ -123,11 +123,7 @@ pub fn oracle_general_batches(
     Ok(())
 }
 
-pub(super) fn txt(
-    path: &Path,
-    mut b: Builder<'_>,
-    counts: &mut Counts,
-) -> Result<Trace, TraceError> {
+pub(super) fn txt(path: &Path, mut b: Builder<'_>) -> Result<(Trace, Counts), TraceError> {
     let r = open_text(path)?;
     let mut ids = crate::densify::IdTable::default();
     // One line buffer for the file, not a String per line.
@@ -151,7 +147,7 @@ pub(super) fn txt(
         b.push(0, row);
         b.end_sample();
     }
-    Ok(b.finish_counting(single_table("ids", ids.len() as u64), counts))
+    Ok(b.finish(single_table("ids", ids.len() as u64)))
 }
 
 pub(super) fn column_index(
@@ -183,8 +179,7 @@ pub(super) fn delimited(
     spec: &CsvSpec,
     mut b: Builder<'_>,
     notes: &mut Vec<Note>,
-    counts: &mut Counts,
-) -> Result<Trace, TraceError> {
+) -> Result<(Trace, Counts), TraceError> {
     let delim = spec.delimiter as char;
     let has_header = match spec.header {
         Some(h) => h,
@@ -326,14 +321,10 @@ pub(super) fn delimited(
             row_bytes: 0,
         })
         .collect();
-    Ok(b.finish_counting(tables, counts))
+    Ok(b.finish(tables))
 }
 
-pub(super) fn criteo(
-    path: &Path,
-    mut b: Builder<'_>,
-    counts: &mut Counts,
-) -> Result<Trace, TraceError> {
+pub(super) fn criteo(path: &Path, mut b: Builder<'_>) -> Result<(Trace, Counts), TraceError> {
     let r = open_text(path)?;
     let mut ids: Vec<Densify<u32>> = (0..26).map(|_| Densify::default()).collect();
     let mut first = true;
@@ -388,17 +379,13 @@ pub(super) fn criteo(
             row_bytes: 0,
         })
         .collect();
-    Ok(b.finish_counting(tables, counts))
+    Ok(b.finish(tables))
 }
 
 /// Avazu's categorical columns: every column after `id`, `click` and `hour`.
 const AVAZU_SKIP: usize = 3;
 
-pub(super) fn avazu(
-    path: &Path,
-    mut b: Builder<'_>,
-    counts: &mut Counts,
-) -> Result<Trace, TraceError> {
+pub(super) fn avazu(path: &Path, mut b: Builder<'_>) -> Result<(Trace, Counts), TraceError> {
     let r = open_text(path)?;
     let mut lines = r.lines().enumerate();
     let header = match lines.next() {
@@ -451,14 +438,10 @@ pub(super) fn avazu(
             row_bytes: 0,
         })
         .collect();
-    Ok(b.finish_counting(tables, counts))
+    Ok(b.finish(tables))
 }
 
-pub(super) fn movielens(
-    path: &Path,
-    mut b: Builder<'_>,
-    counts: &mut Counts,
-) -> Result<Trace, TraceError> {
+pub(super) fn movielens(path: &Path, mut b: Builder<'_>) -> Result<(Trace, Counts), TraceError> {
     let r = open_text(path)?;
     let mut recs: Vec<(f64, u64, String, String)> = Vec::new();
     for (i, line) in r.lines().enumerate() {
@@ -514,5 +497,5 @@ pub(super) fn movielens(
             row_bytes: 0,
         },
     ];
-    Ok(b.finish_counting(tables, counts))
+    Ok(b.finish(tables))
 }
