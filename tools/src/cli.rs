@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use embtier_sim::profile::{self, DeviceProfile, Profiles, TierDevices};
-use embtier_sim::trace::{import_noting, row_bytes_of, CsvSpec, Format, Trace};
+use embtier_sim::trace::{import_noting, row_bytes_of, CsvSpec, Format, Note, Trace};
 
 /// A failure: exit status (2 usage, 1 data) and a one-line message.
 #[derive(Debug)]
@@ -202,19 +202,30 @@ pub fn load(input: &Input) -> Result<Trace, Fail> {
     if input.format == Format::Auto {
         eprintln!("{}: read as {}", input.trace.display(), f.name());
     }
-    for n in &imported.notes {
+    // A .etrace carries its trainer's batches: no warning for those.
+    let batches = if f == Format::Etrace {
+        0
+    } else {
+        t.batch_ends.len() as u64
+    };
+    say_read(input, &imported.notes, t.accesses.len() as u64, batches);
+    Ok(t)
+}
+
+/// What a reader of `input` decided or doubts (its notes), and a warning
+/// when `batches` cut by `--batch-size` make the whole trace one batch.
+pub fn say_read(input: &Input, notes: &[Note], accesses: u64, batches: u64) {
+    for n in notes {
         let w = if n.warning { "warning: " } else { "" };
         eprintln!("{w}{}: {}", input.trace.display(), n.text);
     }
-    if f != Format::Etrace && t.batch_ends.len() == 1 && t.accesses.len() > 1 {
+    if batches == 1 && accesses > 1 {
         eprintln!(
-            "warning: {}: the whole trace is one batch ({} accesses; --batch-size {}): per-batch figures (working sets, bandwidth, time per batch) describe that one batch; set --batch-size to the trainer's",
+            "warning: {}: the whole trace is one batch ({accesses} accesses; --batch-size {}): per-batch figures (working sets, bandwidth, time per batch) describe that one batch; set --batch-size to the trainer's",
             input.trace.display(),
-            t.accesses.len(),
             input.batch_size
         );
     }
-    Ok(t)
 }
 
 /// A spinner on stderr, or nothing when stderr is not a terminal.

@@ -28,7 +28,7 @@ use embtier_sim::trace::{detect, row_bytes_of, Format, TraceReader, TraceTable};
 use embtier_sim::SimPolicy;
 use embtier_tools::cli::{
     check_sizes, data, emit, load, main_with, mean_row_bytes, parse_rate, parse_sizes, progress,
-    usage, Devices, Fail, Input, Output, DEFAULT_ROW_BYTES,
+    say_read, usage, Devices, Fail, Input, Output, DEFAULT_ROW_BYTES,
 };
 use embtier_tools::plot;
 use rayon::prelude::*;

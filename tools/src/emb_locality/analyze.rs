@@ -159,17 +159,7 @@ pub(super) fn analysed(
             path.display(),
             s.format.name(),
         );
-        for n in &s.notes {
-            let w = if n.warning { "warning: " } else { "" };
-            eprintln!("{w}{}: {}", path.display(), n.text);
-        }
-        if batches == 1 && accesses > 1 {
-            eprintln!(
-                "warning: {}: the whole trace is one batch ({accesses} accesses; --batch-size {}): per-batch figures (working sets, bandwidth, time per batch) describe that one batch; set --batch-size to the trainer's",
-                path.display(),
-                input.batch_size
-            );
-        }
+        say_read(input, &s.notes, accesses, batches);
         return Ok(Analysed {
             tables: s.tables,
             accesses,
