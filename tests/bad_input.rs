@@ -188,7 +188,7 @@ fn unknown_format_version() {
             source:
                 embtier::format::FormatError::UnsupportedVersion {
                     found: 7,
-                    supported: 4,
+                    supported: 5,
                 },
         } => assert!(path.ends_with(embtier::META_FILE)),
         other => panic!("{other:?}"),

@@ -394,7 +394,7 @@ fn journal_damage_never_becomes_committed_data() {
 /// The byte class of `off` in the fixture's `file`: the superblock field,
 /// catalog field, data-block part or journal part it belongs to.
 fn byte_class(file: &str, off: u64, batch_offsets: &[u64]) -> String {
-    const SB_FIELDS: [(usize, &str); 23] = [
+    const SB_FIELDS: [(usize, &str); 24] = [
         (sb::MAGIC, "magic"),
         (sb::VERSION, "version"),
         (sb::FLAGS, "flags"),
@@ -415,9 +415,10 @@ fn byte_class(file: &str, off: u64, batch_offsets: &[u64]) -> String {
         (sb::DEAD_COUNT, "dead_count"),
         (sb::ROWLOG_FROM, "rowlog_from"),
         (sb::WRITTEN_CRC, "written_crc"),
-        (sb::RESERVED, "reserved"),
+        (sb::ROWLOG_START, "rowlog_start"),
         (sb::WRITTEN_GROUPS, "written_groups"),
         (sb::DEAD_RANGES, "dead ranges and padding"),
+        (sb::ROWLOG_RING, "rowlog_ring"),
     ];
     let field = |fields: &[(usize, &'static str)], at: usize| {
         fields

@@ -1,6 +1,6 @@
 //! The row log's background merge: once the log is more than half full, a
-//! thread writes its rows home between checkpoints, so the checkpoint that
-//! empties the log has only the rows logged since to merge; every row
+//! thread writes its rows home between checkpoints, so the checkpoint
+//! after it moves the log's start past them and merges nothing; every row
 //! keeps its newest value, in memory and across reopens.
 
 mod common;
@@ -105,14 +105,17 @@ fn background_merge(cfg: StoreConfig) {
         check(&s, &model, "during the background merge");
         std::thread::sleep(Duration::from_millis(5));
     }
-    // The checkpoint that empties the log merges only the rows logged
-    // since (the updates above that its flush appends): far fewer.
+    // The checkpoint after the pass merges nothing: it moves the log's
+    // start past the pass's blocks, and keeps only the rows logged since
+    // (the updates above that its flush appends).
     let c = s.checkpoint().unwrap();
-    assert_eq!(c.row_log_blocks, 0, "the log was emptied: {c:?}");
+    assert_eq!(
+        c.row_log_merged_rows, 0,
+        "merged inside the checkpoint: {c:?}"
+    );
     assert!(
-        c.row_log_merged_rows < before / 4,
-        "{} rows merged inside the checkpoint, of {before} logged",
-        c.row_log_merged_rows
+        c.row_log_blocks_freed > 128 && c.row_log_blocks < 64,
+        "the pass's blocks were freed, the rest kept: {c:?}"
     );
     check(&s, &model, "after the checkpoint");
     drop(s);
@@ -290,20 +293,29 @@ fn checkpoints_during_a_background_pass_merge_nothing() {
     for &id in &ids {
         model.insert(id, -7.0);
     }
+    // The rewritten groups held logged rows, so they were logged again
+    // rather than written home: nothing is stale, and the checkpoint after
+    // the pass frees its blocks and merges nothing.
     let c = s.checkpoint().unwrap();
-    assert_eq!(
-        c.row_log_blocks, 0,
-        "after the pass, a checkpoint empties the log: {c:?}"
+    assert_eq!(c.row_log_merged_rows, 0, "{c:?}");
+    assert!(
+        c.row_log_blocks_freed > 128 && c.row_log_blocks < 64,
+        "after the pass, a checkpoint frees its blocks: {c:?}"
     );
     check_sparse(
         &s,
         &model,
         &mut rng,
-        "after the checkpoint that emptied the log",
+        "after the checkpoint that freed the pass's blocks",
     );
     drop(s);
     let s = Store::open(&path).unwrap();
-    check_sparse(&s, &model, &mut rng, "reopened after the log was emptied");
+    check_sparse(
+        &s,
+        &model,
+        &mut rng,
+        "reopened after the pass's blocks were freed",
+    );
 }
 
 /// A checkpoint that empties the log part-way through a background pass
@@ -338,11 +350,152 @@ fn a_pass_cut_short_by_an_emptied_log_starts_over_on_the_new_one() {
     );
     let c = s.checkpoint().unwrap();
     assert_eq!(
-        c.row_log_blocks, 0,
-        "the checkpoint after the pass empties the log: {c:?}"
+        (c.row_log_blocks, c.row_log_merged_rows),
+        (0, 0),
+        "the checkpoint after the pass frees the log, merging nothing: {c:?}"
     );
     check_sparse(&s, &model, &mut rng, "after the second pass");
     drop(s);
     let s = Store::open(&path).unwrap();
     check_sparse(&s, &model, &mut rng, "reopened");
+}
+
+/// The log is a ring: after each background pass, the next checkpoint
+/// moves the log's start past the pass's blocks, merging nothing, and
+/// appends go on into the blocks it freed. Over many laps of a 32-block
+/// ring every row keeps its newest value: in memory, across clean reopens,
+/// and across drops between checkpoints (which reopen at the last one,
+/// whatever lap its log was on).
+#[test]
+fn the_log_wraps_around_its_ring_and_every_row_keeps_its_value() {
+    const RING: u64 = 32;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let mut c = cfg(true);
+    c.ssd.row_log = Some(embtier::ByteSize(RING * 4096));
+    let mut s = Store::create(&path, c).unwrap();
+    let mut rng = Rng(15);
+    let mut acked: HashMap<u64, f32> = HashMap::new();
+    let (mut freed, mut reopened, mut dropped) = (0u64, 0, 0);
+    for round in 1..=240u32 {
+        let mut cur = acked.clone();
+        // About 7 log blocks of scattered rows a round.
+        let ids: Vec<u64> = (0..100).map(|_| rng.below(ROWS)).collect();
+        let v = round as f32;
+        s.update("t", &ids, &vec![v; ids.len() * DIM]).unwrap();
+        for &id in &ids {
+            cur.insert(id, v);
+        }
+        if round % 11 == 0 {
+            // A drop between checkpoints: the round's updates are lost.
+            drop(s);
+            s = Store::open(&path).unwrap();
+            dropped += 1;
+            check(&s, &acked, &format!("round {round}: reopened after a drop"));
+            continue;
+        }
+        let c = s.checkpoint().unwrap();
+        assert_eq!(c.row_log_merged_rows, 0, "round {round}: {c:?}");
+        freed += c.row_log_blocks_freed;
+        acked = cur;
+        // Let the pass over a log past half full end, and a checkpoint
+        // free its blocks, so that the log never fills to the point where
+        // a checkpoint merges it all.
+        let t0 = Instant::now();
+        while s.stats().row_log_used_blocks * 2 > RING {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "round {round}: no pass"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+            let c = s.checkpoint().unwrap();
+            assert_eq!(c.row_log_merged_rows, 0, "round {round}: {c:?}");
+            freed += c.row_log_blocks_freed;
+        }
+        if round % 10 == 0 {
+            check(&s, &acked, &format!("round {round}"));
+        }
+        if round % 25 == 0 {
+            drop(s);
+            s = Store::open(&path).unwrap();
+            reopened += 1;
+            check(&s, &acked, &format!("round {round}: reopened"));
+        }
+    }
+    assert!(
+        freed > 10 * RING,
+        "{freed} blocks freed: the log went round its ring fewer than ten times"
+    );
+    assert_eq!(s.stats().row_log_merges, 0, "no checkpoint merged the log");
+    assert!(reopened >= 9 && dropped >= 20);
+    drop(s);
+    let s = Store::open(&path).unwrap();
+    check(&s, &acked, "reopened at the end");
+}
+
+/// A store of version 4, whose log starts at block 0 and does not wrap,
+/// opens with its committed log served, and then runs with a ring: the
+/// log wraps, and every row keeps its value across reopens. (The store is
+/// made by rewriting a new store's superblock to version 4 after a
+/// checkpoint that committed a log from block 0: the bytes version 4
+/// wrote.)
+#[test]
+fn a_version_4_store_opens_and_its_log_becomes_a_ring() {
+    use embtier::format::{sb, BLOCK_SIZE};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let mut c = cfg(true);
+    c.ssd.row_log = Some(embtier::ByteSize(32 * 4096));
+    let s = Store::create(&path, c).unwrap();
+    let mut rng = Rng(16);
+    let mut model = HashMap::new();
+    let ids: Vec<u64> = (0..100).map(|_| rng.below(ROWS)).collect();
+    s.update("t", &ids, &vec![1.0; ids.len() * DIM]).unwrap();
+    for &id in &ids {
+        model.insert(id, 1.0);
+    }
+    let cp = s.checkpoint().unwrap();
+    assert!(cp.row_log_blocks > 0, "{cp:?}");
+    drop(s);
+    let meta = path.join(embtier::META_FILE);
+    let mut b = std::fs::read(&meta).unwrap();
+    for copy in [0, BLOCK_SIZE] {
+        let blk = &mut b[copy..copy + BLOCK_SIZE];
+        assert_eq!(blk[sb::ROWLOG_START..sb::ROWLOG_START + 4], [0; 4]);
+        blk[sb::VERSION..sb::VERSION + 4].copy_from_slice(&4u32.to_le_bytes());
+        blk[sb::ROWLOG_RING..sb::ROWLOG_RING + 8].fill(0);
+        let crc = crc32c::crc32c(&blk[..sb::CRC]);
+        blk[sb::CRC..sb::CRC + 4].copy_from_slice(&crc.to_le_bytes());
+    }
+    std::fs::write(&meta, b).unwrap();
+    let mut s = Store::open(&path).unwrap();
+    assert_eq!(s.superblock().rowlog_ring, 0, "opened as version 4");
+    assert!(logged(&s) > 0, "the committed log is served");
+    check(&s, &model, "opened at version 4");
+    let mut freed = 0;
+    for round in 2..=60u32 {
+        let ids: Vec<u64> = (0..100).map(|_| rng.below(ROWS)).collect();
+        let v = round as f32;
+        s.update("t", &ids, &vec![v; ids.len() * DIM]).unwrap();
+        for &id in &ids {
+            model.insert(id, v);
+        }
+        freed += s.checkpoint().unwrap().row_log_blocks_freed;
+        let t0 = Instant::now();
+        while s.stats().row_log_used_blocks * 2 > 32 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "round {round}: no pass"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+            freed += s.checkpoint().unwrap().row_log_blocks_freed;
+        }
+        if round % 20 == 0 {
+            drop(s);
+            s = Store::open(&path).unwrap();
+            check(&s, &model, &format!("round {round}: reopened"));
+        }
+    }
+    assert!(freed > 64, "{freed} blocks freed: the log did not wrap");
+    assert_eq!(s.superblock().version, embtier::format::FormatVersion::V5);
 }

@@ -26,6 +26,7 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 use crate::io::{AlignedBuf, IoEngine};
+use crate::tier::rowlog::LogCommit;
 
 pub(crate) mod boot;
 mod recover;
@@ -89,9 +90,14 @@ pub struct Checkpoint {
     /// Bytes of the hot rows written for a warm restart at this checkpoint
     /// (`hot-rows.emb`; 0 with `[ssd] warm_rows` off or on a failed write).
     pub hot_row_bytes: u64,
-    /// Bytes of the merged row log given back to the file system (0 when
-    /// the log was kept, or the file system cannot punch holes).
+    /// Bytes of the row log given back to the file system: the whole log
+    /// after a merge, the blocks the log's start moved past otherwise (0
+    /// when the file system cannot punch holes).
     pub row_log_bytes_released: u64,
+    /// Row-log blocks the log's start moved past without a merge in the
+    /// checkpoint: the background merge had written their rows home, and
+    /// the blocks are appended to again.
+    pub row_log_blocks_freed: u64,
 }
 
 struct State {
@@ -376,16 +382,10 @@ impl Durable {
     /// fsynced the data file, and holds the store's checkpoint gate), then
     /// start the next one. Any failure here poisons the store: the commit
     /// record's state on disk is unknown until a reopen recovers it.
-    /// `rowlog_blocks` is the row log's length, every block of which the
-    /// caller has written and fsynced.
-    /// `merged`: the log was merged (its blocks are no longer committed).
-    /// `counters` are the tables' call counters, in catalog order.
-    pub(crate) fn commit(
-        &self,
-        rowlog_blocks: u64,
-        merged: bool,
-        counters: &[u64],
-    ) -> Result<Checkpoint> {
+    /// `log` is what it commits of the row log, every block of which the
+    /// caller has written and fsynced. `counters` are the tables' call
+    /// counters, in catalog order.
+    pub(crate) fn commit(&self, log: LogCommit, counters: &[u64]) -> Result<Checkpoint> {
         self.check_writable()?;
         let mut st = self.state.lock();
         let next = Superblock {
@@ -393,14 +393,11 @@ impl Durable {
             generation: st.sb.generation + 1,
             committed_epoch: st.epoch,
             next_epoch: st.sb.next_epoch + 1,
-            rowlog_blocks,
-            // Appends since the last commit start where it ended; a merge
-            // (or a log that shrank) starts again at 0.
-            rowlog_from: if rowlog_blocks >= st.sb.rowlog_blocks && !merged {
-                st.sb.rowlog_blocks as u32
-            } else {
-                0
-            },
+            rowlog_blocks: log.blocks,
+            rowlog_from: log.from,
+            rowlog_start: log.start,
+            rowlog_ring: log.ring,
+            version: embtier_format::FormatVersion::CURRENT,
             counters_generation: st.sb.generation + 1,
             ..st.sb.clone()
         };
@@ -453,10 +450,11 @@ impl Durable {
             groups_journaled: st.journaled.len() as u64,
             journal_bytes: st.len,
             row_log_merged_rows: 0,
-            row_log_blocks: rowlog_blocks,
+            row_log_blocks: log.blocks,
             hot_rows: 0,
             hot_row_bytes: 0,
             row_log_bytes_released: 0,
+            row_log_blocks_freed: 0,
         };
         st.epoch = st.sb.next_epoch;
         self.current

@@ -217,7 +217,7 @@ fn read_counters(meta: &dyn IoEngine, meta_path: &Path, sb: &Superblock) -> Resu
 /// holds is an error naming the first such block.
 fn scrub(data: &dyn IoEngine, data_path: &Path, sb: &Superblock) -> Result<(DeadRanges, u64, u64)> {
     const CHUNK: u64 = 256; // blocks a read
-    let end = sb.data_blocks + sb.rowlog_blocks;
+    let end = sb.data_blocks + sb.rowlog_extent();
     let segments = data_segments(data_path, end)?;
     let mut buf = AlignedBuf::new(CHUNK as usize * BLOCK_SIZE);
     let (mut read, mut found) = (0u64, 0u64);

@@ -1,14 +1,15 @@
 //! The background merge of the row log (`[ssd] merge_in_background`):
-//! once the log is more than half full, a thread writes its rows home,
-//! table by table in place order, one chunk at a time, each under the
-//! store's shared gate and the table's write-back lock, and then rests as
-//! long as the chunk took while the log is at most half full, less and
-//! less up to three quarters (`RowLog::merge_rest`), so that training
-//! keeps at least half of the disk and of the lock until the log runs
-//! short. A row written home from its log copy keeps a `MERGED` entry,
-//! and the log is not stale for it: checkpoints during the pass commit the
-//! log as it is, and merge nothing. Once the pass is through, the next
-//! checkpoint merges the rows logged since and empties the log.
+//! once the log is more than half full, a thread writes home every row
+//! whose newest copy is in the log as it stood when the pass began, table
+//! by table in place order, one chunk at a time, each under the store's
+//! shared gate and the table's write-back lock, and then rests as long as
+//! the chunk took while the log is at most half full, less and less up to
+//! three quarters (`RowLog::merge_rest`), so that training keeps at least
+//! half of the disk and of the lock until the log runs short. A row
+//! written home from its log copy keeps a `MERGED` entry, and the log is
+//! not stale for it: checkpoints during the pass commit the log as it is.
+//! The checkpoint after the pass moves the log's start past the pass's
+//! blocks (the ring's appends then reuse them) and merges nothing.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -50,59 +51,76 @@ impl Store {
     }
 }
 
-/// One pass over every table's logged rows, in place order. Ends early
-/// when the store is closing or the log was emptied since it began (a
-/// checkpoint merged the rest), whatever was appended after.
+/// One pass over the log's blocks as they are when it begins: every
+/// table's rows whose newest copy is there, in place order. Ends early when
+/// the store is closing or the log's start moved since it began (a
+/// checkpoint merged the whole log).
 fn merge_cycle(ssd: &Ssd, tables: &[Arc<Table>], stop: &AtomicBool) -> Result<()> {
-    let resets = ssd.log().resets();
+    // Under the gate: a checkpoint that woke the thread (its flush took
+    // the log past half full) commits first, and the pass takes its log.
+    let (span, to, resets) = {
+        let _gate = ssd.read_gate();
+        ssd.log().pass_span()
+    };
     for (ti, t) in tables.iter().enumerate() {
         let ranges = t.merge_ranges(ssd.log().merge_list_rows);
-        for (ri, ids) in ranges.iter().enumerate() {
-            let last = ti + 1 == tables.len() && ri + 1 == ranges.len();
+        let count = ranges.len();
+        for (ri, ids) in ranges.into_iter().enumerate() {
+            let last = ti + 1 == tables.len() && ri + 1 == count;
             // Under the gate: not in the middle of a checkpoint's flush.
             let logged = {
                 let _gate = ssd.read_gate();
-                t.logged_in_place_order(ids.clone())
+                if ssd.log().resets() != resets {
+                    return Ok(());
+                }
+                t.logged_in_place_order(ids, span)
             };
             let mut rest = &logged[..];
             while !rest.is_empty() {
-                // The log was emptied since the pass began (a checkpoint
-                // merged it): this pass's entries are gone; the next starts
-                // over on the new log.
-                if stop.load(Ordering::Relaxed) || ssd.log().resets() != resets {
+                if stop.load(Ordering::Relaxed) {
                     return Ok(());
                 }
                 let n = t.merge_chunk_len(rest);
                 let began;
                 {
                     let _gate = ssd.write_gate()?;
+                    // The log was emptied since the pass began (a checkpoint
+                    // merged it), and its blocks may hold new rows: this
+                    // pass's entries are gone; the next starts over. Checked
+                    // under the gate, which a checkpoint holds to move the
+                    // log's start.
+                    if ssd.log().resets() != resets {
+                        return Ok(());
+                    }
                     // The chunk's own time, not the wait for a checkpoint to
                     // let go of the gate: the rest is proportional to it.
                     began = Instant::now();
                     t.merge_chunk(ssd, &rest[..n])?;
                     rest = &rest[n..];
                     if rest.is_empty() && last {
-                        // Every row logged before the pass began is home (set
-                        // under the gate: a checkpoint that sees the last
-                        // chunk's rows merged sees this too).
-                        ssd.log().set_swept(resets);
+                        // Every row whose newest copy was in the pass's
+                        // blocks is home (set under the gate: a checkpoint
+                        // that sees the last chunk's rows merged sees this
+                        // too).
+                        ssd.log().set_swept(resets, to);
                     }
                 }
                 std::thread::sleep(began.elapsed().mul_f64(ssd.log().merge_rest()));
             }
         }
     }
-    // A pass over tables with nothing (left) to merge.
-    {
-        let _gate = ssd.read_gate();
-        ssd.log().set_swept(resets);
+    // The same when the last range had nothing to merge.
+    let swept = {
+        let _gate = ssd.write_gate()?;
+        ssd.log().set_swept(resets, to)
+    };
+    // Wait for the checkpoint that moves the log's start before another
+    // pass (or, with nothing committed to merge yet, for one that commits
+    // some).
+    if !swept {
+        std::thread::park_timeout(POLL);
     }
-    // Wait for the checkpoint that empties the log before another pass.
-    while !stop.load(Ordering::Relaxed)
-        && ssd.log().resets() == resets
-        && ssd.log().head() > 0
-        && ssd.log().wants_merge()
-    {
+    while swept && !stop.load(Ordering::Relaxed) && ssd.log().resets() == resets {
         std::thread::park_timeout(POLL);
     }
     Ok(())

@@ -477,7 +477,7 @@ impl Store {
         // the background merge, the log's fill is the thread's to act on:
         // the checkpoint merges once the thread has swept the log.
         let background = self.config.ssd.merge_in_background;
-        let merge = log.checkpoint_merges(background) || (force && log.head() > 0);
+        let merge = log.checkpoint_merges(background) || (force && log.len() > 0);
         if merge {
             log.close();
         }
@@ -504,20 +504,32 @@ impl Store {
         self.ssd.finish_written()?;
         self.ssd.sync().map_err(|e| self.ssd.durable().poison(e))?;
         let counters: Vec<u64> = self.tables.iter().map(|t| t.rounding_calls()).collect();
-        let mut done =
-            self.ssd
-                .durable()
-                .commit(if merge { 0 } else { log.head() }, merge, &counters)?;
+        // Without a merge, the log is committed from where a finished
+        // background pass left it: the blocks before hold no row's newest
+        // copy that home does not hold too.
+        let mut done = self
+            .ssd
+            .durable()
+            .commit(log.commit_point(merge), &counters)?;
+        let freed = log.committed(merge);
         if merge {
-            let used = log.head();
-            log.reset();
             for t in &self.tables {
                 t.clear_log_map();
             }
             self.log_merges
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            done.row_log_bytes_released = self.release_log_blocks(used);
+        } else if !freed.is_empty() {
+            for t in &self.tables {
+                t.drop_merged_log_entries();
+                #[cfg(debug_assertions)]
+                t.debug_check_freed(&freed);
+            }
+            done.row_log_blocks_freed = freed.iter().map(|&(_, n)| n).sum();
         }
+        done.row_log_bytes_released = freed
+            .iter()
+            .map(|&(first, n)| self.release_log_blocks(first, n))
+            .sum();
         done.row_log_merged_rows = merged;
         done.hot_rows = self.write_hot_set(done.generation);
         done.hot_row_bytes = self.write_hot_rows(done.generation);
@@ -525,15 +537,15 @@ impl Store {
         Ok(done)
     }
 
-    /// Give the `used` blocks of the merged row log back to the file system
-    /// (the commit that emptied the log is durable, so nothing refers to
-    /// them; a later append allocates them again). Best effort: returns the
+    /// Give the `n` row-log blocks from ring block `first`, which the
+    /// durable commit no longer counts in the log, back to the file system
+    /// (a later append allocates them again). Best effort: returns the
     /// bytes released, 0 where the file system cannot punch holes.
-    fn release_log_blocks(&self, used: u64) -> u64 {
-        let base = self.superblock.data_blocks * BLOCK_SIZE as u64;
-        let len = used * BLOCK_SIZE as u64;
+    fn release_log_blocks(&self, first: u64, n: u64) -> u64 {
+        let at = (self.superblock.data_blocks + first) * BLOCK_SIZE as u64;
+        let len = n * BLOCK_SIZE as u64;
         let file = self.ssd.engine().file().file();
-        match crate::io::reserve::punch_hole(file, base, len) {
+        match crate::io::reserve::punch_hole(file, at, len) {
             Ok(true) => len,
             _ => 0,
         }

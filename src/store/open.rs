@@ -108,6 +108,8 @@ impl Store {
             next_epoch: 1,
             rowlog_blocks: 0,
             rowlog_from: 0,
+            rowlog_start: 0,
+            rowlog_ring: 0,
             written_groups: 0,
             written_crc: 0,
             counters_generation: 0,
@@ -329,7 +331,7 @@ impl Store {
             RowLog::new(
                 superblock.data_blocks,
                 log_capacity,
-                superblock.rowlog_blocks,
+                &superblock,
                 config.ssd.merge_list_rows,
             ),
         );

@@ -15,7 +15,7 @@ pub(super) fn check_data_len(data_path: &Path, sb: &Superblock) -> Result<()> {
         // it, all holes.
         Err(e) => return Err(Error::io(data_path, "stat", e)),
     };
-    let needed = (sb.data_blocks + sb.rowlog_blocks).saturating_mul(BLOCK_SIZE as u64);
+    let needed = (sb.data_blocks + sb.rowlog_extent()).saturating_mul(BLOCK_SIZE as u64);
     if meta.is_file() && meta.len() < needed {
         return Err(Error::Format {
             path: data_path.into(),
@@ -56,9 +56,9 @@ pub(super) fn row_log_blocks(config: &StoreConfig, catalog: &Catalog, data_path:
 }
 
 /// Recovery of the row log: map every row of its `committed` blocks to the
-/// newest block holding it (later blocks are newer). Blocks past the
-/// committed length were written after the last checkpoint and are
-/// ignored. Any block that is not a sealed, committed row-log block of a
+/// newest block holding it (blocks later in the log, which wraps in its
+/// ring, are newer). Blocks past the committed length were written after
+/// the last checkpoint and are ignored. Any block that is not a sealed, committed row-log block of a
 /// table of this store, holding ids in range, is an error naming it.
 pub(super) fn restore_row_log(ssd: &Ssd, tables: &[Arc<Table>], sb: &Superblock) -> Result<()> {
     const CHUNK: u64 = 1024;
@@ -68,11 +68,19 @@ pub(super) fn restore_row_log(ssd: &Ssd, tables: &[Arc<Table>], sb: &Superblock)
     let mut pinned = false;
     let mut at = 0u64;
     while at < committed {
-        let n = CHUNK.min(committed - at);
-        let off = ssd.log_block(at as u32) * BLOCK_SIZE as u64;
+        // A read does not run past the ring's last block.
+        let first = sb.rowlog_block(at);
+        let to_wrap = match sb.rowlog_ring {
+            0 => u64::MAX,
+            r => r - first,
+        };
+        let n = CHUNK.min(committed - at).min(to_wrap);
+        let off = ssd.log_block(first as u32) * BLOCK_SIZE as u64;
         ssd.read_extents_each(&[off], n as usize * BLOCK_SIZE, &mut buf, &mut |_, _| {})?;
         for i in 0..n {
-            let b = (at + i) as u32;
+            let b = (first + i) as u32;
+            // The block's place in the log, oldest first.
+            let pos = at + i;
             let offset = ssd.log_block(b) * BLOCK_SIZE as u64;
             let raw = &buf.as_slice()[i as usize * BLOCK_SIZE..(i as usize + 1) * BLOCK_SIZE];
             let fmt = |source| Error::Format {
@@ -92,15 +100,15 @@ pub(super) fn restore_row_log(ssd: &Ssd, tables: &[Arc<Table>], sb: &Superblock)
             let e = embtier_format::block_epoch(raw);
             let want_last = sb.version.has_v4_fields();
             let bad = e < last_epoch
-                || (want_last && (b >= sb.rowlog_from) != (e == sb.committed_epoch))
-                || (want_last && b < sb.rowlog_from && e > sb.committed_epoch);
+                || (want_last && (pos >= sb.rowlog_from as u64) != (e == sb.committed_epoch))
+                || (want_last && pos < sb.rowlog_from as u64 && e > sb.committed_epoch);
             if bad {
                 return Err(invalid(
                     "row log block epoch",
                     embtier_format::BLOCK_SIZE - 24,
                     format!(
-                        "{e}: out of order for block {b} of a log whose last checkpoint \
-                         (epoch {}) appended blocks {}..{} (an append that never \
+                        "{e}: out of order for block {pos} of a log whose last checkpoint \
+                         (epoch {}) appended its blocks {}..{} (an append that never \
                          reached the disk)",
                         sb.committed_epoch, sb.rowlog_from, committed
                     ),

@@ -104,7 +104,7 @@ impl Store {
             direct_io: self.ssd.engine().direct(),
             ssd_read_latency: LatencySummary::of(&self.ssd.engine().read_latency().snapshot()),
             row_log_capacity_blocks: self.ssd.log().capacity,
-            row_log_used_blocks: self.ssd.log().head(),
+            row_log_used_blocks: self.ssd.log().len(),
             row_log_merges: self.log_merges.load(std::sync::atomic::Ordering::Relaxed),
         }
     }

@@ -61,7 +61,7 @@ use crate::io::AlignedBuf;
 use crate::policy::PolicyKind;
 use crate::stats::{Counters, Local};
 use crate::tier::cache::{SlotCache, Spill, MAX_SHARD_ROWS};
-use crate::tier::rowlog::{LogMap, MERGED, NOT_LOGGED};
+use crate::tier::rowlog::{LogMap, LogSpan, MERGED, NOT_LOGGED};
 use crate::tier::slab::{Slab, TierMemory};
 use crate::tier::ssd::{row_from_group, Loc, Ssd};
 

@@ -211,9 +211,14 @@ impl Table {
         Ok(rows.len())
     }
 
-    /// The entry `(id, block)` of every logged row whose id is in `ids`, in
-    /// place order (not the [`MERGED`] ones: their homes are current).
-    pub(crate) fn logged_in_place_order(&self, ids: std::ops::Range<u64>) -> Vec<(u64, u32)> {
+    /// The entry `(id, block)` of every logged row whose id is in `ids` and
+    /// whose block is in `span`, in place order (not the [`MERGED`] ones:
+    /// their homes are current).
+    pub(crate) fn logged_in_place_order(
+        &self,
+        ids: std::ops::Range<u64>,
+        span: LogSpan,
+    ) -> Vec<(u64, u32)> {
         let TableKind::Cached { shards, .. } = &self.kind else {
             return Vec::new();
         };
@@ -223,7 +228,7 @@ impl Table {
             logged.extend(
                 sh.logged
                     .iter()
-                    .filter(|&(id, b)| b != MERGED && ids.contains(&id)),
+                    .filter(|&(id, b)| b != MERGED && ids.contains(&id) && span.contains(b)),
             );
         }
         let layout = self.entry.layout;
@@ -283,7 +288,7 @@ impl Table {
     pub(crate) fn merge_log(&self, ssd: &Ssd) -> Result<u64> {
         let mut merged = 0;
         for ids in self.merge_ranges(ssd.log().merge_list_rows) {
-            let logged = self.logged_in_place_order(ids);
+            let logged = self.logged_in_place_order(ids, LogSpan::all());
             let mut rest = &logged[..];
             while !rest.is_empty() {
                 let n = self.merge_chunk_len(rest);
@@ -404,6 +409,35 @@ impl Table {
         }
     }
 
+    /// Debug builds: check that no live row-log map entry names one of the
+    /// `freed` runs `(first, blocks)` of ring blocks (the background pass
+    /// wrote every such row home before the checkpoint freed them).
+    #[cfg(debug_assertions)]
+    pub(crate) fn debug_check_freed(&self, freed: &[(u64, u64)]) {
+        if let TableKind::Cached { shards, .. } = &self.kind {
+            for sh in shards {
+                for (id, b) in sh.lock().logged.iter() {
+                    let hit = freed.iter().any(|&(f, n)| (f..f + n).contains(&(b as u64)));
+                    assert!(
+                        !hit,
+                        "{}: row {id} still logged in freed block {b}",
+                        self.name
+                    );
+                }
+            }
+        }
+    }
+
+    /// Drop the [`MERGED`] row-log map entries: the commit that moved the
+    /// log's start past their copies is durable.
+    pub(crate) fn drop_merged_log_entries(&self) {
+        if let TableKind::Cached { shards, .. } = &self.kind {
+            for sh in shards {
+                sh.lock().logged.drop_merged();
+            }
+        }
+    }
+
     /// Forget every row-log map entry: the commit that emptied the log is
     /// durable, and every row's home holds its newest written copy.
     pub(crate) fn clear_log_map(&self) {
@@ -520,7 +554,7 @@ impl Table {
         self.counters
             .wrote_groups(groups.len(), gb, rows.len() as u64);
         // Nothing is logged while the log is empty: skip the shard locks.
-        if let (TableKind::Cached { shards, .. }, true) = (&self.kind, ssd.log().head() > 0) {
+        if let (TableKind::Cached { shards, .. }, true) = (&self.kind, ssd.log().len() > 0) {
             let mut stale = false;
             for (id, _) in rows {
                 let mut sh = shards[self.shard_of(*id, shards.len())].lock();

@@ -4,18 +4,24 @@
 //!
 //! A cached table keeps, per shard, a map from each row whose newest
 //! written copy is in the log to its log block; a miss reads that block
-//! instead of the row's home group. The log only grows between
-//! checkpoints; a checkpoint commits its length in the superblock, so
-//! recovery rebuilds the maps by scanning the committed blocks, and blocks
-//! written after the last commit are ignored (they need no undo journal).
-//! When some row of it was written home with a newer value after being
-//! logged (its log copy is then stale), or the log is full enough, the next
-//! checkpoint merges it: every logged row is written to its home group
-//! (journaled like any in-place write), and the commit empties the log.
-//! With the background merge, "full enough" is "the merge thread has been
-//! through it" (or seven eighths full, if it falls behind): its copies of
-//! logged rows written home are not stale (home holds the same bytes), so
-//! checkpoints commit the log as it is until the thread is done.
+//! instead of the row's home group. The log is a ring: appends go at its
+//! end, wrapping to the region's first block, and never into the blocks
+//! from its start on. A checkpoint commits the log's start and length in
+//! the superblock, so recovery rebuilds the maps by scanning the committed
+//! blocks, oldest first, and blocks written after the last commit are
+//! ignored (they need no undo journal).
+//!
+//! Once the log is more than half full, the background merge writes home
+//! every row whose newest copy lies in the log as it was when its pass
+//! began (journaled like any in-place write); each such row keeps a
+//! [`MERGED`] entry (home and the log hold the same bytes, so checkpoints
+//! meanwhile commit the log as it is). The checkpoint after the pass moves
+//! the log's start past those blocks and drops the [`MERGED`] entries:
+//! nothing is merged inside the checkpoint, and the blocks are appended to
+//! again. Without the background merge, or when the log holds stale copies
+//! (a logged row written home with newer bytes, or a failed append) or has
+//! filled to seven eighths before a pass ends, the checkpoint merges every
+//! logged row itself and the commit empties the log.
 //! `store-format/FORMAT.md` ("Row log") is the specification.
 
 use std::collections::HashMap;
@@ -28,15 +34,55 @@ pub(crate) const NOT_LOGGED: u32 = u32::MAX;
 /// A log map entry meaning "logged, and since written home from its log
 /// copy by the background merge": home holds the newest bytes, reads go
 /// there, and the log's (committed) copy holds the same bytes. The entry
-/// stays so that a later write of the row home with a newer value knows
-/// that the log's copy has become stale.
+/// stays until the checkpoint that moves the log's start past that copy,
+/// so that a write of the row home with a newer value meanwhile knows that
+/// the log's copy has become stale.
 pub(crate) const MERGED: u32 = u32::MAX - 1;
 
-/// The log's place in the data file and its append point.
+/// The blocks of the ring that one background pass merges: those from
+/// ring block `first` on, `len` of them, wrapping at `ring`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LogSpan {
+    first: u64,
+    len: u64,
+    ring: u64,
+}
+
+impl LogSpan {
+    /// Every block of the log (a checkpoint's merge).
+    pub fn all() -> LogSpan {
+        LogSpan {
+            first: 0,
+            len: u64::MAX,
+            ring: 1,
+        }
+    }
+
+    /// Whether ring block `b` is in the span.
+    pub fn contains(&self, b: u32) -> bool {
+        self.len == u64::MAX || (b as u64 + self.ring - self.first) % self.ring < self.len
+    }
+}
+
+/// What a checkpoint commits of the log (see [`RowLog::commit_point`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LogCommit {
+    /// The ring block of the committed log's first block.
+    pub start: u32,
+    /// Committed blocks.
+    pub blocks: u64,
+    /// Of them, the first one this commit appended, counted from `start`.
+    pub from: u32,
+    /// The blocks of the ring.
+    pub ring: u64,
+}
+
+/// The log's place in the data file and its state.
 pub(crate) struct RowLog {
     /// First block of the log in the data file (where the tables end).
     pub base: u64,
-    /// Blocks the log may hold (0: no log).
+    /// Blocks the config gives the log (0: no log). The ring takes this
+    /// size whenever the log is emptied.
     pub capacity: u64,
     /// Live logged rows a merge lists at once (`[ssd] merge_list_rows`).
     pub merge_list_rows: usize,
@@ -46,35 +92,69 @@ pub(crate) struct RowLog {
     merger: Mutex<Option<std::thread::Thread>>,
 }
 
+/// Positions in the log count blocks appended since open from the ring
+/// block the log then started at: position `p` is ring block `p % ring`.
 struct LogState {
-    /// Blocks appended (the next one goes here).
-    head: u64,
+    /// The blocks of the ring: `capacity`, or the size a committed log was
+    /// written with, until that log is emptied.
+    ring: u64,
+    /// Position of the log's first block.
+    start: u64,
+    /// Position of the next append.
+    end: u64,
+    /// `end` at the last commit (or the open).
+    committed: u64,
     /// Some logged row was since written home with newer bytes: the next
     /// checkpoint merges.
     stale: bool,
     /// Appends are refused until the next merge (a failed log write).
     closed: bool,
-    /// The background merge has written home every row logged before its
-    /// pass began: the next checkpoint merges the rest and empties the log.
-    swept: bool,
-    /// Times the log was emptied since open (a pass that began before an
-    /// emptying did not sweep the log that followed it).
+    /// The background merge has written home every row whose newest copy
+    /// is before this position: the next checkpoint moves the start there.
+    swept: Option<u64>,
+    /// Times the log's start moved since open (emptied, or moved past a
+    /// pass's blocks): a pass that began before cannot be finished.
     resets: u64,
 }
 
+impl LogState {
+    fn len(&self) -> u64 {
+        self.end - self.start
+    }
+}
+
 impl RowLog {
-    /// A log of `capacity` blocks from block `base`, `head` of them
-    /// committed; merges list `merge_list_rows` live rows at once.
-    pub fn new(base: u64, capacity: u64, head: u64, merge_list_rows: usize) -> RowLog {
+    /// The log of `capacity` blocks from data-file block `base`, as the
+    /// superblock `sb` committed it; merges list `merge_list_rows` live rows
+    /// at once. A committed log keeps the ring it was written in (older
+    /// versions' logs, which start at block 0 and do not wrap, a ring of at
+    /// least their length) until it is emptied.
+    pub fn new(
+        base: u64,
+        capacity: u64,
+        sb: &embtier_format::Superblock,
+        merge_list_rows: usize,
+    ) -> RowLog {
+        let capacity = capacity.min(MERGED as u64);
+        let blocks = sb.rowlog_blocks;
+        let ring = match (blocks, sb.rowlog_ring) {
+            (0, _) => capacity,
+            (_, 0) => capacity.max(blocks),
+            (_, r) => r,
+        };
+        let start = sb.rowlog_start as u64;
         RowLog {
             base,
-            capacity: capacity.min(MERGED as u64),
+            capacity,
             merge_list_rows: merge_list_rows.max(1),
             state: Mutex::new(LogState {
-                head,
+                ring,
+                start,
+                end: start + blocks,
+                committed: start + blocks,
                 stale: false,
                 closed: false,
-                swept: false,
+                swept: None,
                 resets: 0,
             }),
             merger: Mutex::new(None),
@@ -86,17 +166,23 @@ impl RowLog {
         *self.merger.lock() = Some(t);
     }
 
-    /// Reserve up to `n` blocks for an append: the first one's index and
-    /// how many, or `None` when the log is off, closed or full.
+    /// Reserve up to `n` contiguous ring blocks for an append: the first
+    /// one's index and how many, or `None` when the log is off, closed or
+    /// full. At the ring's last block it returns the blocks up to it; the
+    /// next call goes on from the ring's first.
     pub fn reserve(&self, n: u64) -> Option<(u32, u64)> {
         let mut st = self.state.lock();
-        let got = n.min(self.capacity.saturating_sub(st.head));
-        if st.closed || got == 0 {
+        if st.closed || st.ring == 0 {
             return None;
         }
-        let at = st.head;
-        st.head += got;
-        if at * 2 <= self.capacity && st.head * 2 > self.capacity {
+        let at = st.end % st.ring;
+        let got = n.min(st.ring - st.len()).min(st.ring - at);
+        if got == 0 {
+            return None;
+        }
+        let before = st.len();
+        st.end += got;
+        if before * 2 <= st.ring && st.len() * 2 > st.ring {
             if let Some(t) = &*self.merger.lock() {
                 t.unpark();
             }
@@ -104,9 +190,9 @@ impl RowLog {
         Some((at as u32, got))
     }
 
-    /// Blocks appended so far.
-    pub fn head(&self) -> u64 {
-        self.state.lock().head
+    /// Blocks in the log: committed and appended since.
+    pub fn len(&self) -> u64 {
+        self.state.lock().len()
     }
 
     /// A logged row was written home with newer bytes: its log copy must
@@ -129,36 +215,57 @@ impl RowLog {
     /// merge thread, and [`RowLog::checkpoint_merges`] decides.
     pub fn wants_merge(&self) -> bool {
         let st = self.state.lock();
-        st.head > 0 && (st.stale || st.closed || st.head * 2 > self.capacity)
+        st.len() > 0 && (st.stale || st.closed || st.len() * 2 > st.ring)
     }
 
-    /// Whether a checkpoint should merge the log into the tables. With the
-    /// background merge (`background`), a fill past half is the thread's
-    /// work, not the checkpoint's: the checkpoint merges once the thread
-    /// has swept the log (what is left is what was logged since), or when
-    /// it has fallen behind to seven eighths full.
+    /// Whether a checkpoint should merge every logged row into the tables
+    /// and empty the log. With the background merge (`background`), a fill
+    /// past half is the thread's work, not the checkpoint's (the
+    /// checkpoint after its pass moves the log's start instead), unless
+    /// the thread has fallen behind to seven eighths full.
     pub fn checkpoint_merges(&self, background: bool) -> bool {
         let st = self.state.lock();
         let full = if background {
-            st.swept || st.head * 8 > self.capacity * 7
+            st.len() * 8 > st.ring * 7
         } else {
-            st.head * 2 > self.capacity
+            st.len() * 2 > st.ring
         };
-        st.head > 0 && (st.stale || st.closed || full)
+        st.len() > 0 && (st.stale || st.closed || full)
     }
 
-    /// The number of times the log was emptied (a background pass notes it
-    /// when it begins, and hands it to [`RowLog::set_swept`]).
+    /// The number of times the log's start moved (a background pass notes
+    /// it when it begins, and hands it to [`RowLog::set_swept`]).
     pub fn resets(&self) -> u64 {
         self.state.lock().resets
     }
 
-    /// The background merge has written home every row logged before the
-    /// pass that began when the log had been emptied `resets` times.
-    pub fn set_swept(&self, resets: u64) {
+    /// The blocks a background pass beginning now merges: the log as the
+    /// last checkpoint committed it (rows appended since go after it), the
+    /// position it ends at, and [`RowLog::resets`]. Not the blocks
+    /// appended since: an append reserves its blocks before it writes them
+    /// and maps its rows there, so a pass could list their rows before
+    /// they are mapped; a checkpoint waits for every append to finish.
+    pub fn pass_span(&self) -> (LogSpan, u64, u64) {
+        let st = self.state.lock();
+        let span = LogSpan {
+            first: st.start % st.ring.max(1),
+            len: st.committed - st.start,
+            ring: st.ring.max(1),
+        };
+        (span, st.committed, st.resets)
+    }
+
+    /// The background pass that began when the start had moved `resets`
+    /// times has written home every row whose newest copy is before
+    /// position `to`: the next checkpoint moves the start there. Whether it
+    /// was taken (not if the start has moved since).
+    pub fn set_swept(&self, resets: u64, to: u64) -> bool {
         let mut st = self.state.lock();
-        if st.resets == resets && st.head > 0 {
-            st.swept = true;
+        if st.resets == resets && to > st.start && to <= st.end {
+            st.swept = Some(to);
+            true
+        } else {
+            false
         }
     }
 
@@ -168,7 +275,8 @@ impl RowLog {
     /// three quarters full, so that the pass ends before a checkpoint
     /// must merge a log that has filled up.
     pub fn merge_rest(&self) -> f64 {
-        let fill = self.head() as f64 / self.capacity.max(1) as f64;
+        let st = self.state.lock();
+        let fill = st.len() as f64 / st.ring.max(1) as f64;
         ((0.75 - fill) / 0.25).clamp(0.0, 1.0)
     }
 
@@ -178,20 +286,73 @@ impl RowLog {
     /// reason: a checkpoint checks this again after its own flush.
     pub fn must_merge(&self) -> bool {
         let st = self.state.lock();
-        st.head > 0 && (st.stale || st.closed)
+        st.len() > 0 && (st.stale || st.closed)
     }
 
-    /// Start appends from the log's beginning (the merge has made every
-    /// logged row's home current, and its commit is durable).
-    pub fn reset(&self) {
+    /// What the checkpoint now committing records of the log: empty after
+    /// its merge (`merged`), else every block appended, from the position
+    /// a finished background pass reached (or the start, if none has).
+    pub fn commit_point(&self, merged: bool) -> LogCommit {
+        let st = self.state.lock();
+        if merged {
+            return LogCommit {
+                start: 0,
+                blocks: 0,
+                from: 0,
+                ring: self.capacity,
+            };
+        }
+        let start = st.swept.unwrap_or(st.start);
+        let ring = st.ring.max(1);
+        LogCommit {
+            start: (start % ring) as u32,
+            blocks: st.end - start,
+            from: st.committed.saturating_sub(start) as u32,
+            ring: st.ring,
+        }
+    }
+
+    /// The commit of [`RowLog::commit_point`]`(merged)` is durable. Returns
+    /// the ring blocks it freed, as at most two runs `(first, blocks)`:
+    /// after a merge, every block the log spanned; else the blocks a
+    /// finished pass merged (their rows' [`MERGED`] entries are the
+    /// caller's to drop).
+    pub fn committed(&self, merged: bool) -> Vec<(u64, u64)> {
         let mut st = self.state.lock();
-        *st = LogState {
-            head: 0,
-            stale: false,
-            closed: false,
-            swept: false,
-            resets: st.resets + 1,
+        let ring = st.ring.max(1);
+        let (from, to) = if merged {
+            (st.start, st.end)
+        } else {
+            (st.start, st.swept.unwrap_or(st.start))
         };
+        let mut freed = Vec::new();
+        let mut p = from;
+        while p < to {
+            let at = p % ring;
+            let n = (to - p).min(ring - at);
+            freed.push((at, n));
+            p += n;
+        }
+        if merged {
+            *st = LogState {
+                ring: self.capacity,
+                start: 0,
+                end: 0,
+                committed: 0,
+                stale: false,
+                closed: false,
+                swept: None,
+                resets: st.resets + 1,
+            };
+        } else {
+            if to > from {
+                st.start = to;
+                st.resets += 1;
+            }
+            st.swept = None;
+            st.committed = st.end;
+        }
+        freed
     }
 }
 
@@ -300,6 +461,29 @@ impl LogMap {
             Keys::Narrow(m) => Box::new(m.iter().map(|(&id, &b)| (id as u64, b))),
             Keys::Wide(m) => Box::new(m.iter().map(|(&id, &b)| (id, b))),
         }
+    }
+
+    /// Drop the [`MERGED`] entries (the log's start has moved past their
+    /// copies), giving back the room of a map that shrank to a quarter.
+    pub fn drop_merged(&mut self) {
+        if self.merged == 0 {
+            return;
+        }
+        match &mut self.keys {
+            Keys::Narrow(m) => {
+                m.retain(|_, b| *b != MERGED);
+                if m.capacity() > 4 * m.len() {
+                    m.shrink_to(2 * m.len());
+                }
+            }
+            Keys::Wide(m) => {
+                m.retain(|_, b| *b != MERGED);
+                if m.capacity() > 4 * m.len() {
+                    m.shrink_to(2 * m.len());
+                }
+            }
+        }
+        self.merged = 0;
     }
 
     /// Drop every entry and give the memory back.

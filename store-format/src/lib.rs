@@ -174,16 +174,26 @@ pub enum FormatVersion {
     /// superblock, and the counter slots after the catalog. Versions 2 and
     /// 3 read as stores with no dead epochs and counters at zero.
     V4 = 4,
+    /// Version 4 and a row log that wraps: the superblock's `rowlog_start`
+    /// and `rowlog_ring`. Older versions read as a log that starts at
+    /// block 0 and does not wrap.
+    V5 = 5,
 }
 
 impl FormatVersion {
     /// The version this build writes.
-    pub const CURRENT: FormatVersion = FormatVersion::V4;
+    pub const CURRENT: FormatVersion = FormatVersion::V5;
 
     /// Whether the superblock carries version 4's fields (dead epochs,
     /// call counters, `rowlog_from`, the written-group list).
     pub fn has_v4_fields(self) -> bool {
         !matches!(self, FormatVersion::V2 | FormatVersion::V3)
+    }
+
+    /// Whether the superblock carries version 5's fields (`rowlog_start`,
+    /// `rowlog_ring`).
+    pub fn has_v5_fields(self) -> bool {
+        self.has_v4_fields() && self != FormatVersion::V4
     }
 }
 
@@ -194,6 +204,7 @@ impl TryFrom<u32> for FormatVersion {
             2 => Ok(FormatVersion::V2),
             3 => Ok(FormatVersion::V3),
             4 => Ok(FormatVersion::V4),
+            5 => Ok(FormatVersion::V5),
             found => Err(FormatError::UnsupportedVersion {
                 found,
                 supported: FormatVersion::CURRENT as u32,

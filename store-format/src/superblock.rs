@@ -54,8 +54,11 @@ pub mod sb {
     /// `u32` (version 4) CRC-32C of the written-group list the last
     /// checkpoint wrote (0 when it wrote no group in place).
     pub const WRITTEN_CRC: usize = 128;
-    /// `u32` zero.
-    pub const RESERVED: usize = 132;
+    /// `u32` (version 5; zero before) the row-log block where the committed
+    /// log begins: the log is a ring of `rowlog_ring` blocks, and its
+    /// `rowlog_blocks` committed blocks are `(rowlog_start + i) mod
+    /// rowlog_ring` for `i` in `0..rowlog_blocks`, oldest first.
+    pub const ROWLOG_START: usize = 132;
     /// `u64` (version 4) groups in that list: block groups the last
     /// checkpoint's epoch wrote in place.
     pub const WRITTEN_GROUPS: usize = 136;
@@ -64,6 +67,10 @@ pub mod sb {
     /// epoch was written by an epoch that never committed and was not
     /// undone: it is never read as row values.
     pub const DEAD_RANGES: usize = 144;
+    /// `u64` (version 5; zero before) the blocks of the ring the row log
+    /// wraps in (0: it does not wrap, as in older versions, where the log
+    /// always starts at block 0).
+    pub const ROWLOG_RING: usize = 4080;
     /// `u32` CRC-32C of bytes `[0, CRC)` of the superblock.
     pub const CRC: usize = 4092;
 }
@@ -98,9 +105,16 @@ pub struct Superblock {
     pub next_epoch: u64,
     /// Row-log blocks committed by the last checkpoint (0: an empty log).
     pub rowlog_blocks: u64,
-    /// The first row-log block the last checkpoint appended (version 4;
-    /// 0 in older versions, where it is not checked).
+    /// The first row-log block the last checkpoint appended, counted from
+    /// the log's start (version 4; 0 in older versions, where it is not
+    /// checked).
     pub rowlog_from: u32,
+    /// The row-log block where the committed log begins (version 5; 0 in
+    /// older versions).
+    pub rowlog_start: u32,
+    /// The blocks of the ring the row log wraps in (version 5; 0: it does
+    /// not wrap).
+    pub rowlog_ring: u64,
     /// Groups the last checkpoint's epoch wrote in place, listed in its
     /// [`WrittenList`] (version 4; 0: none, or an older version).
     pub written_groups: u64,
@@ -117,6 +131,31 @@ pub struct Superblock {
 }
 
 impl Superblock {
+    /// The row-log block (counted from the log's first block in the data
+    /// file) of the committed log's `i`-th block, oldest first.
+    pub fn rowlog_block(&self, i: u64) -> u64 {
+        let at = self.rowlog_start as u64 + i;
+        if self.rowlog_ring == 0 {
+            at
+        } else {
+            at % self.rowlog_ring
+        }
+    }
+
+    /// Row-log blocks from the log's first block up to the last committed
+    /// one that the committed log spans: the whole ring once it wraps.
+    pub fn rowlog_extent(&self) -> u64 {
+        if self.rowlog_blocks == 0 {
+            return 0;
+        }
+        let end = self.rowlog_start as u64 + self.rowlog_blocks;
+        if self.rowlog_ring == 0 {
+            end
+        } else {
+            end.min(self.rowlog_ring)
+        }
+    }
+
     /// Whether epoch `e` is dead: handed out, never committed.
     pub fn is_dead(&self, e: u64) -> bool {
         let i = self.dead_epochs.partition_point(|&(_, last)| last < e);
@@ -170,6 +209,8 @@ impl Superblock {
         );
         put_u32(&mut b, sb::DEAD_COUNT, self.dead_epochs.len() as u32);
         put_u32(&mut b, sb::ROWLOG_FROM, self.rowlog_from);
+        put_u32(&mut b, sb::ROWLOG_START, self.rowlog_start);
+        put_u64(&mut b, sb::ROWLOG_RING, self.rowlog_ring);
         put_u32(&mut b, sb::WRITTEN_CRC, self.written_crc);
         put_u64(&mut b, sb::WRITTEN_GROUPS, self.written_groups);
         for (i, &(first, last)) in self.dead_epochs.iter().enumerate() {
@@ -244,6 +285,30 @@ impl Superblock {
                 ),
             });
         }
+        let v5 = version.has_v5_fields();
+        let (rowlog_start, rowlog_ring) = if v5 {
+            (get_u32(b, sb::ROWLOG_START), get_u64(b, sb::ROWLOG_RING))
+        } else {
+            (0, 0)
+        };
+        let blocks = get_u64(b, sb::ROWLOG_BLOCKS);
+        if v5 && rowlog_ring != 0 && (blocks > rowlog_ring || rowlog_start as u64 >= rowlog_ring) {
+            return Err(FormatError::InvalidField {
+                field: "rowlog_start",
+                offset: at + sb::ROWLOG_START as u64,
+                value: format!(
+                    "{rowlog_start} with {blocks} blocks committed: not inside the row log's \
+                     ring of {rowlog_ring} blocks"
+                ),
+            });
+        }
+        if v5 && rowlog_ring == 0 && rowlog_start != 0 {
+            return Err(FormatError::InvalidField {
+                field: "rowlog_start",
+                offset: at + sb::ROWLOG_START as u64,
+                value: format!("{rowlog_start}, in a row log that does not wrap"),
+            });
+        }
         let mut dead_epochs = Vec::new();
         if v4 {
             let n = get_u32(b, sb::DEAD_COUNT) as usize;
@@ -302,6 +367,8 @@ impl Superblock {
                 0
             },
             rowlog_from: if v4 { rowlog_from } else { 0 },
+            rowlog_start,
+            rowlog_ring,
             written_groups: if v4 {
                 get_u64(b, sb::WRITTEN_GROUPS)
             } else {

@@ -82,8 +82,9 @@ fn superblock_offsets_match_the_spec() {
             ("dead_count", sb::DEAD_COUNT, 4),
             ("rowlog_from", sb::ROWLOG_FROM, 4),
             ("written_crc", sb::WRITTEN_CRC, 4),
-            ("reserved", sb::RESERVED, 4),
+            ("rowlog_start", sb::ROWLOG_START, 4),
             ("written_groups", sb::WRITTEN_GROUPS, 8),
+            ("rowlog_ring", sb::ROWLOG_RING, 8),
             ("crc", sb::CRC, 4),
         ],
     );
@@ -125,6 +126,8 @@ fn written_list_offsets_match_the_spec_and_round_trip() {
         next_epoch: 11,
         rowlog_blocks: 0,
         rowlog_from: 0,
+        rowlog_start: 0,
+        rowlog_ring: 0,
         written_groups: 2,
         written_crc: WrittenList::crc_of(&b),
         counters_generation: 0,
@@ -214,6 +217,8 @@ fn counter_slots_round_trip_and_reject_damage() {
         next_epoch: 1,
         rowlog_blocks: 0,
         rowlog_from: 0,
+        rowlog_start: 0,
+        rowlog_ring: 0,
         written_groups: 0,
         written_crc: 0,
         counters_generation: 0,
@@ -379,7 +384,7 @@ fn superblock_and_catalog_round_trip_and_reject() {
     }
 
     let s = Superblock {
-        version: FormatVersion::V4,
+        version: FormatVersion::V5,
         store_id: 7,
         created_unix: 1,
         table_count: 2,
@@ -393,6 +398,8 @@ fn superblock_and_catalog_round_trip_and_reject() {
         next_epoch: 6,
         rowlog_blocks: 11,
         rowlog_from: 7,
+        rowlog_start: 60,
+        rowlog_ring: 64,
         written_groups: 0,
         written_crc: 0,
         counters_generation: 3,
@@ -403,6 +410,47 @@ fn superblock_and_catalog_round_trip_and_reject() {
     assert_eq!(u32::from_le_bytes(enc[120..124].try_into().unwrap()), 2);
     assert_eq!(u64::from_le_bytes(enc[160..168].try_into().unwrap()), 5);
     assert!(s.is_dead(1) && s.is_dead(2) && !s.is_dead(3) && !s.is_dead(4) && s.is_dead(5));
+    // The committed log wraps: 4 blocks at the ring's end, 7 at its start.
+    assert_eq!(u32::from_le_bytes(enc[132..136].try_into().unwrap()), 60);
+    assert_eq!(u64::from_le_bytes(enc[4080..4088].try_into().unwrap()), 64);
+    let at: Vec<u64> = (0..11).map(|i| s.rowlog_block(i)).collect();
+    assert_eq!(at, [60, 61, 62, 63, 0, 1, 2, 3, 4, 5, 6]);
+    assert_eq!(s.rowlog_extent(), 64);
+    let linear = Superblock {
+        rowlog_start: 3,
+        ..s.clone()
+    };
+    assert_eq!((linear.rowlog_block(10), linear.rowlog_extent()), (13, 14));
+    // A start outside the ring, a log longer than it, or a start in a log
+    // that does not wrap, are refused naming rowlog_start.
+    for (start, ring) in [(64u32, 64u64), (0, 10), (5, 0)] {
+        let bad = Superblock {
+            rowlog_start: start,
+            rowlog_ring: ring,
+            ..s.clone()
+        }
+        .encode();
+        match Superblock::decode(&bad) {
+            Err(FormatError::InvalidField {
+                field: "rowlog_start",
+                offset,
+                ..
+            }) => assert_eq!(offset, sb::ROWLOG_START as u64, "{start} of {ring}"),
+            other => panic!("{start} of {ring}: {other:?}"),
+        }
+    }
+    // Version 4 has no ring: the bytes are not read.
+    let mut v4 = Superblock {
+        version: FormatVersion::V4,
+        rowlog_start: 0,
+        rowlog_ring: 0,
+        ..s.clone()
+    }
+    .encode();
+    v4[4080] = 9;
+    let crc = crc32c::crc32c(&v4[..4092]);
+    v4[4092..].copy_from_slice(&crc.to_le_bytes());
+    assert_eq!(Superblock::decode(&v4).unwrap().rowlog_ring, 0);
     // Dead ranges that cannot arise are refused, naming the range.
     for (ranges, i) in [
         (vec![(2u64, 1u64)], 0usize), // reversed
@@ -489,10 +537,10 @@ fn superblock_and_catalog_round_trip_and_reject() {
             ..
         })
     ));
-    for v in [1, 5] {
+    for v in [1, 6] {
         assert!(matches!(
             FormatVersion::try_from(v),
-            Err(FormatError::UnsupportedVersion { found, supported: 4 }) if found == v
+            Err(FormatError::UnsupportedVersion { found, supported: 5 }) if found == v
         ));
     }
 }
