@@ -32,9 +32,15 @@ fn faulty(plan: &Arc<FaultPlan>) -> OpenOptionsExt {
 /// A new store in `dir`, opened with `plan`'s faults (none armed yet).
 fn open_faulty(dir: &Path, plan: &Arc<FaultPlan>) -> Store {
     // No background merge: its I/O would take faults planned for the ops
-    // at moments no run repeats. The crash test covers it.
+    // at moments no run repeats. The crash test and the ring's power cuts
+    // cover it.
+    open_faulty_merging(dir, plan, false)
+}
+
+/// [`open_faulty`], with the background merge on or off.
+fn open_faulty_merging(dir: &Path, plan: &Arc<FaultPlan>, background: bool) -> Store {
     let mut cfg = config();
-    cfg.ssd.merge_in_background = false;
+    cfg.ssd.merge_in_background = background;
     drop(Store::create(dir, cfg.clone()).unwrap());
     Store::open_with(dir, cfg, faulty(plan)).unwrap()
 }
@@ -265,26 +271,47 @@ fn every_fault_kind_at_many_points_loses_nothing_acknowledged() {
 /// fail with a clear error, never panic; the outcomes are counted.
 #[test]
 fn power_cuts_reorder_and_tear_unsynced_writes() {
+    power_cuts(false, OPS, 0x5eed, 500);
+}
+
+/// The same with the background merge on, in op streams long enough for
+/// its passes to move the row log's start round its 24-block ring several
+/// times: a cut falls in a pass, between a pass and the checkpoint that
+/// frees its blocks, or after appends into blocks a commit freed; every
+/// reopen serves the acknowledged checkpoint (or detects a dropped fsync).
+#[test]
+fn power_cuts_as_the_row_log_goes_round_its_ring() {
+    let freed = power_cuts(true, 6 * OPS, 0x5eef, 9000);
+    assert!(
+        freed > 24 * 3,
+        "{freed} ring blocks freed in all: the log did not go round"
+    );
+}
+
+/// Cut the power after a random prefix (up to `ops` ops) of each of
+/// `EMBTIER_CRASH_ITERS` op streams; returns the row-log blocks the
+/// acknowledged checkpoints freed.
+fn power_cuts(background: bool, ops_max: usize, rng_seed: u64, first_seed: u64) -> u64 {
     let cuts: u64 = common::env_or("EMBTIER_CRASH_ITERS", 60);
-    let mut rng = common::Rng(0x5eed);
+    let mut rng = common::Rng(rng_seed);
     let (mut exact, mut detected, mut silent) = (0, 0, 0);
-    let mut torn = 0;
+    let (mut torn, mut freed) = (0, 0);
     for cut in 0..cuts {
         let dropped = cut % 3 == 2;
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("s");
         let plan = Arc::new(FaultPlan::default());
-        let store = open_faulty(&dir, &plan);
+        let store = open_faulty_merging(&dir, &plan, background);
         plan.track_unsynced.store(true, Ordering::SeqCst);
         if dropped {
             plan.drop_sync_every
                 .store(2 + rng.below(3), Ordering::SeqCst);
         }
-        let stop = 20 + rng.below(OPS as u64) as usize;
+        let stop = 20 + rng.below(ops_max as u64) as usize;
         let mut acked = (0u64, Model::new());
         let mut cur = Model::new();
         let mut in_flight = None;
-        let seed = 500 + cut;
+        let seed = first_seed + cut;
         for (i, op) in ops(seed, EVERY).take(stop).enumerate() {
             if let Op::Checkpoint = op {
                 if i + 1 == stop {
@@ -292,6 +319,7 @@ fn power_cuts_reorder_and_tear_unsynced_writes() {
                     break;
                 }
                 let c = store.checkpoint().unwrap();
+                freed += c.row_log_blocks_freed;
                 acked = (c.generation, cur.clone());
             } else {
                 run(&store, &op).unwrap();
@@ -340,13 +368,15 @@ fn power_cuts_reorder_and_tear_unsynced_writes() {
         }
     }
     eprintln!(
-        "power cuts: {cuts} cuts, {torn} torn writes; {exact} at the exact checkpoint, \
-         {detected} detected as corrupt (dropped fsyncs), {silent} wrong (dropped fsyncs only)"
+        "power cuts (background merge {background}): {cuts} cuts, {torn} torn writes; \
+         {exact} at the exact checkpoint, {detected} detected as corrupt (dropped fsyncs), \
+         {silent} wrong (dropped fsyncs only); {freed} ring blocks freed"
     );
     assert!(
         torn > 0,
         "no write was ever torn: the simulation is not simulating"
     );
+    freed
 }
 
 /// Issue 13, defect 4: what a step or update whose miss reads fail may

@@ -141,9 +141,10 @@ pub struct SsdConfig {
     /// the time while the log is at most half full, the rest left to
     /// training; more as it fills towards three quarters). Checkpoints
     /// during the pass commit the log as it is; the first one after it
-    /// merges only what was logged since, and empties the log. On by
-    /// default; off, a checkpoint merges the whole log once it is more
-    /// than half full, with training stopped.
+    /// moves the log's start past the pass's blocks, which appends then
+    /// reuse: none merges unless the log reaches seven eighths full first.
+    /// On by default; off, a checkpoint merges the whole log once it is
+    /// more than half full, with training stopped.
     #[serde(default = "default_true")]
     pub merge_in_background: bool,
     /// Warm restarts at sequential speed: every checkpoint also writes the
