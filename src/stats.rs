@@ -276,10 +276,16 @@ pub struct Stats {
     pub ssd_read_latency: LatencySummary,
     /// The row log: blocks it may hold.
     pub row_log_capacity_blocks: u64,
-    /// The row log: blocks appended since it was last emptied.
+    /// The row log: blocks in it (committed, and appended since).
     pub row_log_used_blocks: u64,
-    /// Merges of the row log into the tables since open.
+    /// Checkpoints since open that merged the whole row log into the
+    /// tables and emptied it (inside the checkpoint, with training
+    /// stopped).
     pub row_log_merges: u64,
+    /// Checkpoints since open that moved the row log's start past the
+    /// blocks a background pass had merged (the log's rows written home
+    /// outside the checkpoint, which merged nothing).
+    pub row_log_passes: u64,
 }
 
 impl Stats {

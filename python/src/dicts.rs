@@ -32,6 +32,7 @@ pub(crate) fn stats_dict<'py>(
     d.set_item("row_log_capacity_blocks", st.row_log_capacity_blocks)?;
     d.set_item("row_log_used_blocks", st.row_log_used_blocks)?;
     d.set_item("row_log_merges", st.row_log_merges)?;
+    d.set_item("row_log_passes", st.row_log_passes)?;
     d.set_item("writeback_errors", st.writeback_errors())?;
     d.set_item("pending_rows", st.pending_rows())?;
     let lat = PyDict::new(py);

@@ -137,6 +137,8 @@ pub struct Store {
     recovery: Recovery,
     /// Merges of the row log since open.
     log_merges: std::sync::atomic::AtomicU64,
+    /// Checkpoints that moved the log's start past a background pass.
+    log_passes: std::sync::atomic::AtomicU64,
     /// The warm restart's read-back, while it runs (cancelled and joined
     /// when the store is dropped, before anything else is).
     warm: parking_lot::Mutex<Option<warm::Warm>>,
@@ -525,6 +527,8 @@ impl Store {
                 t.debug_check_freed(&freed);
             }
             done.row_log_blocks_freed = freed.iter().map(|&(_, n)| n).sum();
+            self.log_passes
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         done.row_log_bytes_released = freed
             .iter()

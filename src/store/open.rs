@@ -379,6 +379,7 @@ impl Store {
             superblock,
             recovery,
             log_merges: 0.into(),
+            log_passes: 0.into(),
             warm: parking_lot::Mutex::new(None),
             sweep: parking_lot::Mutex::new(None),
             merger: parking_lot::Mutex::new(None),

@@ -106,6 +106,7 @@ impl Store {
             row_log_capacity_blocks: self.ssd.log().capacity,
             row_log_used_blocks: self.ssd.log().len(),
             row_log_merges: self.log_merges.load(std::sync::atomic::Ordering::Relaxed),
+            row_log_passes: self.log_passes.load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 }

@@ -102,8 +102,9 @@ pub trait Engine {
     fn checkpoint(&mut self, _n: u64) -> Result<()> {
         self.persist()
     }
-    /// Row-log merges run since the engine opened (embtier); `None` for an
-    /// engine without one.
+    /// Row-log merges run since the engine opened (embtier: whole-log
+    /// merges in a checkpoint and background passes a checkpoint
+    /// committed); `None` for an engine without one.
     fn merges(&self) -> Option<u64> {
         None
     }
@@ -228,7 +229,7 @@ impl Engine for Flat {
 /// An embtier store, one table per dataset table.
 pub struct Embtier {
     store: embtier::Store,
-    /// `row_log_merges` when it opened.
+    /// `row_log_merges + row_log_passes` when it opened.
     merges0: u64,
     names: Vec<String>,
     dim: usize,
@@ -309,7 +310,10 @@ impl Embtier {
         )
         .map_err(emb_err)?;
         Ok(Embtier {
-            merges0: store.stats().row_log_merges,
+            merges0: {
+                let s = store.stats();
+                s.row_log_merges + s.row_log_passes
+            },
             store,
             names: (0..s.ds.rows.len() as u32)
                 .map(Dataset::table_name)
@@ -358,7 +362,8 @@ impl Engine for Embtier {
     }
 
     fn merges(&self) -> Option<u64> {
-        Some(self.store.stats().row_log_merges - self.merges0)
+        let s = self.store.stats();
+        Some(s.row_log_merges + s.row_log_passes - self.merges0)
     }
 
     fn cache(&self) -> CacheReport {
