@@ -139,7 +139,12 @@ class Store:
     def checkpoint(self) -> Dict[str, int]:
         """Make the current state durable and atomic; a crash later recovers
         exactly it. Returns ``generation``, ``epoch``, ``groups_journaled``,
-        ``journal_bytes``, ``row_log_merged_rows``, ``row_log_blocks``."""
+        ``journal_bytes``, ``row_log_merged_rows`` (logged rows merged home
+        inside the checkpoint: 0 unless it had to merge the whole log),
+        ``row_log_blocks`` (the log's committed blocks),
+        ``row_log_blocks_freed`` (blocks the log's start moved past after a
+        background pass), ``row_log_bytes_released``, ``hot_rows`` and
+        ``hot_row_bytes``."""
     def merge_row_log(self) -> Dict[str, int]:
         """A :meth:`checkpoint` that also merges the row log into the
         tables whatever its fill: every logged row is written home and the
@@ -153,7 +158,11 @@ class Store:
         updates, and per tier (``dram``, ``pmem``, ``ssd``) hits, misses,
         evictions, bytes, resident rows; ``writeback_errors`` and
         ``pending_rows`` (write-backs that failed and the rows waiting in
-        memory for one); the I/O engine and the SSD read latency."""
+        memory for one); the I/O engine and the SSD read latency; the row
+        log's ``row_log_capacity_blocks``, ``row_log_used_blocks``,
+        ``row_log_merges`` (checkpoints that merged the whole log) and
+        ``row_log_passes`` (checkpoints that freed a background pass's
+        blocks)."""
     def __enter__(self) -> Store: ...
     def __exit__(
         self,
