@@ -368,23 +368,41 @@ fn a_pass_cut_short_by_an_emptied_log_starts_over_on_the_new_one() {
 /// whatever lap its log was on).
 #[test]
 fn the_log_wraps_around_its_ring_and_every_row_keeps_its_value() {
+    wraps(true);
+}
+
+/// The same with the passes reading each logged row's block on its own
+/// (`[ssd] merge_scan = false`) rather than walking the log in order.
+#[test]
+fn the_log_wraps_with_passes_that_read_a_block_a_row() {
+    wraps(false);
+}
+
+fn wraps(scan: bool) {
     const RING: u64 = 32;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
     let mut c = cfg(true);
     c.ssd.row_log = Some(embtier::ByteSize(RING * 4096));
+    c.ssd.merge_scan = scan;
     let mut s = Store::create(&path, c).unwrap();
     let mut rng = Rng(15);
     let mut acked: HashMap<u64, f32> = HashMap::new();
     let (mut freed, mut reopened, mut dropped) = (0u64, 0, 0);
     for round in 1..=240u32 {
         let mut cur = acked.clone();
-        // About 7 log blocks of scattered rows a round.
+        // About 7 log blocks of scattered rows a round, each row its own
+        // value (so that a row merged home from the wrong slot of its
+        // block shows).
         let ids: Vec<u64> = (0..100).map(|_| rng.below(ROWS)).collect();
-        let v = round as f32;
-        s.update("t", &ids, &vec![v; ids.len() * DIM]).unwrap();
+        let value = |id: u64| (round as u64 * ROWS + id) as f32; // exact below 2^24
+        let mut vals = Vec::with_capacity(ids.len() * DIM);
         for &id in &ids {
-            cur.insert(id, v);
+            vals.extend(std::iter::repeat_n(value(id), DIM));
+        }
+        s.update("t", &ids, &vals).unwrap();
+        for &id in &ids {
+            cur.insert(id, value(id));
         }
         if round % 11 == 0 {
             // A drop between checkpoints: the round's updates are lost.

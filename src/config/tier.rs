@@ -164,6 +164,13 @@ pub struct SsdConfig {
     /// MiB); at least 1.
     #[serde(default = "default_merge_list_rows")]
     pub merge_list_rows: usize,
+    /// The background merge reads the logged rows of a range of ids by
+    /// walking the log's blocks in order (4 MiB reads, up to 64 MiB of rows
+    /// held at once) when they are dense enough there (a row per 8
+    /// blocks), instead of one random block read per row. On by default;
+    /// off, every row's block is read on its own (the behaviour before).
+    #[serde(default = "default_true")]
+    pub merge_scan: bool,
 }
 
 fn default_merge_list_rows() -> usize {
@@ -205,6 +212,7 @@ impl Default for SsdConfig {
             merge_in_background: true,
             warm_rows: true,
             merge_list_rows: default_merge_list_rows(),
+            merge_scan: true,
         }
     }
 }

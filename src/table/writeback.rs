@@ -260,9 +260,19 @@ impl Table {
     /// log blocks read. A dense chunk is read and written as one run of
     /// groups (`write_rows`).
     pub(crate) fn merge_chunk_len(&self, rest: &[(u64, u32)]) -> usize {
+        self.merge_chunk_len_reading(rest, true)
+    }
+
+    /// [`Table::merge_chunk_len`], bounding the log blocks read only if
+    /// `reads` (not when the rows' bytes are at hand).
+    pub(crate) fn merge_chunk_len_reading(&self, rest: &[(u64, u32)], reads: bool) -> usize {
         let layout = self.entry.layout;
         let max_groups = (WB_CHUNK_BYTES / layout.group_bytes()).max(1) as u64;
-        let max_blocks = WB_CHUNK_BYTES / BLOCK_SIZE;
+        let max_blocks = if reads {
+            WB_CHUNK_BYTES / BLOCK_SIZE
+        } else {
+            usize::MAX
+        };
         let Some(&(first, _)) = rest.first() else {
             return 0;
         };
@@ -297,6 +307,126 @@ impl Table {
             }
         }
         Ok(merged)
+    }
+
+    /// The bytes of the rows of `logged` (entries `(id, block)` of blocks
+    /// in `span`), in its order, read by walking the span's blocks in
+    /// order, 4 MiB at a time (windows holding none of them are skipped):
+    /// a background pass whose rows are dense in the span reads it at
+    /// sequential speed instead of one random block per row. Each window is
+    /// read under the store's shared gate; `None` if the log's start moved
+    /// (`moved()`) meanwhile, since the blocks may then hold other rows.
+    /// `rest()` runs after each window.
+    pub(crate) fn read_logged_in_span(
+        &self,
+        ssd: &Ssd,
+        logged: &[(u64, u32)],
+        span: LogSpan,
+        moved: &dyn Fn() -> bool,
+        rest: &mut dyn FnMut(std::time::Duration),
+    ) -> Result<Option<Vec<u8>>> {
+        const WINDOW: u64 = (WB_CHUNK_BYTES / BLOCK_SIZE) as u64;
+        let rb = self.row_bytes;
+        let mut out = vec![0u8; logged.len() * rb];
+        // Positions in `logged`, by block.
+        let mut by_block: Vec<u32> = (0..logged.len() as u32).collect();
+        by_block.sort_unstable_by_key(|&i| logged[i as usize].1);
+        let mut buf = AlignedBuf::new(BLOCK_SIZE);
+        for (first, len) in span.runs() {
+            let mut at = first;
+            while at < first + len {
+                let n = WINDOW.min(first + len - at);
+                let lo = by_block.partition_point(|&i| (logged[i as usize].1 as u64) < at);
+                let hi = by_block.partition_point(|&i| (logged[i as usize].1 as u64) < at + n);
+                if lo == hi {
+                    at += n;
+                    continue;
+                }
+                let began = std::time::Instant::now();
+                {
+                    let _gate = ssd.read_gate();
+                    if moved() {
+                        return Ok(None);
+                    }
+                    let off = ssd.log_block(at as u32) * BLOCK_SIZE as u64;
+                    ssd.read_extents_each(
+                        &[off],
+                        n as usize * BLOCK_SIZE,
+                        &mut buf,
+                        &mut |_, _| {},
+                    )?;
+                }
+                let c = &self.counters;
+                c.ssd_read_ops.fetch_add(1, Ordering::Relaxed);
+                c.ssd_bytes_read
+                    .fetch_add(n * BLOCK_SIZE as u64, Ordering::Relaxed);
+                let mut k = lo;
+                while k < hi {
+                    let b = logged[by_block[k] as usize].1;
+                    let i0 = ((b as u64 - at) as usize) * BLOCK_SIZE;
+                    let raw = &buf.as_slice()[i0..i0 + BLOCK_SIZE];
+                    let mut end = k;
+                    while end < hi && logged[by_block[end] as usize].1 == b {
+                        end += 1;
+                    }
+                    let first_id = logged[by_block[k] as usize].0;
+                    let corrupt = |id, source| Error::Corrupt {
+                        path: ssd.path().to_path_buf(),
+                        table: self.name.clone(),
+                        id,
+                        source,
+                    };
+                    let lb = self
+                        .checked_log_block(ssd, b, raw)
+                        .map_err(|e| corrupt(first_id, e))?;
+                    for &i in &by_block[k..end] {
+                        let id = logged[i as usize].0;
+                        let row = self
+                            .logged_row(ssd, Loc::Log(b), &lb, id)
+                            .map_err(|e| corrupt(id, e))?;
+                        out[i as usize * rb..(i as usize + 1) * rb].copy_from_slice(row);
+                    }
+                    k = end;
+                }
+                at += n;
+                rest(began.elapsed());
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// Write the rows of `chunk` (entries from
+    /// [`Table::logged_in_place_order`], one merge chunk) home from
+    /// `bytes` (theirs, in order, read from the blocks the entries name),
+    /// each if that is still its entry, as [`Table::merge_chunk`] does.
+    /// Returns the rows written home.
+    pub(crate) fn merge_chunk_from(
+        &self,
+        ssd: &Ssd,
+        chunk: &[(u64, u32)],
+        bytes: &[u8],
+    ) -> Result<u64> {
+        let TableKind::Cached { shards, .. } = &self.kind else {
+            return Ok(0);
+        };
+        let rb = self.row_bytes;
+        let mut wb = self.wb_lock.lock();
+        let rows: Vec<RowRef<'_>> = chunk
+            .iter()
+            .enumerate()
+            .filter(|&(_, &(id, b))| {
+                shards[self.shard_of(id, shards.len())].lock().logged_at(id) == b
+            })
+            .map(|(i, &(id, _))| (id, &bytes[i * rb..(i + 1) * rb]))
+            .collect();
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        self.write_rows_as(ssd, &rows, &mut wb, true, HomeWrite::LogCopy)?;
+        self.counters
+            .log_rows_merged
+            .fetch_add(rows.len() as u64, Ordering::Relaxed);
+        Ok(rows.len() as u64)
     }
 
     /// Write the logged rows of `chunk` (entries from

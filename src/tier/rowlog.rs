@@ -62,6 +62,23 @@ impl LogSpan {
     pub fn contains(&self, b: u32) -> bool {
         self.len == u64::MAX || (b as u64 + self.ring - self.first) % self.ring < self.len
     }
+
+    /// Blocks in the span (not for [`LogSpan::all`]).
+    pub fn blocks(&self) -> u64 {
+        self.len
+    }
+
+    /// The span as at most two runs of ring blocks `(first, blocks)`, in
+    /// log order (not for [`LogSpan::all`]).
+    pub fn runs(&self) -> Vec<(u64, u64)> {
+        let head = self.len.min(self.ring - self.first);
+        let mut v = vec![(self.first, head)];
+        if self.len > head {
+            v.push((0, self.len - head));
+        }
+        v.retain(|r| r.1 > 0);
+        v
+    }
 }
 
 /// What a checkpoint commits of the log (see [`RowLog::commit_point`]).
