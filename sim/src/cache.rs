@@ -367,47 +367,6 @@ pub fn simulate_dense(
 /// for a resident slot's links too, in two stages, measured slower.)
 const AHEAD: usize = 8;
 
-/// [`simulate_dense_keyed`] with each dense id's key already hashed for the
-/// policy: `sketch_of[id]` is [`embtier::policy::sketch_key`] of the
-/// trace's own id of `id`, computed once per distinct id (a sweep runs many
-/// sizes over the same keys). Results equal [`simulate_dense_keyed`]'s.
-///
-/// # Panics
-/// If `sketch_of` has fewer than `n_objects` entries.
-pub fn simulate_dense_sketched(
-    kind: PolicyKind,
-    capacity: usize,
-    ids: &[u32],
-    sketch_of: &[u64],
-    n_objects: usize,
-) -> SimResult {
-    assert!(sketch_of.len() >= n_objects, "a sketch key per dense id");
-    let mut c = DenseCache::new(kind, capacity.max(1), n_objects);
-    c.policy.sketch_keys();
-    let mut r = SimResult::default();
-    for (i, &id) in ids.iter().enumerate() {
-        if let Some(&next) = ids.get(i + AHEAD) {
-            c.prefetch(next, sketch_of[next as usize]);
-        }
-        r.record(c.access_keyed(id, sketch_of[id as usize]));
-    }
-    r
-}
-
-/// Each dense id's [`embtier::policy::sketch_key`]: `keys[i]` is the
-/// trace's own id of `dense[i]`, `n_objects` ids in all.
-pub fn sketch_keys_of(keys: &[u64], dense: &[u32], n_objects: usize) -> Vec<u64> {
-    let mut out = vec![0u64; n_objects];
-    let mut seen = vec![false; n_objects];
-    for (&k, &d) in keys.iter().zip(dense) {
-        if !seen[d as usize] {
-            seen[d as usize] = true;
-            out[d as usize] = embtier::policy::sketch_key(k);
-        }
-    }
-    out
-}
-
 /// [`simulate_dense`] for a policy that hashes key values
 /// ([`PolicyKind::hashes_keys`]): dense ids index the cache, and the
 /// policy sees `keys[i]`, the trace's own id of `ids[i]`.
@@ -461,7 +420,6 @@ mod tests {
             .map(|x| embtier::init::mix64(x + 1))
             .collect();
         let (dense, n) = crate::densify(&raw);
-        let sketch_of = sketch_keys_of(&raw, &dense, n);
         for &kind in PolicyKind::ALL {
             for cap in [1usize, 3, 40, 200, 1000] {
                 let mut reference = SimCache::new(kind, cap);
@@ -474,10 +432,6 @@ mod tests {
                 }
                 let keyed = simulate_dense_keyed(kind, cap, &dense, &raw, n);
                 assert_eq!(keyed, want, "{kind:?} at {cap}, keyed");
-                if kind.hashes_keys() {
-                    let sketched = simulate_dense_sketched(kind, cap, &dense, &sketch_of, n);
-                    assert_eq!(sketched, want, "{kind:?} at {cap}, sketch keys");
-                }
                 assert_eq!(simulate(kind, cap, &raw), want, "{kind:?} at {cap}");
                 if !kind.hashes_keys() {
                     assert_eq!(

@@ -39,8 +39,7 @@ pub mod table;
 pub mod trace;
 
 pub use cache::{
-    simulate, simulate_dense, simulate_dense_keyed, simulate_dense_sketched, sketch_keys_of,
-    DenseCache, SimCache, SimResult, Victim,
+    simulate, simulate_dense, simulate_dense_keyed, DenseCache, SimCache, SimResult, Victim,
 };
 pub use densify::{densify, FastHash};
 pub use policy::SimPolicy;

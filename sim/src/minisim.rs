@@ -56,25 +56,6 @@ struct Level {
     keys: Vec<u64>,
     dense: Vec<u32>,
     n: usize,
-    /// Each dense id's sketch key, made for the first simulation of a
-    /// policy that hashes keys ([`crate::sketch_keys_of`]): the others of
-    /// the sweep hash nothing.
-    sketch: OnceLock<Vec<u64>>,
-}
-
-impl Level {
-    /// Run `p` with a cache of `size` objects on this stream.
-    fn run(&self, p: SimPolicy, size: u64) -> SimResult {
-        let sketch = match p.online() {
-            Some(k) if k.hashes_keys() => Some(
-                self.sketch
-                    .get_or_init(|| crate::sketch_keys_of(&self.keys, &self.dense, self.n))
-                    .as_slice(),
-            ),
-            _ => None,
-        };
-        p.run_sketched(size, &self.keys, &self.dense, self.n, sketch)
-    }
 }
 
 /// A trace prepared for miniature simulations at a rate.
@@ -213,7 +194,6 @@ impl MiniSim {
                 keys,
                 dense,
                 n,
-                sketch: OnceLock::new(),
             }
         })
     }
@@ -222,7 +202,7 @@ impl MiniSim {
     pub fn run(&self, p: SimPolicy, size: u64) -> MiniPoint {
         let l = self.level(self.level_for(size));
         let scaled = ((size as f64 * l.rate).round() as u64).max(1);
-        let r = l.run(p, scaled);
+        let r = p.run(scaled, &l.keys, &l.dense, l.n);
         let total = self.keys.len() as u64;
         let result = if l.rate >= 1.0 {
             r

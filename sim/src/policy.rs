@@ -9,7 +9,7 @@ use std::str::FromStr;
 use embtier::PolicyKind;
 
 use crate::offline::{belady, set_associative, SetPolicy};
-use crate::{simulate_dense, simulate_dense_keyed, simulate_dense_sketched, SimResult};
+use crate::{simulate_dense, simulate_dense_keyed, SimResult};
 
 /// Ways per set of the set-associative caches (`lru-32way`, `lfu-32way`).
 pub const WAYS: usize = 32;
@@ -68,27 +68,12 @@ impl SimPolicy {
     /// densified to `0..n` ([`crate::densify()`]), which the policies that
     /// do not hash key values run on.
     pub fn run(self, size: u64, keys: &[u64], dense: &[u32], n: usize) -> SimResult {
-        self.run_sketched(size, keys, dense, n, None)
-    }
-
-    /// [`SimPolicy::run`], given each dense id's sketch key
-    /// ([`crate::sketch_keys_of`]) if the caller has it: a policy that
-    /// hashes keys (W-TinyLFU) then hashes none. Results are the same.
-    pub fn run_sketched(
-        self,
-        size: u64,
-        keys: &[u64],
-        dense: &[u32],
-        n: usize,
-        sketch_of: Option<&[u64]>,
-    ) -> SimResult {
         let size = size as usize;
         match self {
             // W-TinyLFU's sketch hashes key values: keep the trace's.
-            SimPolicy::Online(k) if k.hashes_keys() => match sketch_of {
-                Some(s) => simulate_dense_sketched(k, size, dense, s, n),
-                None => simulate_dense_keyed(k, size, dense, keys, n),
-            },
+            SimPolicy::Online(k) if k.hashes_keys() => {
+                simulate_dense_keyed(k, size, dense, keys, n)
+            }
             SimPolicy::Online(k) => simulate_dense(k, size, dense, n),
             SimPolicy::Belady => belady(keys, size),
             SimPolicy::SetAssoc(p) => set_associative(keys, size, WAYS, p),

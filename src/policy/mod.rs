@@ -46,7 +46,7 @@ pub use s3fifo::S3Fifo;
 pub use sieve::Sieve;
 pub use slru::Slru;
 pub use twoq::TwoQ;
-pub use wtinylfu::{sketch_key, WTinyLfu};
+pub use wtinylfu::WTinyLfu;
 
 /// A cache replacement policy over slots `0..capacity`.
 ///
@@ -90,11 +90,6 @@ pub trait EvictionPolicy {
     fn dense_keys(&mut self, n_keys: usize) {
         let _ = n_keys;
     }
-    /// Every key from now on is its [`wtinylfu::sketch_key`] (a
-    /// simulator's keys, hashed once per distinct key): a policy that
-    /// hashes keys (W-TinyLFU) takes them as hashed. Decisions do not
-    /// change; the default does nothing.
-    fn sketch_keys(&mut self) {}
 }
 
 /// The policies available by name.
@@ -356,9 +351,6 @@ impl<L: Link> EvictionPolicy for AnyPolicy<L> {
     }
     fn dense_keys(&mut self, n_keys: usize) {
         dispatch!(self, p => p.dense_keys(n_keys))
-    }
-    fn sketch_keys(&mut self) {
-        dispatch!(self, p => p.sketch_keys())
     }
 }
 

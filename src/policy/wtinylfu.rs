@@ -23,25 +23,11 @@ use super::chains::{Chains, Ends};
 use super::slru::Slru;
 use super::{EvictionPolicy, Link};
 
-/// The two 32-bit hashes W-TinyLFU's sketch places `key`'s counters by,
-/// packed (the first in the low half). A caller that sees the same keys
-/// many times (a simulator sweeping sizes) may compute them once and give
-/// them as keys ([`EvictionPolicy::sketch_keys`]).
-#[inline]
-pub fn sketch_key(key: u64) -> u64 {
-    let k = key.to_le_bytes();
-    let a = xxh64(&k, 0x1234_5678) as u32;
-    let b = xxh64(&k, 0x1234_4321) as u32;
-    a as u64 | (b as u64) << 32
-}
-
 /// The counting Bloom filter of libCacheSim's W-TinyLFU.
 #[derive(Debug, Clone)]
 struct Sketch {
     counters: Vec<u32>,
     hashes: u32,
-    /// Keys are [`sketch_key`]s already.
-    prehashed: bool,
 }
 
 impl Sketch {
@@ -57,15 +43,15 @@ impl Sketch {
         Sketch {
             counters: vec![0; m as usize],
             hashes,
-            prehashed: false,
         }
     }
 
     /// The counter positions of `key`: `hashes` of them, from two xxh64.
     #[inline]
     fn positions(&self, key: u64) -> impl Iterator<Item = usize> + Clone {
-        let h = if self.prehashed { key } else { sketch_key(key) };
-        let (a, b) = (h as u32, (h >> 32) as u32);
+        let k = key.to_le_bytes();
+        let a = xxh64(&k, 0x1234_5678) as u32;
+        let b = xxh64(&k, 0x1234_4321) as u32;
         let m = self.counters.len() as u32;
         (0..self.hashes).map(move |i| (a.wrapping_add(i.wrapping_mul(b)) % m) as usize)
     }
@@ -220,10 +206,6 @@ impl<L: Link> EvictionPolicy for WTinyLfu<L> {
 
     fn prefetch(&self, key: u64) {
         self.sketch.prefetch(key);
-    }
-
-    fn sketch_keys(&mut self) {
-        self.sketch.prehashed = true;
     }
 
     fn meta_bytes(&self) -> usize {
