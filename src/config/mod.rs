@@ -262,8 +262,8 @@ impl StoreConfigBuilder {
         self
     }
     /// Capacity of the row log in bytes (`ssd.row_log` in `store.toml`):
-    /// `Some(0)` turns it off, `None` takes the default (half the bytes of
-    /// the cached tables, at least 16 MiB). See [`SsdConfig::row_log`].
+    /// `Some(0)` turns it off, `None` takes the default (the bytes of the
+    /// cached tables, at least 16 MiB). See [`SsdConfig::row_log`].
     ///
     /// ```
     /// use embtier::{Store, StoreConfig, TableConfig};

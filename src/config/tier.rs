@@ -125,7 +125,7 @@ pub struct SsdConfig {
     /// Capacity of the row log, the region after the tables where dirty
     /// rows written back are appended packed (15 rows of 256 bytes a block)
     /// instead of read-modify-writing each row's 4 KiB block. `None` (the
-    /// default): half the bytes of the cached tables, at least 16 MiB. `0`
+    /// default): the bytes of the cached tables, at least 16 MiB. `0`
     /// turns it off. Only a data file that is a regular file gets one.
     #[serde(default)]
     pub row_log: Option<ByteSize>,

@@ -29,8 +29,8 @@ pub(super) fn check_data_len(data_path: &Path, sb: &Superblock) -> Result<()> {
     Ok(())
 }
 
-/// The row log's capacity in blocks: the config's, or by default half the
-/// bytes of the cached tables (at least 16 MiB); none unless the data file
+/// The row log's capacity in blocks: the config's, or by default the bytes
+/// of the cached tables (at least 16 MiB); none unless the data file
 /// is a regular file (a block device has no room after the tables).
 pub(super) fn row_log_blocks(config: &StoreConfig, catalog: &Catalog, data_path: &Path) -> u64 {
     let regular = fs::metadata(data_path)
@@ -49,7 +49,7 @@ pub(super) fn row_log_blocks(config: &StoreConfig, catalog: &Catalog, data_path:
                 .filter(|(_, t)| t.placement == Placement::Cached)
                 .map(|(e, _)| e.block_count * BLOCK_SIZE as u64)
                 .sum();
-            (cached / 2).max(16 << 20)
+            cached.max(16 << 20)
         }
     };
     bytes / BLOCK_SIZE as u64
