@@ -378,11 +378,22 @@ fn the_log_wraps_with_passes_that_read_a_block_a_row() {
     wraps(false);
 }
 
+/// The same with passes listing 40 rows at a time: the ids' ranges are
+/// uneven, so a range's rows are walked for in several parts.
+#[test]
+fn the_log_wraps_with_passes_that_walk_the_log_in_parts() {
+    wraps_listing(true, 40);
+}
+
 fn wraps(scan: bool) {
+    wraps_listing(scan, StoreConfig::default().ssd.merge_list_rows);
+}
+
+fn wraps_listing(scan: bool, list_rows: usize) {
     const RING: u64 = 32;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
-    let mut c = cfg(true);
+    let mut c = cfg_listing(true, list_rows);
     c.ssd.row_log = Some(embtier::ByteSize(RING * 4096));
     c.ssd.merge_scan = scan;
     let mut s = Store::create(&path, c).unwrap();

@@ -74,6 +74,12 @@ fn merge_cycle(ssd: &Ssd, tables: &[Arc<Table>], scan: bool, stop: &AtomicBool) 
         let _gate = ssd.read_gate();
         ssd.log().pass_span()
     };
+    if span.blocks() == 0 {
+        // Nothing committed to merge yet (the log filled since the last
+        // checkpoint): wait for one rather than scan the maps for nothing.
+        std::thread::park_timeout(POLL);
+        return Ok(());
+    }
     for (ti, t) in tables.iter().enumerate() {
         let list_rows = match scan {
             true => ssd
@@ -95,58 +101,68 @@ fn merge_cycle(ssd: &Ssd, tables: &[Arc<Table>], scan: bool, stop: &AtomicBool) 
                 t.logged_in_place_order(ids, span)
             };
             // Rows dense in the pass's blocks are read by walking them in
-            // order; sparse ones a block each.
-            let scanned = if scan && logged.len() as u64 * SCAN_DENSITY >= span.blocks() {
-                let moved = || ssd.log().resets() != resets || stop.load(Ordering::Relaxed);
-                let mut rest_after = |d: Duration| {
-                    std::thread::sleep(d.mul_f64(ssd.log().merge_rest()));
-                };
-                match t.read_logged_in_span(ssd, &logged, span, &moved, &mut rest_after)? {
-                    Some(bytes) => Some(bytes),
-                    None => return Ok(()),
-                }
-            } else {
-                None
-            };
+            // order, at most SCAN_BYTES (and `list_rows` rows) of them at a
+            // time: a range that holds more than its share of the rows is
+            // taken in parts. Sparse ones are read a block each.
             let rb = t.row_bytes;
-            let mut done = 0;
-            let mut rest = &logged[..];
-            while !rest.is_empty() {
-                if stop.load(Ordering::Relaxed) {
-                    return Ok(());
-                }
-                let n = t.merge_chunk_len_reading(rest, scanned.is_none());
-                let began;
-                {
-                    let _gate = ssd.write_gate()?;
-                    // The log was emptied since the pass began (a checkpoint
-                    // merged it), and its blocks may hold new rows: this
-                    // pass's entries are gone; the next starts over. Checked
-                    // under the gate, which a checkpoint holds to move the
-                    // log's start.
-                    if ssd.log().resets() != resets {
+            let part_rows = if scan { list_rows } else { logged.len().max(1) };
+            let parts = logged.len().div_ceil(part_rows);
+            for (pi, part) in logged.chunks(part_rows).enumerate() {
+                let last = last && pi + 1 == parts;
+                let scanned = if scan && part.len() as u64 * SCAN_DENSITY >= span.blocks() {
+                    let moved = || ssd.log().resets() != resets || stop.load(Ordering::Relaxed);
+                    let mut rest_after = |d: Duration| {
+                        std::thread::sleep(d.mul_f64(ssd.log().merge_rest()));
+                    };
+                    match t.read_logged_in_span(ssd, part, span, &moved, &mut rest_after)? {
+                        Some(bytes) => Some(bytes),
+                        None => return Ok(()),
+                    }
+                } else {
+                    None
+                };
+                let mut done = 0;
+                let mut rest = part;
+                while !rest.is_empty() {
+                    if stop.load(Ordering::Relaxed) {
                         return Ok(());
                     }
-                    // The chunk's own time, not the wait for a checkpoint to
-                    // let go of the gate: the rest is proportional to it.
-                    began = Instant::now();
-                    match &scanned {
-                        Some(bytes) => {
-                            t.merge_chunk_from(ssd, &rest[..n], &bytes[done * rb..(done + n) * rb])?
+                    let n = t.merge_chunk_len_reading(rest, scanned.is_none());
+                    let began;
+                    {
+                        let _gate = ssd.write_gate()?;
+                        // The log was emptied since the pass began (a
+                        // checkpoint merged it), and its blocks may hold new
+                        // rows: this pass's entries are gone; the next
+                        // starts over. Checked under the gate, which a
+                        // checkpoint holds to move the log's start.
+                        if ssd.log().resets() != resets {
+                            return Ok(());
                         }
-                        None => t.merge_chunk(ssd, &rest[..n])?,
-                    };
-                    rest = &rest[n..];
-                    done += n;
-                    if rest.is_empty() && last {
-                        // Every row whose newest copy was in the pass's
-                        // blocks is home (set under the gate: a checkpoint
-                        // that sees the last chunk's rows merged sees this
-                        // too).
-                        ssd.log().set_swept(resets, to);
+                        // The chunk's own time, not the wait for a
+                        // checkpoint to let go of the gate: the rest is
+                        // proportional to it.
+                        began = Instant::now();
+                        match &scanned {
+                            Some(bytes) => t.merge_chunk_from(
+                                ssd,
+                                &rest[..n],
+                                &bytes[done * rb..(done + n) * rb],
+                            )?,
+                            None => t.merge_chunk(ssd, &rest[..n])?,
+                        };
+                        rest = &rest[n..];
+                        done += n;
+                        if rest.is_empty() && last {
+                            // Every row whose newest copy was in the pass's
+                            // blocks is home (set under the gate: a
+                            // checkpoint that sees the last chunk's rows
+                            // merged sees this too).
+                            ssd.log().set_swept(resets, to);
+                        }
                     }
+                    std::thread::sleep(began.elapsed().mul_f64(ssd.log().merge_rest()));
                 }
-                std::thread::sleep(began.elapsed().mul_f64(ssd.log().merge_rest()));
             }
         }
     }

@@ -302,6 +302,15 @@ impl Superblock {
                 ),
             });
         }
+        // Ring blocks are u32 indices, and the two highest mean "not
+        // logged" and "merged" in a reader's map.
+        if v5 && rowlog_ring > (u32::MAX - 2) as u64 {
+            return Err(FormatError::InvalidField {
+                field: "rowlog_ring",
+                offset: at + sb::ROWLOG_RING as u64,
+                value: format!("{rowlog_ring}, more than 2^32 - 2 blocks"),
+            });
+        }
         if v5 && rowlog_ring == 0 && rowlog_start != 0 {
             return Err(FormatError::InvalidField {
                 field: "rowlog_start",

@@ -439,6 +439,19 @@ fn superblock_and_catalog_round_trip_and_reject() {
             other => panic!("{start} of {ring}: {other:?}"),
         }
     }
+    let huge = Superblock {
+        rowlog_ring: 1 << 32,
+        ..s.clone()
+    }
+    .encode();
+    assert!(matches!(
+        Superblock::decode(&huge),
+        Err(FormatError::InvalidField {
+            field: "rowlog_ring",
+            offset: 4080,
+            ..
+        })
+    ));
     // Version 4 has no ring: the bytes are not read.
     let mut v4 = Superblock {
         version: FormatVersion::V4,

@@ -256,8 +256,8 @@ impl Embtier {
             .queue_depth(s.qd)
             .build();
         c.ssd.cold_fill = cold_fill;
-        // An experiment's row-log size (MiB), else embtier's default (half
-        // the tables' bytes). Runs that set it say so.
+        // An experiment's row-log size (MiB), else embtier's default (the
+        // tables' bytes). Runs that set it say so.
         if let Some(mib) = std::env::var("EMBTIER_PEERS_ROW_LOG_MIB")
             .ok()
             .and_then(|v| v.parse::<u64>().ok())
