@@ -342,14 +342,13 @@ impl RowLog {
         } else {
             (st.start, st.swept.unwrap_or(st.start))
         };
-        let mut freed = Vec::new();
-        let mut p = from;
-        while p < to {
-            let at = p % ring;
-            let n = (to - p).min(ring - at);
-            freed.push((at, n));
-            p += n;
+        // At most the ring's blocks: two runs, split where it wraps.
+        let freed = LogSpan {
+            first: from % ring,
+            len: to - from,
+            ring,
         }
+        .runs();
         if merged {
             *st = LogState {
                 ring: self.capacity,
