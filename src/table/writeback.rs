@@ -422,7 +422,20 @@ impl Table {
         if rows.is_empty() {
             return Ok(0);
         }
-        self.write_rows_as(ssd, &rows, &mut wb, true, HomeWrite::LogCopy)?;
+        self.write_log_copies_home(ssd, &rows, &mut wb)
+    }
+
+    /// Write `rows`, the log's copies of logged rows, home: each row's
+    /// entry becomes [`MERGED`], and the log is not stale (its copies equal
+    /// home's). Caller holds `wb_lock` (and passes its buffer). Returns the
+    /// rows written.
+    fn write_log_copies_home(
+        &self,
+        ssd: &Ssd,
+        rows: &[RowRef<'_>],
+        wb: &mut AlignedBuf,
+    ) -> Result<u64> {
+        self.write_rows_as(ssd, rows, wb, true, HomeWrite::LogCopy)?;
         self.counters
             .log_rows_merged
             .fetch_add(rows.len() as u64, Ordering::Relaxed);
@@ -488,13 +501,7 @@ impl Table {
             .enumerate()
             .map(|(i, &(id, _))| (id, &bytes[i * rb..(i + 1) * rb]))
             .collect();
-        // Written home from the log's copies: each row's entry becomes
-        // MERGED, and the log is not stale (its copies equal home's).
-        self.write_rows_as(ssd, &rows, &mut wb, true, HomeWrite::LogCopy)?;
-        self.counters
-            .log_rows_merged
-            .fetch_add(chunk.len() as u64, Ordering::Relaxed);
-        Ok(chunk.len() as u64)
+        self.write_log_copies_home(ssd, &rows, &mut wb)
     }
 
     /// Recovery: row `id`'s newest committed copy is `bytes`, in row-log
