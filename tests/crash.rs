@@ -35,13 +35,38 @@ fn crash_child() {
         .expect("seed");
     let store = Store::open(&dir).expect("child open");
     println!("OPEN {}", store.generation());
-    for op in ops(seed, EVERY).take(100_000) {
-        if let Op::Checkpoint = op {
-            println!("BEGIN");
-            let c = store.checkpoint().expect("child checkpoint");
-            println!("ACK {}", c.generation);
-        } else {
-            run(&store, &op).expect("child op");
+    if std::env::var_os("EMBTIER_CRASH_CONCURRENT").is_some_and(|v| v == "1") {
+        // Each checkpoint finishes on a thread of its own while the ops go
+        // on: its moment is where `begin_checkpoint` returned.
+        std::thread::scope(|s| {
+            let mut writer: Option<std::thread::ScopedJoinHandle<'_, ()>> = None;
+            for op in ops(seed, EVERY).take(100_000) {
+                if let Op::Checkpoint = op {
+                    if let Some(w) = writer.take() {
+                        w.join().expect("checkpoint thread");
+                    }
+                    // Before the call: a checkpoint that must stop training
+                    // commits inside it.
+                    println!("BEGIN");
+                    let begun = store.begin_checkpoint().expect("child begin_checkpoint");
+                    writer = Some(s.spawn(move || {
+                        let c = begun.finish().expect("child checkpoint");
+                        println!("ACK {}", c.generation);
+                    }));
+                } else {
+                    run(&store, &op).expect("child op");
+                }
+            }
+        });
+    } else {
+        for op in ops(seed, EVERY).take(100_000) {
+            if let Op::Checkpoint = op {
+                println!("BEGIN");
+                let c = store.checkpoint().expect("child checkpoint");
+                println!("ACK {}", c.generation);
+            } else {
+                run(&store, &op).expect("child op");
+            }
         }
     }
     println!("DONE");
@@ -49,6 +74,19 @@ fn crash_child() {
 
 #[test]
 fn sigkill_at_random_moments_recovers_the_last_checkpoint() {
+    sigkill_at_random_moments(false);
+}
+
+/// The same with every checkpoint finished on a thread of its own while
+/// the child's ops go on (`Store::begin_checkpoint`): a reopen holds
+/// exactly the ops before the last acknowledged checkpoint began (or the
+/// in-flight one's), none of those after.
+#[test]
+fn sigkill_while_checkpoints_finish_beside_the_ops() {
+    sigkill_at_random_moments(true);
+}
+
+fn sigkill_at_random_moments(concurrent: bool) {
     let iters: u64 = common::env_or("EMBTIER_CRASH_ITERS", 100);
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("s");
@@ -68,6 +106,10 @@ fn sigkill_at_random_moments_recovers_the_last_checkpoint() {
             .args(["--test-threads", "1"])
             .env("EMBTIER_CRASH_DIR", &dir)
             .env("EMBTIER_CRASH_SEED", seed.to_string())
+            .env(
+                "EMBTIER_CRASH_CONCURRENT",
+                if concurrent { "1" } else { "" },
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -139,9 +181,14 @@ fn sigkill_at_random_moments_recovers_the_last_checkpoint() {
         drop(store);
     }
     eprintln!(
-        "crash: {iters} kills survived; {rolled_back} recoveries undid an epoch \
+        "crash{}: {iters} kills survived; {rolled_back} recoveries undid an epoch \
          ({restored} groups restored); {in_flight_won} in-flight checkpoints had committed; \
-         {hot_reopens} reopens put {hot_rows} hot rows back; final generation {generation}"
+         {hot_reopens} reopens put {hot_rows} hot rows back; final generation {generation}",
+        if concurrent {
+            " (checkpoints beside the ops)"
+        } else {
+            ""
+        }
     );
     assert!(
         hot_reopens > 0 || iters < 20,

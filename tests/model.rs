@@ -159,116 +159,182 @@ fn configs() -> Vec<(&'static str, StoreConfig)> {
     out
 }
 
+/// What `one_op` asks of its caller.
+enum Then {
+    Nothing,
+    Checkpoint,
+    Reopen,
+}
+
+/// One random operation on `s`, checked against `model`: lookups compare,
+/// updates, SGD steps and (with `import`) bulk loads apply to both; a
+/// checkpoint or a reopen is left to the caller.
+fn one_op(
+    name: &str,
+    s: &Store,
+    model: &mut Model,
+    rng: &mut Rng,
+    step: usize,
+    import: bool,
+) -> Then {
+    let ntables = model.tables.len();
+    let t = rng.below(ntables as u64) as usize;
+    let (tname, rows, dim, _, _) = model.tables[t].clone();
+    // Ids: a hot set plus uniform ones, with duplicates.
+    let n = 1 + rng.below(40) as usize;
+    let ids: Vec<u64> = (0..n)
+        .map(|_| {
+            if rng.below(3) == 0 {
+                rng.below(rows)
+            } else {
+                rng.below(rows.min(50))
+            }
+        })
+        .collect();
+    match rng.below(100) {
+        0..=14 => {
+            // Several tables (a table may repeat) in one lookup_many.
+            let k = 1 + rng.below(4) as usize;
+            let parts: Vec<(usize, Vec<u64>)> = (0..k)
+                .map(|_| {
+                    let t = rng.below(ntables as u64) as usize;
+                    let rows = model.tables[t].1;
+                    let n = rng.below(30) as usize;
+                    (t, (0..n).map(|_| rng.below(rows)).collect())
+                })
+                .collect();
+            let mut outs: Vec<Vec<f32>> = parts
+                .iter()
+                .map(|(t, ids)| vec![f32::NAN; ids.len() * model.tables[*t].2])
+                .collect();
+            let mut batches: Vec<TableBatch<'_>> = parts
+                .iter()
+                .zip(outs.iter_mut())
+                .map(|((t, ids), out)| TableBatch::new(&model.tables[*t].0, ids, out))
+                .collect();
+            s.lookup_many(&mut batches).unwrap();
+            for ((t, ids), out) in parts.iter().zip(&outs) {
+                let (tname, _, dim, _, _) = &model.tables[*t];
+                for (i, &id) in ids.iter().enumerate() {
+                    assert_eq!(
+                        bits(&out[i * dim..(i + 1) * dim]),
+                        bits(&model.row(*t, id)),
+                        "{name}: step {step}: lookup_many {tname}[{id}]"
+                    );
+                }
+            }
+        }
+        15..=39 => {
+            let mut out = vec![f32::NAN; n * dim];
+            s.lookup(&tname, &ids, &mut out).unwrap();
+            for (i, &id) in ids.iter().enumerate() {
+                assert_eq!(
+                    bits(&out[i * dim..(i + 1) * dim]),
+                    bits(&model.row(t, id)),
+                    "{name}: step {step}: lookup {tname}[{id}]"
+                );
+            }
+        }
+        53..=59 if import => {
+            // A bulk load of a range: whole groups go straight home,
+            // over rows that may be cached, dirty, pending or logged.
+            let start = rng.below(rows);
+            let len = (1 + rng.below(300)).min(rows - start) as usize;
+            let vals: Vec<f32> = (0..len * dim).map(|_| rng.small_f32()).collect();
+            s.import_rows(&tname, start, &vals).unwrap();
+            for i in 0..len {
+                model
+                    .rows
+                    .insert((t, start + i as u64), vals[i * dim..(i + 1) * dim].to_vec());
+            }
+        }
+        40..=52 => {
+            let vals: Vec<f32> = (0..n * dim).map(|_| rng.small_f32()).collect();
+            s.update(&tname, &ids, &vals).unwrap();
+            for (i, &id) in ids.iter().enumerate() {
+                model
+                    .rows
+                    .insert((t, id), vals[i * dim..(i + 1) * dim].to_vec());
+            }
+        }
+        60..=89 => {
+            let grads: Vec<f32> = (0..n * dim).map(|_| rng.small_f32()).collect();
+            let lr = [1.0f32, 0.5, 0.1][rng.below(3) as usize];
+            s.apply_sgd(&tname, &ids, &grads, lr).unwrap();
+            // Sum duplicates in order, then apply once.
+            for (id, sum) in sum_in_order(&ids, &grads, dim) {
+                let mut r = model.row(t, id);
+                for (w, g) in r.iter_mut().zip(&sum) {
+                    *w -= lr * g;
+                }
+                model.rows.insert((t, id), r);
+            }
+        }
+        53..=59 => {}
+        90..=95 => return Then::Checkpoint,
+        _ => return Then::Reopen,
+    }
+    Then::Nothing
+}
+
 fn run_model(name: &str, cfg: StoreConfig, seed: u64, steps: usize) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store");
     let mut store = Some(Store::create(&path, cfg.clone()).unwrap());
     let mut model = Model::new(&cfg);
+    // The rows as of the last committed checkpoint.
+    let mut committed = model.rows.clone();
     let mut rng = Rng(seed);
-    let ntables = cfg.tables.len();
+    let mut windows = 0;
     for step in 0..steps {
         let s = store.as_ref().unwrap();
-        let t = rng.below(ntables as u64) as usize;
-        let (tname, rows, dim, _, _) = model.tables[t].clone();
-        // Ids: a hot set plus uniform ones, with duplicates.
-        let n = 1 + rng.below(40) as usize;
-        let ids: Vec<u64> = (0..n)
-            .map(|_| {
-                if rng.below(3) == 0 {
-                    rng.below(rows)
-                } else {
-                    rng.below(rows.min(50))
-                }
-            })
-            .collect();
-        match rng.below(100) {
-            0..=14 => {
-                // Several tables (a table may repeat) in one lookup_many.
-                let k = 1 + rng.below(4) as usize;
-                let parts: Vec<(usize, Vec<u64>)> = (0..k)
-                    .map(|_| {
-                        let t = rng.below(ntables as u64) as usize;
-                        let rows = model.tables[t].1;
-                        let n = rng.below(30) as usize;
-                        (t, (0..n).map(|_| rng.below(rows)).collect())
-                    })
-                    .collect();
-                let mut outs: Vec<Vec<f32>> = parts
-                    .iter()
-                    .map(|(t, ids)| vec![f32::NAN; ids.len() * model.tables[*t].2])
-                    .collect();
-                let mut batches: Vec<TableBatch<'_>> = parts
-                    .iter()
-                    .zip(outs.iter_mut())
-                    .map(|((t, ids), out)| TableBatch::new(&model.tables[*t].0, ids, out))
-                    .collect();
-                s.lookup_many(&mut batches).unwrap();
-                for ((t, ids), out) in parts.iter().zip(&outs) {
-                    let (tname, _, dim, _, _) = &model.tables[*t];
-                    for (i, &id) in ids.iter().enumerate() {
-                        assert_eq!(
-                            bits(&out[i * dim..(i + 1) * dim]),
-                            bits(&model.row(*t, id)),
-                            "{name}: step {step}: lookup_many {tname}[{id}]"
-                        );
+        match one_op(name, s, &mut model, &mut rng, step, true) {
+            Then::Nothing => {}
+            Then::Checkpoint if rng.below(2) == 0 => {
+                s.flush().unwrap();
+                committed = model.rows.clone();
+            }
+            Then::Checkpoint => {
+                // A checkpoint begun here and finished after a few more
+                // ops: it commits the rows as they were when it began.
+                let begun = s.begin_checkpoint().unwrap();
+                let at_moment = model.rows.clone();
+                for k in 0..rng.below(12) {
+                    if let Then::Checkpoint | Then::Reopen = one_op(
+                        name,
+                        s,
+                        &mut model,
+                        &mut rng,
+                        step * 100 + k as usize,
+                        false,
+                    ) {
+                        // Not inside this one: a no-op in their place.
                     }
                 }
+                begun.finish().unwrap();
+                committed = at_moment;
+                windows += 1;
             }
-            15..=39 => {
-                let mut out = vec![f32::NAN; n * dim];
-                s.lookup(&tname, &ids, &mut out).unwrap();
-                for (i, &id) in ids.iter().enumerate() {
-                    assert_eq!(
-                        bits(&out[i * dim..(i + 1) * dim]),
-                        bits(&model.row(t, id)),
-                        "{name}: step {step}: lookup {tname}[{id}]"
-                    );
-                }
-            }
-            53..=59 => {
-                // A bulk load of a range: whole groups go straight home,
-                // over rows that may be cached, dirty, pending or logged.
-                let start = rng.below(rows);
-                let len = (1 + rng.below(300)).min(rows - start) as usize;
-                let vals: Vec<f32> = (0..len * dim).map(|_| rng.small_f32()).collect();
-                s.import_rows(&tname, start, &vals).unwrap();
-                for i in 0..len {
-                    model
-                        .rows
-                        .insert((t, start + i as u64), vals[i * dim..(i + 1) * dim].to_vec());
-                }
-            }
-            40..=52 => {
-                let vals: Vec<f32> = (0..n * dim).map(|_| rng.small_f32()).collect();
-                s.update(&tname, &ids, &vals).unwrap();
-                for (i, &id) in ids.iter().enumerate() {
-                    model
-                        .rows
-                        .insert((t, id), vals[i * dim..(i + 1) * dim].to_vec());
-                }
-            }
-            60..=89 => {
-                let grads: Vec<f32> = (0..n * dim).map(|_| rng.small_f32()).collect();
-                let lr = [1.0f32, 0.5, 0.1][rng.below(3) as usize];
-                s.apply_sgd(&tname, &ids, &grads, lr).unwrap();
-                // Sum duplicates in order, then apply once.
-                for (id, sum) in sum_in_order(&ids, &grads, dim) {
-                    let mut r = model.row(t, id);
-                    for (w, g) in r.iter_mut().zip(&sum) {
-                        *w -= lr * g;
-                    }
-                    model.rows.insert((t, id), r);
-                }
-            }
-            90..=95 => s.flush().unwrap(),
-            _ => {
+            Then::Reopen if rng.below(2) == 0 => {
                 let s = store.take().unwrap();
                 s.flush().unwrap();
                 drop(s);
+                committed = model.rows.clone();
+                store = Some(Store::open(&path).unwrap());
+            }
+            Then::Reopen => {
+                // Closed without a checkpoint, as a crash between
+                // checkpoints leaves it: the reopen holds the last one.
+                drop(store.take());
+                model.rows = committed.clone();
                 store = Some(Store::open(&path).unwrap());
             }
         }
     }
+    assert!(
+        windows > 0 || steps < 200,
+        "{name}: no checkpoint finished after ops"
+    );
     // Finally every row the model knows, after a last reopen.
     let s = store.take().unwrap();
     s.flush().unwrap();

@@ -171,6 +171,18 @@ pub struct SsdConfig {
     /// off, every row's block is read on its own (the behaviour before).
     #[serde(default = "default_true")]
     pub merge_scan: bool,
+    /// Checkpoints that do not stop training: a checkpoint holds lookups
+    /// and updates back only while it marks the dirty rows (a scan of the
+    /// cache tiers' keys) and writes the dirty groups of pinned tables,
+    /// then writes the marked rows, syncs and commits while other threads
+    /// go on; a row updated before the checkpoint wrote it is handed to it
+    /// first (copy-on-write), so the commit holds exactly the updates made
+    /// before the checkpoint began. Dirty rows evicted meanwhile wait in
+    /// memory until the commit. On by default; off, the whole checkpoint
+    /// runs with training stopped. A checkpoint that merges the whole row
+    /// log stops training either way.
+    #[serde(default = "default_true")]
+    pub snapshot_checkpoints: bool,
 }
 
 fn default_merge_list_rows() -> usize {
@@ -213,6 +225,7 @@ impl Default for SsdConfig {
             warm_rows: true,
             merge_list_rows: default_merge_list_rows(),
             merge_scan: true,
+            snapshot_checkpoints: true,
         }
     }
 }

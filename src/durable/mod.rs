@@ -98,6 +98,10 @@ pub struct Checkpoint {
     /// checkpoint: the background merge had written their rows home, and
     /// the blocks are appended to again.
     pub row_log_blocks_freed: u64,
+    /// How long lookups and updates were held back by this checkpoint (its
+    /// time with the store's gate held exclusively): all of it unless
+    /// `[ssd] snapshot_checkpoints` let training go on while it wrote.
+    pub paused: std::time::Duration,
 }
 
 struct State {
@@ -455,6 +459,7 @@ impl Durable {
             hot_row_bytes: 0,
             row_log_bytes_released: 0,
             row_log_blocks_freed: 0,
+            paused: std::time::Duration::ZERO,
         };
         st.epoch = st.sb.next_epoch;
         self.current

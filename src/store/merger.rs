@@ -71,6 +71,8 @@ fn merge_cycle(ssd: &Ssd, tables: &[Arc<Table>], scan: bool, stop: &AtomicBool) 
     // Under the gate: a checkpoint that woke the thread (its flush took
     // the log past half full) commits first, and the pass takes its log.
     let (span, to, resets) = {
+        // Not while a checkpoint writes: the pass takes the log it commits.
+        let _one = ssd.checkpointing();
         let _gate = ssd.read_gate();
         ssd.log().pass_span()
     };

@@ -268,6 +268,9 @@ impl Store {
             self.update(table, &ids[..at(lo)], &values[..at(lo) * dim])?;
         }
         if hi > lo {
+            // Not while a checkpoint writes its snapshot: its epoch must
+            // hold nothing newer than its moment.
+            let _one = self.ssd.checkpointing();
             let _gate = self.ssd.write_gate()?;
             let vals = &values[at(lo) * dim..at(hi) * dim];
             t.import_groups(&self.ssd, lo, hi - lo, &|i, row| {
@@ -427,8 +430,18 @@ impl Store {
     /// bytes, or is full enough (more than half without the background
     /// merge; with it, once the merge thread has been through it, or seven
     /// eighths): then it also merges the log (see
-    /// [`Store::merge_row_log`]). Lookups and updates from other threads
-    /// wait while it runs. The protocol is in `store-format/FORMAT.md`.
+    /// [`Store::merge_row_log`]). The protocol is in
+    /// `store-format/FORMAT.md`.
+    ///
+    /// With `[ssd] snapshot_checkpoints` (the default), lookups and updates
+    /// from other threads wait only while the checkpoint marks the dirty
+    /// rows and writes pinned tables' dirty groups, and for its commit;
+    /// they go on while it writes the rows, and what it commits is the
+    /// state when it began (updates made meanwhile go to the next one).
+    /// [`Store::begin_checkpoint`] lets the calling thread go on too. A
+    /// checkpoint that merges the whole row log holds them back throughout,
+    /// as every checkpoint does with the option off.
+    /// [`Checkpoint::paused`] says how long they waited.
     ///
     /// On a failed write nothing is lost: rows not written stay dirty in
     /// memory, the last checkpoint stays the durable one, and a later
@@ -453,9 +466,41 @@ impl Store {
     /// # Ok::<(), embtier::Error>(())
     /// ```
     pub fn checkpoint(&self) -> Result<Checkpoint> {
-        let done = self.checkpoint_merging(false);
-        give_back_freed_memory();
-        done
+        self.begin(false)?.finish()
+    }
+
+    /// Begin a [`Store::checkpoint`] and return once its moment has passed:
+    /// it will commit exactly the updates made before this returned. Call
+    /// [`CheckpointInProgress::finish`] (on any thread) to write and commit
+    /// it, while this thread goes on training:
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use embtier::{Store, StoreConfig, TableConfig};
+    /// let path = dir.path().join("s");
+    /// let store = Store::create(&path, StoreConfig::builder()
+    ///     .table(TableConfig::new("t", 100, 2)).build())?;
+    /// store.update("t", &[9], &[4.0, 5.0])?;
+    /// let c = std::thread::scope(|s| {
+    ///     let begun = store.begin_checkpoint()?;
+    ///     let writer = s.spawn(move || begun.finish());
+    ///     store.update("t", &[9], &[6.0, 7.0])?; // after its moment
+    ///     writer.join().unwrap()
+    /// })?;
+    /// drop(store);
+    /// let store = Store::open(&path)?;
+    /// let mut out = [0f32; 2];
+    /// store.lookup("t", &[9], &mut out)?;
+    /// assert_eq!((out, store.generation()), ([4.0, 5.0], c.generation));
+    /// # Ok::<(), embtier::Error>(())
+    /// ```
+    ///
+    /// Another checkpoint, a bulk import, or a background merge pass's
+    /// start waits until it is finished or dropped. A checkpoint that must
+    /// run with training stopped (see [`Store::checkpoint`]) runs whole
+    /// here, and `finish` returns its report.
+    pub fn begin_checkpoint(&self) -> Result<CheckpointInProgress<'_>> {
+        self.begin(false)
     }
 
     /// A [`Store::checkpoint`] that also merges the row log into the tables
@@ -464,15 +509,16 @@ impl Store {
     /// the log is full enough (see [`Store::checkpoint`]); call this to pay
     /// that cost at a time
     /// of your choosing (before copying the store, or at the end of a
-    /// training phase), or to measure it.
+    /// training phase), or to measure it. Training waits while it runs.
     pub fn merge_row_log(&self) -> Result<Checkpoint> {
-        let done = self.checkpoint_merging(true);
-        give_back_freed_memory();
-        done
+        self.begin(true)?.finish()
     }
 
-    fn checkpoint_merging(&self, force: bool) -> Result<Checkpoint> {
-        let _gate = self.ssd.checkpoint_gate()?;
+    fn begin(&self, force: bool) -> Result<CheckpointInProgress<'_>> {
+        // One checkpoint (or bulk import) at a time.
+        let one = self.ssd.checkpointing();
+        let gate = self.ssd.checkpoint_gate()?;
+        let began = std::time::Instant::now();
         let log = self.ssd.log();
         // A merge writes the dirty rows home rather than to the log it is
         // about to empty, then every logged row that is still newest. With
@@ -480,6 +526,87 @@ impl Store {
         // the checkpoint merges once the thread has swept the log.
         let background = self.config.ssd.merge_in_background;
         let merge = log.checkpoint_merges(background) || (force && log.len() > 0);
+        if merge || log.must_merge() || !self.config.ssd.snapshot_checkpoints {
+            let done = self.checkpoint_stopped(gate, merge, began);
+            drop(one);
+            return Ok(CheckpointInProgress {
+                store: self,
+                state: Err(Some(done)),
+            });
+        }
+        // The checkpoint's moment: what it commits is every update made
+        // before this, and none made after. The dirty rows become old
+        // (marked, not copied), pinned tables' dirty groups are written,
+        // and training goes on while the rest is written.
+        let window = Window(&self.tables);
+        for t in &self.tables {
+            t.open_snapshot();
+        }
+        for t in self.tables.iter().filter(|t| t.is_pinned()) {
+            t.flush(&self.ssd)?;
+        }
+        let counters: Vec<u64> = self.tables.iter().map(|t| t.rounding_calls()).collect();
+        drop(gate);
+        Ok(CheckpointInProgress {
+            store: self,
+            state: Ok(Snapshot {
+                _window: window,
+                _one: one,
+                counters,
+                paused: began.elapsed(),
+            }),
+        })
+    }
+
+    /// Write, sync and commit the snapshot `p` began.
+    fn finish_snapshot(&self, p: &Snapshot<'_>) -> Result<Checkpoint> {
+        let log = self.ssd.log();
+        for t in &self.tables {
+            t.flush_snapshot(&self.ssd)?;
+        }
+        // As in `checkpoint_stopped`: a flush that made a logged copy stale
+        // or failed an append leaves a log that must be merged now. The
+        // calls meanwhile wrote nothing, so the log holds nothing newer
+        // than the checkpoint's moment, and the merge writes it home.
+        let mut merged = 0;
+        let merge = log.must_merge();
+        let (gate, stopped) = if merge {
+            let gate = self.ssd.checkpoint_gate()?;
+            let stopped = std::time::Instant::now();
+            log.close();
+            for t in &self.tables {
+                merged += t.merge_log(&self.ssd)?;
+            }
+            (gate, stopped)
+        } else {
+            // The written groups' check reads; it need not hold training.
+            self.ssd.finish_written()?;
+            let gate = self.ssd.checkpoint_gate()?;
+            (gate, std::time::Instant::now())
+        };
+        // Under the gate again: the background merge's writes of this
+        // epoch are synced with the snapshot's, and the thread sees the
+        // log's start move at once.
+        let mut done = self.commit_checkpoint(merge, merged, &p.counters)?;
+        drop(gate);
+        done.paused = p.paused + stopped.elapsed();
+        // Every clean cached row holds the committed bytes until the window
+        // closes (no call has written anything since the moment), so the
+        // hot rows are written before it does.
+        self.finish_checkpoint(&mut done);
+        Ok(done)
+    }
+
+    /// A checkpoint with training stopped throughout (`gate` held): a merge
+    /// of the whole log, one forced by the flush, or
+    /// `[ssd] snapshot_checkpoints` off.
+    fn checkpoint_stopped(
+        &self,
+        gate: parking_lot::RwLockWriteGuard<'_, ()>,
+        merge: bool,
+        began: std::time::Instant,
+    ) -> Result<Checkpoint> {
+        let log = self.ssd.log();
         if merge {
             log.close();
         }
@@ -503,16 +630,29 @@ impl Store {
                 merged += t.merge_log(&self.ssd)?;
             }
         }
+        let counters: Vec<u64> = self.tables.iter().map(|t| t.rounding_calls()).collect();
+        let mut done = self.commit_checkpoint(merge, merged, &counters)?;
+        self.finish_checkpoint(&mut done);
+        drop(gate);
+        done.paused = began.elapsed();
+        Ok(done)
+    }
+
+    /// Sync and commit a checkpoint whose rows are written (the caller
+    /// holds the gate exclusively), with each table's `counters` of
+    /// rounding calls as of its moment; then drop the log map entries the
+    /// commit made useless.
+    fn commit_checkpoint(&self, merge: bool, merged: u64, counters: &[u64]) -> Result<Checkpoint> {
+        let log = self.ssd.log();
         self.ssd.finish_written()?;
         self.ssd.sync().map_err(|e| self.ssd.durable().poison(e))?;
-        let counters: Vec<u64> = self.tables.iter().map(|t| t.rounding_calls()).collect();
         // Without a merge, the log is committed from where a finished
         // background pass left it: the blocks before hold no row's newest
         // copy that home does not hold too.
         let mut done = self
             .ssd
             .durable()
-            .commit(log.commit_point(merge), &counters)?;
+            .commit(log.commit_point(merge), counters)?;
         let freed = log.committed(merge);
         if merge {
             for t in &self.tables {
@@ -530,15 +670,23 @@ impl Store {
             self.log_passes
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
+        // No append reuses the freed blocks before the window closes (or
+        // the gate is let go).
         done.row_log_bytes_released = freed
             .iter()
             .map(|&(first, n)| self.release_log_blocks(first, n))
             .sum();
         done.row_log_merged_rows = merged;
+        Ok(done)
+    }
+
+    /// After the commit, while every clean cached row holds committed
+    /// bytes: the hot set and hot rows for a warm restart, and the boot
+    /// record.
+    fn finish_checkpoint(&self, done: &mut Checkpoint) {
         done.hot_rows = self.write_hot_set(done.generation);
         done.hot_row_bytes = self.write_hot_rows(done.generation);
         crate::durable::boot::record(&self.dir, done.generation);
-        Ok(done)
     }
 
     /// Give the `n` row-log blocks from ring block `first`, which the
@@ -564,6 +712,67 @@ impl Store {
     /// Dirty rows held in memory, over all tables.
     pub fn dirty_rows(&self) -> u64 {
         self.tables.iter().map(|t| t.dirty_rows()).sum()
+    }
+}
+
+/// A checkpoint begun by [`Store::begin_checkpoint`]: its moment has
+/// passed, and [`CheckpointInProgress::finish`] writes and commits it.
+/// Dropping it unfinished abandons it: nothing is committed and nothing is
+/// lost (the rows it was to write stay in memory, dirty, for the next).
+#[must_use = "a checkpoint commits only when finished"]
+pub struct CheckpointInProgress<'a> {
+    store: &'a Store,
+    /// The snapshot to write, or a checkpoint that ran whole in `begin`
+    /// (taken by `finish`).
+    state: std::result::Result<Snapshot<'a>, Option<Result<Checkpoint>>>,
+}
+
+/// A snapshot checkpoint between its moment and its end. Fields drop in
+/// order: the window closes before the next checkpoint may begin.
+struct Snapshot<'a> {
+    _window: Window<'a>,
+    _one: crate::tier::ssd::Checkpointing<'a>,
+    /// Each table's rounding calls at the moment.
+    counters: Vec<u64>,
+    /// Time training was held back so far.
+    paused: std::time::Duration,
+}
+
+impl CheckpointInProgress<'_> {
+    /// Write the rows, sync and commit; returns what the checkpoint did
+    /// (see [`Store::checkpoint`] for its errors: after one, nothing is
+    /// lost and the last committed checkpoint stays the durable one).
+    pub fn finish(self) -> Result<Checkpoint> {
+        let done = match self.state {
+            Ok(snap) => {
+                let done = self.store.finish_snapshot(&snap);
+                drop(snap);
+                done
+            }
+            Err(mut ran) => ran.take().expect("taken once"),
+        };
+        give_back_freed_memory();
+        done
+    }
+}
+
+impl std::fmt::Debug for CheckpointInProgress<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckpointInProgress")
+            .field("snapshot", &self.state.is_ok())
+            .finish()
+    }
+}
+
+/// A checkpoint's window over the tables: closed when dropped, whether
+/// the checkpoint committed or failed (see `Table::close_snapshot`).
+struct Window<'a>(&'a [Arc<Table>]);
+
+impl Drop for Window<'_> {
+    fn drop(&mut self) {
+        for t in self.0 {
+            t.close_snapshot();
+        }
     }
 }
 

@@ -73,6 +73,7 @@ impl Store {
         // Assignment rounds to nearest: a value set is the value read back,
         // as closely as the element type allows.
         let whole = t.row_bytes == t.weight_bytes;
+        t.throttle();
         let _gate = self.ssd.write_gate()?;
         t.modify(&self.ssd, &items, whole, |row, k| {
             t.encode(&values[k * dim..(k + 1) * dim], row, Rounding::Nearest)
@@ -160,6 +161,7 @@ impl Store {
         sums: &[f32],
         opt: crate::Optimizer,
     ) -> Result<()> {
+        t.throttle();
         let _gate = self.ssd.write_gate()?;
         let dim = t.dim;
         if t.elem == crate::Elem::F32 {

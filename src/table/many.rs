@@ -100,7 +100,7 @@ pub(crate) fn lookup_many(ssd: &Ssd, parts: &mut [Part<'_>]) -> Result<()> {
                 r.locs[gi],
                 blocks,
                 &r.misses[lo..hi],
-                &mut |sh: &mut Shard, slot: usize, run: &[Miss]| {
+                &mut |sh: &mut Shard, slot: usize, run: &[Miss], _: &mut Ctx| {
                     t.decode_misses(sh.top().row(slot), run, out)
                 },
             );
@@ -124,7 +124,7 @@ pub(crate) fn lookup_many(ssd: &Ssd, parts: &mut [Part<'_>]) -> Result<()> {
             result = t.end_round(r.corrupt.take(), 1, &retry).and_then(|()| {
                 match (&t.kind, retry.is_empty()) {
                     (TableKind::Cached { shards, .. }, false) => {
-                        t.resolve_misses(ssd, shards, retry, &mut r.ctx, |sh, slot, run| {
+                        t.resolve_misses(ssd, shards, retry, &mut r.ctx, |sh, slot, run, _| {
                             t.decode_misses(sh.top().row(slot), run, out)
                         })
                     }

@@ -54,7 +54,7 @@ impl Table {
                 let r = if misses.is_empty() {
                     Ok(())
                 } else {
-                    self.resolve_misses(ssd, shards, misses, &mut ctx, |sh, slot, run| {
+                    self.resolve_misses(ssd, shards, misses, &mut ctx, |sh, slot, run, _| {
                         if let Some(p) = pins.as_deref_mut() {
                             if sh.top().pin(slot) {
                                 p.push(run[0].id);
@@ -140,7 +140,13 @@ impl Table {
     /// retried by the next write-back or flush.
     pub(super) fn finish(&self, ssd: &Ssd, ctx: &mut Ctx) {
         let pending = self.publish_pending(ctx);
-        if ctx.new_pending > 0 && pending >= self.wb_batch && self.write_back(ssd).is_err() {
+        // While a checkpoint writes its snapshot, the pending rows are its
+        // to write.
+        if ctx.new_pending > 0
+            && pending >= self.wb_batch
+            && !self.snapshot_open.load(Ordering::Relaxed)
+            && self.write_back(ssd).is_err()
+        {
             ctx.c.writeback_errors += 1;
         }
     }
@@ -149,6 +155,10 @@ impl Table {
     /// Calls publish their deltas in any order, so the total can dip below
     /// zero for a moment; it is read clamped at zero.
     pub(super) fn publish_pending(&self, ctx: &mut Ctx) -> usize {
+        let l = std::mem::take(&mut ctx.later_delta) as i64;
+        if l != 0 {
+            self.later_bytes.fetch_add(l, Ordering::Relaxed);
+        }
         let d = std::mem::take(&mut ctx.pending_delta) as i64;
         (self.pending_bytes.fetch_add(d, Ordering::Relaxed) + d).max(0) as usize
     }
@@ -163,7 +173,7 @@ impl Table {
         shards: &[Mutex<Shard>],
         misses: Vec<Miss>,
         ctx: &mut Ctx,
-        mut act: impl FnMut(&mut Shard, usize, &[Miss]),
+        mut act: impl FnMut(&mut Shard, usize, &[Miss], &mut Ctx),
     ) -> Result<()> {
         let gb = self.entry.layout.group_bytes();
         let mut buf = ssd.take_buf();
@@ -179,7 +189,7 @@ impl Table {
         shards: &[Mutex<Shard>],
         mut misses: Vec<Miss>,
         ctx: &mut Ctx,
-        act: &mut impl FnMut(&mut Shard, usize, &[Miss]),
+        act: &mut impl FnMut(&mut Shard, usize, &[Miss], &mut Ctx),
         gb: usize,
         buf: &mut AlignedBuf,
     ) -> Result<()> {
@@ -315,7 +325,7 @@ impl Table {
         loc: Loc,
         blocks: &[u8],
         run: &[Miss],
-        act: &mut impl FnMut(&mut Shard, usize, &[Miss]),
+        act: &mut impl FnMut(&mut Shard, usize, &[Miss], &mut Ctx),
     ) {
         let e = &self.entry;
         if i.corrupt.is_some() {
@@ -381,7 +391,7 @@ impl Table {
                 }
                 sh.insert_top(id, i.row, false, i.ctx)
             };
-            act(&mut sh, slot, same);
+            act(&mut sh, slot, same, i.ctx);
         }
         if let (Loc::Home(g), Some(state)) = (loc, home) {
             self.fill_from_group(i, g, state, blocks, run);
@@ -414,7 +424,7 @@ impl Table {
         }
         let mut ctx = Ctx::new();
         ctx.windowed = true;
-        let r = self.resolve_misses(ssd, shards, misses, &mut ctx, |_, _, _| {});
+        let r = self.resolve_misses(ssd, shards, misses, &mut ctx, |_, _, _, _| {});
         ctx.c.warmed = ctx.c.ssd_rows_read;
         let read = ctx.c.ssd_rows_read;
         // Rows a concurrent lookup brought in meanwhile are found by the
@@ -615,13 +625,15 @@ impl Table {
                             continue;
                         }
                     };
+                    sh.before_write(slot, &mut ctx);
                     f(sh.top().row_mut(slot), k);
                     sh.top().set_dirty(slot);
                 }
                 let r = if misses.is_empty() {
                     Ok(())
                 } else {
-                    self.resolve_misses(ssd, shards, misses, &mut ctx, |sh, slot, run| {
+                    self.resolve_misses(ssd, shards, misses, &mut ctx, |sh, slot, run, ctx| {
+                        sh.before_write(slot, ctx);
                         for m in run {
                             f(sh.top().row_mut(slot), m.k);
                         }

@@ -70,6 +70,7 @@ mod many;
 mod miss;
 mod pinned;
 mod shard;
+mod snapshot;
 mod writeback;
 
 use shard::{by_shard, part, shard_count};
@@ -106,6 +107,15 @@ pub(crate) struct Table {
     wb_lock: Mutex<AlignedBuf>,
     wb_epoch: AtomicU64,
     pending_bytes: AtomicI64,
+    /// Bytes in the shards' `later` maps (dirty rows evicted while a
+    /// checkpoint writes its snapshot).
+    later_bytes: AtomicI64,
+    /// Whether a checkpoint is writing this table's snapshot (being
+    /// finished), and the updates waiting for it to end while `later` is
+    /// over the limit; `snapshot_open` says whether one has begun.
+    snapshot: parking_lot::Mutex<bool>,
+    snapshot_ended: parking_lot::Condvar,
+    snapshot_open: std::sync::atomic::AtomicBool,
     /// Pending bytes at which a call writes back (amortises SSD writes).
     wb_batch: usize,
     /// Pending bytes above which updates wait for a successful write-back.
@@ -147,6 +157,14 @@ pub(crate) struct Shard {
     /// with the store's tier index (for counters).
     lower: Vec<(usize, SlotCache)>,
     pending: HashMap<u64, PendingRow>,
+    /// While a checkpoint writes its snapshot (`window`): dirty rows that
+    /// left the tiers after it began. `pending` then holds the snapshot's
+    /// rows only (those pending when it began, and the old rows handed over
+    /// since), which the checkpoint writes; these wait until it has
+    /// committed and then join `pending`. Reads look here first.
+    later: HashMap<u64, PendingRow>,
+    /// Whether a checkpoint is writing its snapshot (see `Table::open_snapshot`).
+    window: bool,
     /// Rows whose newest written copy is in the row log, and its block;
     /// or [`MERGED`]: the row's log copy was written home by the background
     /// merge (home and the log hold the same bytes).
@@ -221,6 +239,8 @@ struct Ctx {
     c: Local,
     new_pending: usize,
     pending_delta: isize,
+    /// The same for the shards' `later` maps.
+    later_delta: isize,
     spill: Spill,
     spill2: Spill,
     scratch: Vec<u8>,
@@ -235,6 +255,7 @@ impl Ctx {
             c: Local::default(),
             new_pending: 0,
             pending_delta: 0,
+            later_delta: 0,
             spill: Spill::default(),
             spill2: Spill::default(),
             scratch: Vec::new(),
@@ -322,6 +343,8 @@ impl Table {
                         top,
                         lower: tiers,
                         pending: HashMap::new(),
+                        later: HashMap::new(),
+                        window: false,
                         logged: LogMap::new(e.rows),
                         wb_seq: 0,
                         next_gen: 0,
@@ -384,6 +407,10 @@ impl Table {
             wb_lock: Mutex::new(AlignedBuf::new(BLOCK_SIZE)),
             wb_epoch: AtomicU64::new(0),
             pending_bytes: AtomicI64::new(0),
+            later_bytes: AtomicI64::new(0),
+            snapshot: parking_lot::Mutex::new(false),
+            snapshot_ended: parking_lot::Condvar::new(),
+            snapshot_open: std::sync::atomic::AtomicBool::new(false),
             wb_batch,
             pending_limit,
             cfg: s.cfg,
@@ -434,7 +461,8 @@ impl Table {
     /// which updates write back first (and fail if that fails).
     pub(crate) fn pending(&self) -> (u64, u64) {
         let rb = self.row_bytes.max(1) as u64;
-        let bytes = self.pending_bytes.load(Ordering::Relaxed).max(0) as u64;
+        let bytes = self.pending_bytes.load(Ordering::Relaxed).max(0) as u64
+            + self.later_bytes.load(Ordering::Relaxed).max(0) as u64;
         (bytes.div_ceil(rb), self.pending_limit as u64 / rb)
     }
 
@@ -514,8 +542,9 @@ impl Table {
                 .iter()
                 .map(|s| {
                     let s = s.lock();
-                    (s.caches().map(|(_, c)| c.dirty_count()).sum::<usize>() + s.pending.len())
-                        as u64
+                    (s.caches().map(|(_, c)| c.dirty_count()).sum::<usize>()
+                        + s.pending.len()
+                        + s.later.len()) as u64
                 })
                 .sum(),
             TableKind::Pinned { chunks, .. } => chunks

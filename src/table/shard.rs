@@ -2,6 +2,7 @@
 //! and the moves of a row between a shard's tiers and its pending map.
 
 use super::*;
+use crate::tier::cache::Dirt;
 
 /// Positions `0..ids.len()` ordered by shard (stable: each shard sees its
 /// ids in batch order), and the start of each shard's run.
@@ -46,6 +47,7 @@ impl Shard {
         self.top.len()
             + self.lower.iter().map(|(_, c)| c.len()).sum::<usize>()
             + self.pending.len()
+            + self.later.len()
             + self.logged.len()
     }
 
@@ -57,6 +59,7 @@ impl Shard {
             .ids()
             .chain(self.lower.iter().flat_map(|(_, c)| c.ids()))
             .chain(self.pending.keys().copied())
+            .chain(self.later.keys().copied())
             .chain(self.logged.iter().map(|(id, _)| id))
             .filter(|id| range.contains(id))
             .collect();
@@ -125,6 +128,52 @@ impl Shard {
         ctx.new_pending += 1;
     }
 
+    /// A dirty row leaving the last cache tier: an old one (see
+    /// [`Dirt::Old`]) to the pending map, where the checkpoint writing its
+    /// snapshot takes it; a newer one to the pending map too, unless such a
+    /// checkpoint is under way: then it waits in `later` until the commit.
+    #[allow(clippy::too_many_arguments)]
+    fn park(
+        pending: &mut HashMap<u64, PendingRow>,
+        later: &mut HashMap<u64, PendingRow>,
+        window: bool,
+        next_gen: &mut u64,
+        id: u64,
+        bytes: &[u8],
+        dirt: Dirt,
+        ctx: &mut Ctx,
+    ) {
+        match dirt {
+            Dirt::Clean => {}
+            Dirt::Dirty if window => {
+                *next_gen += 1;
+                let row = PendingRow {
+                    gen: *next_gen,
+                    bytes: bytes.into(),
+                };
+                if later.insert(id, row).is_none() {
+                    ctx.later_delta += bytes.len() as isize;
+                }
+            }
+            _ => Self::add_pending(pending, next_gen, id, bytes, ctx),
+        }
+    }
+
+    /// Before a write to the first tier's `slot`: an old row's bytes are
+    /// handed to the checkpoint writing its snapshot first (copy-on-write).
+    #[inline]
+    pub(super) fn before_write(&mut self, slot: usize, ctx: &mut Ctx) {
+        if self.top.take_old(slot) {
+            let Shard {
+                top,
+                pending,
+                next_gen,
+                ..
+            } = self;
+            Self::add_pending(pending, next_gen, top.id_of(slot), top.row(slot), ctx);
+        }
+    }
+
     /// The first tier's slice: where hits are served and rows are pinned.
     #[inline]
     pub(super) fn top(&mut self) -> &mut SlotCache {
@@ -137,12 +186,16 @@ impl Shard {
     }
 
     /// Insert a row into the first tier; each tier's victim moves down one
-    /// tier, and the last tier's victim, if dirty, to the pending map.
+    /// tier, and the last tier's victim, if dirty, to the pending map (see
+    /// [`Shard::park`]). An old victim moving down is handed to the
+    /// checkpoint on the way and moves as clean.
     pub(super) fn insert_top(&mut self, id: u64, src: &[u8], dirty: bool, ctx: &mut Ctx) -> usize {
         let Shard {
             top,
             lower,
             pending,
+            later,
+            window,
             next_gen,
             ..
         } = self;
@@ -153,14 +206,28 @@ impl Shard {
         ctx.c.inserts[0] += 1;
         // The tier whose victim `spill` holds, and the next lower slice.
         let (mut from, mut k) = (0, 0);
-        while let Some(&(vid, vdirty)) = spill.rows.first() {
+        while let Some(&(vid, vdirt)) = spill.rows.first() {
             ctx.c.evictions[from] += 1;
-            ctx.c.dirty_evictions[from] += vdirty as u64;
+            ctx.c.dirty_evictions[from] += vdirt.is_dirty() as u64;
             let Some((t, below)) = lower.get_mut(k) else {
-                if vdirty {
-                    Self::add_pending(pending, next_gen, vid, &spill.bytes, ctx);
-                }
+                Self::park(
+                    pending,
+                    later,
+                    *window,
+                    next_gen,
+                    vid,
+                    &spill.bytes,
+                    vdirt,
+                    ctx,
+                );
                 break;
+            };
+            let vdirty = match vdirt {
+                Dirt::Old => {
+                    Self::add_pending(pending, next_gen, vid, &spill.bytes, ctx);
+                    false
+                }
+                d => d == Dirt::Dirty,
             };
             next.clear();
             below.insert(vid, &spill.bytes, vdirty, &mut next);
@@ -174,9 +241,12 @@ impl Shard {
         slot
     }
 
-    /// Whether `id` is anywhere in this shard's memory: a tier, or pending.
+    /// Whether `id` is anywhere in this shard's memory: a tier, or pending
+    /// (either map).
     pub(super) fn holds(&self, id: u64) -> bool {
-        self.caches().any(|(_, c)| c.get(id).is_some()) || self.pending.contains_key(&id)
+        self.caches().any(|(_, c)| c.get(id).is_some())
+            || self.pending.contains_key(&id)
+            || self.later.contains_key(&id)
     }
 
     /// The first tier's slot of `id`, moving it up from a lower tier or
@@ -191,19 +261,41 @@ impl Shard {
         self.locate_below(id, ctx)
     }
 
+    /// [`Shard::locate`] below the first tier: a lower tier's row moves up
+    /// (an old one handed to the checkpoint on the way, and moved as
+    /// clean); a pending row moves up dirty, except one a checkpoint is
+    /// writing, which stays pending for it and is copied up clean.
     pub(super) fn locate_below(&mut self, id: u64, ctx: &mut Ctx) -> Option<usize> {
         let mut tmp = std::mem::take(&mut ctx.scratch);
         let mut found = None;
         for k in 0..self.lower.len() {
             let (t, c) = &mut self.lower[k];
-            if let Some(dirty) = c.take(id, &mut tmp) {
+            if let Some(dirt) = c.take(id, &mut tmp) {
                 ctx.c.hits[*t] += 1;
+                let dirty = match dirt {
+                    Dirt::Old => {
+                        Self::add_pending(&mut self.pending, &mut self.next_gen, id, &tmp, ctx);
+                        false
+                    }
+                    d => d == Dirt::Dirty,
+                };
                 found = Some(self.insert_top(id, &tmp, dirty, ctx));
                 break;
             }
         }
         if found.is_none() {
-            if let Some(p) = self.pending.remove(&id) {
+            if let Some(p) = self.later.remove(&id) {
+                ctx.c.pending_hits += 1;
+                ctx.later_delta -= p.bytes.len() as isize;
+                found = Some(self.insert_top(id, &p.bytes, true, ctx));
+            } else if self.window {
+                if let Some(p) = self.pending.get(&id) {
+                    ctx.c.pending_hits += 1;
+                    tmp.clear();
+                    tmp.extend_from_slice(&p.bytes);
+                    found = Some(self.insert_top(id, &tmp, false, ctx));
+                }
+            } else if let Some(p) = self.pending.remove(&id) {
                 ctx.c.pending_hits += 1;
                 ctx.pending_delta -= p.bytes.len() as isize;
                 found = Some(self.insert_top(id, &p.bytes, true, ctx));

@@ -16,11 +16,11 @@ enum HomeWrite {
 /// Rows a flush takes from the tiers before it writes them back: the
 /// pending rows, and the write-back's copy of them, stay within about
 /// twice this (plus the write-back batch) beyond the cache.
-const FLUSH_CHUNK_BYTES: usize = 8 << 20;
+pub(super) const FLUSH_CHUNK_BYTES: usize = 8 << 20;
 
 /// Pending-map slots a shard keeps whatever its fill (see
 /// [`Table::write_back`]).
-const PENDING_SLACK: usize = 256;
+pub(super) const PENDING_SLACK: usize = 256;
 
 /// Fewest groups a write makes dense (see [`Table::write_rows`]): below
 /// it, the random operations are few anyway.

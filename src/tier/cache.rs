@@ -40,10 +40,31 @@ fn home(id: u64, n: usize) -> usize {
     ((mix64(id ^ 0x5851_f42d_4c95_7f2d) as u128 * n as u128) >> 64) as usize
 }
 
-/// Rows evicted by an insert: ids with dirty flags, and their bytes back to back.
+/// What a row leaving a cache (evicted or taken) holds that the SSD does
+/// not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dirt {
+    /// Nothing: the SSD (or the pending map) has these bytes.
+    Clean,
+    /// Newer bytes than any written copy.
+    Dirty,
+    /// Dirty since before the checkpoint being written began (see
+    /// [`SlotCache::mark_old`]), and not yet handed to it: these bytes are
+    /// the ones it must write.
+    Old,
+}
+
+impl Dirt {
+    /// Whether the row must be written before it is dropped.
+    pub fn is_dirty(self) -> bool {
+        self != Dirt::Clean
+    }
+}
+
+/// Rows evicted by an insert: ids with their state, and their bytes back to back.
 #[derive(Debug, Default)]
 pub(crate) struct Spill {
-    pub rows: Vec<(u64, bool)>,
+    pub rows: Vec<(u64, Dirt)>,
     pub bytes: Vec<u8>,
 }
 
@@ -71,6 +92,11 @@ pub(crate) struct SlotCache {
     /// At most this many slots are pinned: half the capacity, so that an
     /// insert always finds an unpinned victim.
     pin_limit: usize,
+    /// While a checkpoint writes its snapshot: one bit per slot, set for
+    /// the rows dirty when it began ([`SlotCache::mark_old`]) until they
+    /// are handed to it. Empty otherwise, so a cache pays nothing per row
+    /// between checkpoints.
+    old: Vec<u64>,
 }
 
 impl SlotCache {
@@ -92,7 +118,79 @@ impl SlotCache {
             slab,
             pins: std::collections::HashMap::new(),
             pin_limit: cap / 2,
+            old: Vec::new(),
         }
+    }
+
+    /// A checkpoint begins: every dirty row becomes *old*, the bytes the
+    /// checkpoint must write. Until [`SlotCache::drain_old`] hands an old
+    /// row over (or a move or a write hands it over first: see
+    /// [`Dirt::Old`] and [`SlotCache::take_old`]), the row keeps those
+    /// bytes. Returns the rows marked.
+    pub fn mark_old(&mut self) -> usize {
+        self.old = vec![0; self.cap.div_ceil(64)];
+        let mut n = 0;
+        for slot in 0..self.next_unused {
+            let k = self.keys[slot];
+            if k & FREE == 0 && k & DIRTY != 0 {
+                self.old[slot / 64] |= 1 << (slot % 64);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Whether `slot` holds an old row (see [`SlotCache::mark_old`]).
+    #[inline]
+    pub fn is_old(&self, slot: usize) -> bool {
+        !self.old.is_empty() && self.old[slot / 64] >> (slot % 64) & 1 == 1
+    }
+
+    /// Clear `slot`'s old bit; returns whether it was set.
+    #[inline]
+    fn clear_old(&mut self, slot: usize) -> bool {
+        let was = self.is_old(slot);
+        if was {
+            self.old[slot / 64] &= !(1 << (slot % 64));
+        }
+        was
+    }
+
+    /// If `slot` holds an old row, hand it over: the row becomes clean (the
+    /// caller keeps its bytes, where reads find them, until the checkpoint
+    /// has written them) and true is returned.
+    #[inline]
+    pub fn take_old(&mut self, slot: usize) -> bool {
+        let was = self.clear_old(slot);
+        if was {
+            self.keys[slot] &= !DIRTY;
+        }
+        was
+    }
+
+    /// Call `f(id, bytes)` for every old row and mark it clean; the cache
+    /// then has no old row, and pays nothing for them.
+    pub fn drain_old(&mut self, mut f: impl FnMut(u64, &[u8])) {
+        if self.old.is_empty() {
+            return;
+        }
+        for w in 0..self.old.len() {
+            while self.old[w] != 0 {
+                let slot = w * 64 + self.old[w].trailing_zeros() as usize;
+                self.old[w] &= self.old[w] - 1;
+                let k = self.keys[slot];
+                debug_assert!(k & FREE == 0 && k & DIRTY != 0, "old slot {slot}");
+                self.keys[slot] = k & !DIRTY;
+                f(k & ID_MASK, self.row(slot));
+            }
+        }
+        self.old = Vec::new();
+    }
+
+    /// The id resident in `slot`.
+    #[inline]
+    pub fn id_of(&self, slot: usize) -> u64 {
+        self.keys[slot] & ID_MASK
     }
 
     /// Pin `slot` (resident) against eviction; false when the pin limit is
@@ -307,7 +405,12 @@ impl SlotCache {
             let vid = key & ID_MASK;
             let pos = self.find_pos(vid).expect("victim is indexed");
             self.index_remove_at(pos);
-            spill.rows.push((vid, key & DIRTY != 0));
+            let dirt = match (self.clear_old(victim), key & DIRTY != 0) {
+                (true, _) => Dirt::Old,
+                (false, true) => Dirt::Dirty,
+                (false, false) => Dirt::Clean,
+            };
+            spill.rows.push((vid, dirt));
             spill.bytes.extend_from_slice(self.row(victim));
             self.len -= 1;
             victim
@@ -322,11 +425,15 @@ impl SlotCache {
         slot
     }
 
-    /// Remove `id` if resident, copying its bytes into `out`; returns its dirty flag.
-    pub fn take(&mut self, id: u64, out: &mut Vec<u8>) -> Option<bool> {
+    /// Remove `id` if resident, copying its bytes into `out`; returns its state.
+    pub fn take(&mut self, id: u64, out: &mut Vec<u8>) -> Option<Dirt> {
         let pos = self.find_pos(id)?;
         let slot = self.index[pos] as usize;
-        let dirty = self.keys[slot] & DIRTY != 0;
+        let dirty = match (self.clear_old(slot), self.keys[slot] & DIRTY != 0) {
+            (true, _) => Dirt::Old,
+            (false, true) => Dirt::Dirty,
+            (false, false) => Dirt::Clean,
+        };
         self.pins.remove(&(slot as u16));
         out.clear();
         out.extend_from_slice(self.row(slot));
@@ -337,8 +444,10 @@ impl SlotCache {
         Some(dirty)
     }
 
-    /// Call `f(id, bytes)` for every dirty row and mark it clean.
+    /// Call `f(id, bytes)` for every dirty row (old ones included) and mark
+    /// it clean.
     pub fn drain_dirty(&mut self, mut f: impl FnMut(u64, &[u8])) {
+        self.old = Vec::new();
         for slot in 0..self.next_unused {
             let k = self.keys[slot];
             if k & FREE == 0 && k & DIRTY != 0 {
@@ -380,25 +489,38 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    /// Random inserts, takes and lookups against a HashMap model.
+    /// Random inserts, takes, lookups and a checkpoint's old rows (marked,
+    /// handed over one by one, drained) against a HashMap model.
     #[test]
     fn matches_a_map() {
         for policy in PolicyKind::ALL.iter().filter(|p| p.store_supported()) {
             let cap = 37;
             let mut c = SlotCache::new(cap, 8, *policy, Slab::dram(cap * 8));
-            let mut model: HashMap<u64, (u64, bool)> = HashMap::new();
+            // id -> (value, state)
+            let mut model: HashMap<u64, (u64, Dirt)> = HashMap::new();
             let mut spill = Spill::default();
             let mut x = 1u64;
             let mut buf = Vec::new();
+            let mut olds = 0u64;
             for step in 0..20_000u64 {
                 x = mix64(x);
                 let id = x % 100;
-                match x >> 60 {
-                    0..=9 => {
+                match x >> 59 {
+                    0..=19 => {
                         if let Some(s) = c.get(id) {
                             c.touch(s);
                             let v = u64::from_le_bytes(c.row(s).try_into().unwrap());
                             assert_eq!(v, model[&id].0);
+                            assert_eq!(c.is_old(s), model[&id].1 == Dirt::Old);
+                            if step % 5 == 0 {
+                                // A write hands an old row over first.
+                                let was = c.take_old(s);
+                                assert_eq!(was, model[&id].1 == Dirt::Old);
+                                olds += was as u64;
+                                c.row_mut(s).copy_from_slice(&step.to_le_bytes());
+                                c.set_dirty(s);
+                                model.insert(id, (step, Dirt::Dirty));
+                            }
                         } else {
                             assert!(!model.contains_key(&id));
                             spill.clear();
@@ -409,10 +531,11 @@ mod tests {
                                 assert_eq!(*vd, md);
                                 assert_eq!(spill.bytes[i * 8..i * 8 + 8], val.to_le_bytes());
                             }
-                            model.insert(id, (step, dirty));
+                            let d = if dirty { Dirt::Dirty } else { Dirt::Clean };
+                            model.insert(id, (step, d));
                         }
                     }
-                    _ => {
+                    20..=29 => {
                         let got = c.take(id, &mut buf);
                         let want = model.remove(&id);
                         assert_eq!(got, want.map(|w| w.1));
@@ -420,10 +543,46 @@ mod tests {
                             assert_eq!(buf, v.to_le_bytes());
                         }
                     }
+                    30 => {
+                        let n = c.mark_old();
+                        let mut want = 0;
+                        for v in model.values_mut() {
+                            if v.1 != Dirt::Clean {
+                                v.1 = Dirt::Old;
+                                want += 1;
+                            }
+                        }
+                        assert_eq!(n, want);
+                    }
+                    _ => {
+                        let mut got = Vec::new();
+                        c.drain_old(|id, b| {
+                            got.push((id, u64::from_le_bytes(b.try_into().unwrap())))
+                        });
+                        got.sort_unstable();
+                        let mut want: Vec<(u64, u64)> = model
+                            .iter()
+                            .filter(|(_, v)| v.1 == Dirt::Old)
+                            .map(|(&id, v)| (id, v.0))
+                            .collect();
+                        want.sort_unstable();
+                        assert_eq!(got, want);
+                        olds += got.len() as u64;
+                        for v in model.values_mut() {
+                            if v.1 == Dirt::Old {
+                                v.1 = Dirt::Clean;
+                            }
+                        }
+                        assert_eq!(
+                            c.dirty_count(),
+                            model.values().filter(|v| v.1 != Dirt::Clean).count()
+                        );
+                    }
                 }
                 assert_eq!(c.len(), model.len());
                 assert!(c.len() <= cap);
             }
+            assert!(olds > 100, "{policy:?}: only {olds} old rows handed over");
         }
     }
 }

@@ -27,6 +27,11 @@ pub(crate) struct Ssd {
     /// exclusively by a checkpoint, so that an epoch's writes all precede
     /// its commit.
     gate: parking_lot::RwLock<()>,
+    /// Held by a checkpoint from start to end (a snapshot checkpoint lets
+    /// go of the gate while it writes), by a bulk import, and by the
+    /// background merge while it takes a pass's span: one at a time.
+    checkpointing: parking_lot::Mutex<bool>,
+    checkpoint_ended: parking_lot::Condvar,
     /// The row log after the tables.
     log: crate::tier::rowlog::RowLog,
     /// Read buffers kept between batches: a fresh 16 MiB buffer per batch
@@ -64,6 +69,8 @@ impl Ssd {
             choice,
             dur,
             gate: parking_lot::RwLock::new(()),
+            checkpointing: parking_lot::Mutex::new(false),
+            checkpoint_ended: parking_lot::Condvar::new(),
             log,
             bufs: parking_lot::Mutex::new(Vec::new()),
         }
@@ -106,6 +113,17 @@ impl Ssd {
     pub fn write_gate(&self) -> Result<parking_lot::RwLockReadGuard<'_, ()>> {
         self.dur.check_writable()?;
         Ok(self.gate.read())
+    }
+
+    /// One checkpoint at a time (see the field): taken before the gate,
+    /// held until the guard is dropped, from any thread.
+    pub fn checkpointing(&self) -> Checkpointing<'_> {
+        let mut busy = self.checkpointing.lock();
+        while *busy {
+            self.checkpoint_ended.wait(&mut busy);
+        }
+        *busy = true;
+        Checkpointing(self)
     }
 
     /// Admission for a checkpoint: refused once poisoned, then exclusive.
@@ -331,6 +349,17 @@ impl Ssd {
 
     pub fn sync(&self) -> Result<()> {
         self.engine.sync().map_err(|f| self.err(f))
+    }
+}
+
+/// [`Ssd::checkpointing`]'s hold; `Send`, so that a checkpoint begun on
+/// one thread can finish on another.
+pub(crate) struct Checkpointing<'a>(&'a Ssd);
+
+impl Drop for Checkpointing<'_> {
+    fn drop(&mut self) {
+        *self.0.checkpointing.lock() = false;
+        self.0.checkpoint_ended.notify_all();
     }
 }
 

@@ -1,0 +1,157 @@
+//! Checkpoints that do not stop training (`[ssd] snapshot_checkpoints`):
+//! a cached table's side of them.
+//!
+//! With the store's gate held exclusively, [`Table::open_snapshot`] marks
+//! every dirty row of every cache tier *old* (a scan of the tiers' keys,
+//! no copy) and opens the table's window. The gate is then let go, and
+//! [`Table::flush_snapshot`] hands the old rows, shard by shard, to the
+//! pending map and writes them back, while lookups and updates go on
+//! under these rules:
+//! - a write to an old row hands its bytes to the pending map first
+//!   (`Shard::before_write`), and so does an old row's move between tiers
+//!   (it then moves as clean): the pending map holds the row as it was
+//!   when the checkpoint began, and the cache the newer bytes;
+//! - a dirty row that is not old and leaves the last tier waits in the
+//!   shard's `later` map, not in `pending`, and no call writes back: the
+//!   only rows written while the window is open are the snapshot's, so the
+//!   data file holds nothing newer than the checkpoint's moment;
+//! - a read of a row the snapshot holds in `pending` copies it up clean
+//!   and leaves it for the checkpoint to write; `later` is read before
+//!   `pending`, being newer.
+//!
+//! After the commit, [`Table::close_snapshot`] moves `later` into
+//! `pending` and closes the window. Updates wait ([`Table::throttle`])
+//! while `later` holds more than the table's pending limit. Every clean
+//! row in the tiers while the window is open holds the bytes the commit
+//! holds, so the checkpoint writes the hot rows before it closes it.
+
+use super::writeback::{FLUSH_CHUNK_BYTES, PENDING_SLACK};
+use super::*;
+
+impl Table {
+    /// A checkpoint begins; the caller holds the store's gate exclusively,
+    /// so no call is in the middle of a shard. Marks the dirty rows old and
+    /// opens the window (see the module's doc). Returns the rows the
+    /// snapshot holds: old rows and pending ones.
+    pub(crate) fn open_snapshot(&self) -> u64 {
+        let TableKind::Cached { shards, .. } = &self.kind else {
+            return 0;
+        };
+        let mut rows = 0;
+        self.snapshot_open.store(true, Ordering::Relaxed);
+        for sh in shards {
+            let mut guard = sh.lock();
+            let sh = &mut *guard;
+            debug_assert!(!sh.window && sh.later.is_empty());
+            rows += sh.top.mark_old() as u64;
+            for (_, c) in &mut sh.lower {
+                rows += c.mark_old() as u64;
+            }
+            rows += sh.pending.len() as u64;
+            sh.window = true;
+        }
+        rows
+    }
+
+    /// Write the snapshot the checkpoint began with: every old row still in
+    /// the tiers is handed to the pending map, shard by shard, and written
+    /// back (no fsync) with the pending rows, in chunks that bound the
+    /// memory as [`Table::flush`] does. Rows handed over by the calls meanwhile
+    /// go with them. The store's gate is not held.
+    pub(crate) fn flush_snapshot(&self, ssd: &Ssd) -> Result<()> {
+        let TableKind::Cached { shards, .. } = &self.kind else {
+            return Ok(());
+        };
+        // From now on the window closes without the calls' help: updates
+        // may wait for it (`Table::throttle`).
+        *self.snapshot.lock() = true;
+        let mut ctx = Ctx::new();
+        for sh in shards {
+            let mut guard = sh.lock();
+            let Shard {
+                top,
+                lower,
+                pending,
+                next_gen,
+                ..
+            } = &mut *guard;
+            let mut add = |id: u64, b: &[u8]| {
+                Shard::add_pending(pending, next_gen, id, b, &mut ctx);
+            };
+            top.drain_old(&mut add);
+            for (_, c) in lower {
+                c.drain_old(&mut add);
+            }
+            drop(guard);
+            if ctx.new_pending * self.row_bytes > FLUSH_CHUNK_BYTES {
+                self.finish_flush(ssd, &mut ctx)?;
+            }
+        }
+        self.finish_flush(ssd, &mut ctx)
+    }
+
+    /// The checkpoint ended, committed or not: the old rows left (after a
+    /// failure) go to the pending map, where the next write-back takes
+    /// them, the rows that waited in `later` join them (newer, they replace
+    /// a pending copy of the same row), and the window closes.
+    pub(crate) fn close_snapshot(&self) {
+        let TableKind::Cached { shards, .. } = &self.kind else {
+            return;
+        };
+        let mut ctx = Ctx::new();
+        for sh in shards {
+            let mut guard = sh.lock();
+            let Shard {
+                top,
+                lower,
+                pending,
+                later,
+                window,
+                next_gen,
+                ..
+            } = &mut *guard;
+            let mut add = |id: u64, b: &[u8]| {
+                Shard::add_pending(pending, next_gen, id, b, &mut ctx);
+            };
+            top.drain_old(&mut add);
+            for (_, c) in lower.iter_mut() {
+                c.drain_old(&mut add);
+            }
+            for (id, mut row) in later.drain() {
+                ctx.later_delta -= row.bytes.len() as isize;
+                *next_gen += 1;
+                row.gen = *next_gen;
+                let len = row.bytes.len() as isize;
+                if pending.insert(id, row).is_none() {
+                    ctx.pending_delta += len;
+                }
+                ctx.new_pending += 1;
+            }
+            if later.capacity() > PENDING_SLACK {
+                *later = HashMap::new();
+            }
+            *window = false;
+        }
+        self.publish_pending(&mut ctx);
+        self.snapshot_open.store(false, Ordering::Relaxed);
+        *self.snapshot.lock() = false;
+        self.snapshot_ended.notify_all();
+    }
+
+    /// Before an update, with no gate held: while a checkpoint is being
+    /// finished and more than the table's pending limit of evicted rows
+    /// waits for its commit, wait for it to end. (A checkpoint begun and
+    /// not yet being finished holds nobody back: the thread that began it
+    /// may be the one updating.)
+    pub(crate) fn throttle(&self) {
+        if !self.snapshot_open.load(Ordering::Relaxed)
+            || self.later_bytes.load(Ordering::Relaxed) <= self.pending_limit as i64
+        {
+            return;
+        }
+        let mut open = self.snapshot.lock();
+        while *open {
+            self.snapshot_ended.wait(&mut open);
+        }
+    }
+}
