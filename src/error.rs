@@ -166,6 +166,15 @@ pub enum Error {
         /// What the config asks for.
         given: String,
     },
+    /// This thread began a checkpoint ([`crate::Store::begin_checkpoint`])
+    /// and has not finished it: another checkpoint (or a merge of the row
+    /// log) asked for on the same thread would wait for it for ever.
+    /// Finish it first, or finish it on another thread.
+    #[error("{what} while this thread's checkpoint is unfinished: call finish() on it first, or on another thread")]
+    CheckpointInProgress {
+        /// What was asked for (`checkpoint`, `begin_checkpoint`, `merge_row_log`).
+        what: &'static str,
+    },
     /// A prefetch's background thread panicked (a bug). Pins it had taken
     /// stay until the store is reopened; pinning stays bounded.
     #[error("table {table:?}: the prefetch thread panicked")]

@@ -271,7 +271,16 @@ fn every_fault_kind_at_many_points_loses_nothing_acknowledged() {
 /// fail with a clear error, never panic; the outcomes are counted.
 #[test]
 fn power_cuts_reorder_and_tear_unsynced_writes() {
-    power_cuts(false, OPS, 0x5eed, 500);
+    power_cuts(false, OPS, 0x5eed, 500, false);
+}
+
+/// The same with every checkpoint begun (`Store::begin_checkpoint`) and
+/// finished only after up to eight more ops of the stream, which it must
+/// not commit: a cut falls before, inside or after such a window, and a
+/// reopen serves the acknowledged checkpoint's moment.
+#[test]
+fn power_cuts_while_checkpoints_finish_after_later_ops() {
+    power_cuts(true, 3 * OPS, 0x5ef0, 17000, true);
 }
 
 /// The same with the background merge on, in op streams long enough for
@@ -281,7 +290,7 @@ fn power_cuts_reorder_and_tear_unsynced_writes() {
 /// reopen serves the acknowledged checkpoint (or detects a dropped fsync).
 #[test]
 fn power_cuts_as_the_row_log_goes_round_its_ring() {
-    let freed = power_cuts(true, 6 * OPS, 0x5eef, 9000);
+    let freed = power_cuts(true, 6 * OPS, 0x5eef, 9000, false);
     assert!(
         freed > 24 * 3,
         "{freed} ring blocks freed in all: the log did not go round"
@@ -291,7 +300,7 @@ fn power_cuts_as_the_row_log_goes_round_its_ring() {
 /// Cut the power after a random prefix (up to `ops` ops) of each of
 /// `EMBTIER_CRASH_ITERS` op streams; returns the row-log blocks the
 /// acknowledged checkpoints freed.
-fn power_cuts(background: bool, ops_max: usize, rng_seed: u64, first_seed: u64) -> u64 {
+fn power_cuts(background: bool, ops_max: usize, rng_seed: u64, first_seed: u64, late: bool) -> u64 {
     let cuts: u64 = common::env_or("EMBTIER_CRASH_ITERS", 60);
     let mut rng = common::Rng(rng_seed);
     let (mut exact, mut detected, mut silent) = (0, 0, 0);
@@ -312,22 +321,54 @@ fn power_cuts(background: bool, ops_max: usize, rng_seed: u64, first_seed: u64) 
         let mut cur = Model::new();
         let mut in_flight = None;
         let seed = first_seed + cut;
-        for (i, op) in ops(seed, EVERY).take(stop).enumerate() {
+        let mut stream = ops(seed, EVERY).take(stop).enumerate();
+        let mut begun = None;
+        while let Some((i, op)) = stream.next() {
             if let Op::Checkpoint = op {
                 if i + 1 == stop {
                     in_flight = Some(cur.clone()); // the cut falls inside it
                     break;
                 }
-                let c = store.checkpoint().unwrap();
+                if !late {
+                    let c = store.checkpoint().unwrap();
+                    freed += c.row_log_blocks_freed;
+                    acked = (c.generation, cur.clone());
+                    continue;
+                }
+                // Its moment, then more ops before it is finished.
+                let b = store.begin_checkpoint().unwrap();
+                let moment = cur.clone();
+                let mut cut_inside = false;
+                for _ in 0..rng.below(9) {
+                    match stream.next() {
+                        Some((_, Op::Checkpoint)) => {}
+                        Some((j, op)) => {
+                            run(&store, &op).unwrap();
+                            cur.apply(&op);
+                            cut_inside = j + 1 == stop;
+                        }
+                        None => cut_inside = true,
+                    }
+                    if cut_inside {
+                        break;
+                    }
+                }
+                if cut_inside {
+                    in_flight = Some(moment);
+                    begun = Some(b);
+                    break;
+                }
+                let c = b.finish().unwrap();
                 freed += c.row_log_blocks_freed;
-                acked = (c.generation, cur.clone());
+                acked = (c.generation, moment);
             } else {
                 run(&store, &op).unwrap();
                 cur.apply(&op);
             }
         }
         // A cut inside a checkpoint: run it, then lose what was not synced.
-        if in_flight.is_some() {
+        let finished = begun.map(|b| b.finish().is_ok());
+        if finished.is_none() && in_flight.is_some() {
             let _ = store.checkpoint();
         }
         drop(store);
@@ -368,7 +409,8 @@ fn power_cuts(background: bool, ops_max: usize, rng_seed: u64, first_seed: u64) 
         }
     }
     eprintln!(
-        "power cuts (background merge {background}): {cuts} cuts, {torn} torn writes; \
+        "power cuts (background merge {background}, checkpoints finished after later ops \
+         {late}): {cuts} cuts, {torn} torn writes; \
          {exact} at the exact checkpoint, {detected} detected as corrupt (dropped fsyncs), \
          {silent} wrong (dropped fsyncs only); {freed} ring blocks freed"
     );

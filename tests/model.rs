@@ -298,17 +298,26 @@ fn run_model(name: &str, cfg: StoreConfig, seed: u64, steps: usize) {
                 // A checkpoint begun here and finished after a few more
                 // ops: it commits the rows as they were when it began.
                 let begun = s.begin_checkpoint().unwrap();
-                let at_moment = model.rows.clone();
+                let mut at_moment = model.rows.clone();
                 for k in 0..rng.below(12) {
-                    if let Then::Checkpoint | Then::Reopen = one_op(
-                        name,
-                        s,
-                        &mut model,
-                        &mut rng,
-                        step * 100 + k as usize,
-                        false,
-                    ) {
-                        // Not inside this one: a no-op in their place.
+                    // Bulk imports included: on this thread they go
+                    // through the update path while it is unfinished.
+                    let k = step * 100 + k as usize;
+                    if let Then::Checkpoint | Then::Reopen =
+                        one_op(name, s, &mut model, &mut rng, k, true)
+                    {
+                        // Another checkpoint on this thread would wait for
+                        // this one for ever: refused, nothing done.
+                        match s.checkpoint() {
+                            Err(embtier::Error::CheckpointInProgress { what }) => {
+                                assert!(!begun.is_committed());
+                                assert_eq!(what, "checkpoint")
+                            }
+                            // One that had to stop training ran whole in
+                            // `begin_checkpoint`: this is the next one.
+                            Ok(_) if begun.is_committed() => at_moment = model.rows.clone(),
+                            other => panic!("{name}: a checkpoint inside one: {other:?}"),
+                        }
                     }
                 }
                 begun.finish().unwrap();

@@ -236,7 +236,10 @@ impl Store {
     /// the range already in memory take the new values. The groups at the
     /// range's two ends that it covers only in part go through
     /// [`Store::update`], as does a whole call on a pinned table or a table
-    /// whose rows carry optimizer state (which is left as it is). Chunks of
+    /// whose rows carry optimizer state (which is left as it is), and a
+    /// whole call on a thread that holds an unfinished
+    /// [`Store::begin_checkpoint`] (elsewhere it waits for the checkpoint
+    /// to finish: its writes must not fall inside one). Chunks of
     /// a few thousand rows or more, starting on a group boundary, keep
     /// nearly everything on the fast path.
     pub fn import_rows(&self, table: &str, start: u64, values: &[f32]) -> Result<()> {
@@ -270,12 +273,19 @@ impl Store {
         if hi > lo {
             // Not while a checkpoint writes its snapshot: its epoch must
             // hold nothing newer than its moment.
-            let _one = self.ssd.checkpointing();
-            let _gate = self.ssd.write_gate()?;
+            //   On the thread that holds an unfinished checkpoint, whose
+            //   finish cannot run while this waits, the rows go through
+            //   the update path instead, which such a checkpoint allows.
             let vals = &values[at(lo) * dim..at(hi) * dim];
-            t.import_groups(&self.ssd, lo, hi - lo, &|i, row| {
-                t.encode(&vals[i * dim..(i + 1) * dim], row, Rounding::Nearest)
-            })?;
+            match self.ssd.checkpointing_unless_mine() {
+                Some(_one) => {
+                    let _gate = self.ssd.write_gate()?;
+                    t.import_groups(&self.ssd, lo, hi - lo, &|i, row| {
+                        t.encode(&vals[i * dim..(i + 1) * dim], row, Rounding::Nearest)
+                    })?;
+                }
+                None => self.update(table, &ids[at(lo)..at(hi)], vals)?,
+            }
         }
         if end > hi {
             self.update(table, &ids[at(hi)..], &values[at(hi) * dim..])?;
@@ -466,7 +476,7 @@ impl Store {
     /// # Ok::<(), embtier::Error>(())
     /// ```
     pub fn checkpoint(&self) -> Result<Checkpoint> {
-        self.begin(false)?.finish()
+        self.begin(false, "checkpoint")?.finish()
     }
 
     /// Begin a [`Store::checkpoint`] and return once its moment has passed:
@@ -500,7 +510,11 @@ impl Store {
     /// run with training stopped (see [`Store::checkpoint`]) runs whole
     /// here, and `finish` returns its report.
     pub fn begin_checkpoint(&self) -> Result<CheckpointInProgress<'_>> {
-        self.begin(false)
+        let begun = self.begin(false, "begin_checkpoint")?;
+        if begun.state.is_ok() {
+            self.ssd.set_holder(Some(std::thread::current().id()));
+        }
+        Ok(begun)
     }
 
     /// A [`Store::checkpoint`] that also merges the row log into the tables
@@ -511,12 +525,12 @@ impl Store {
     /// of your choosing (before copying the store, or at the end of a
     /// training phase), or to measure it. Training waits while it runs.
     pub fn merge_row_log(&self) -> Result<Checkpoint> {
-        self.begin(true)?.finish()
+        self.begin(true, "merge_row_log")?.finish()
     }
 
-    fn begin(&self, force: bool) -> Result<CheckpointInProgress<'_>> {
+    fn begin(&self, force: bool, what: &'static str) -> Result<CheckpointInProgress<'_>> {
         // One checkpoint (or bulk import) at a time.
-        let one = self.ssd.checkpointing();
+        let one = self.ssd.checkpointing(what)?;
         let gate = self.ssd.checkpoint_gate()?;
         let began = std::time::Instant::now();
         let log = self.ssd.log();
@@ -567,29 +581,31 @@ impl Store {
         // As in `checkpoint_stopped`: a flush that made a logged copy stale
         // or failed an append leaves a log that must be merged now. The
         // calls meanwhile wrote nothing, so the log holds nothing newer
-        // than the checkpoint's moment, and the merge writes it home.
-        let mut merged = 0;
+        // than the checkpoint's moment, and the merge writes it home, with
+        // training held back.
         let merge = log.must_merge();
-        let (gate, stopped) = if merge {
-            let gate = self.ssd.checkpoint_gate()?;
+        let (mut done, freed) = if merge {
+            let _gate = self.ssd.checkpoint_gate()?;
             let stopped = std::time::Instant::now();
             log.close();
+            let mut merged = 0;
             for t in &self.tables {
                 merged += t.merge_log(&self.ssd)?;
             }
-            (gate, stopped)
+            let mut r = self.commit_checkpoint(true, merged, &p.counters)?;
+            r.0.paused = p.paused + stopped.elapsed();
+            r
         } else {
-            // The written groups' check reads; it need not hold training.
-            self.ssd.finish_written()?;
-            let gate = self.ssd.checkpoint_gate()?;
-            (gate, std::time::Instant::now())
+            // No gate: the calls go on and write nothing to the data file
+            // until the window closes, and the merge thread writes no chunk
+            // while a checkpoint is under way (`Ssd::checkpointing`), so
+            // every write of the epoch has been issued, and the sync
+            // covers them all.
+            let mut r = self.commit_checkpoint(false, 0, &p.counters)?;
+            r.0.paused = p.paused;
+            r
         };
-        // Under the gate again: the background merge's writes of this
-        // epoch are synced with the snapshot's, and the thread sees the
-        // log's start move at once.
-        let mut done = self.commit_checkpoint(merge, merged, &p.counters)?;
-        drop(gate);
-        done.paused = p.paused + stopped.elapsed();
+        self.release_freed(&mut done, &freed);
         // Every clean cached row holds the committed bytes until the window
         // closes (no call has written anything since the moment), so the
         // hot rows are written before it does.
@@ -631,7 +647,8 @@ impl Store {
             }
         }
         let counters: Vec<u64> = self.tables.iter().map(|t| t.rounding_calls()).collect();
-        let mut done = self.commit_checkpoint(merge, merged, &counters)?;
+        let (mut done, freed) = self.commit_checkpoint(merge, merged, &counters)?;
+        self.release_freed(&mut done, &freed);
         self.finish_checkpoint(&mut done);
         drop(gate);
         done.paused = began.elapsed();
@@ -639,10 +656,16 @@ impl Store {
     }
 
     /// Sync and commit a checkpoint whose rows are written (the caller
-    /// holds the gate exclusively), with each table's `counters` of
-    /// rounding calls as of its moment; then drop the log map entries the
-    /// commit made useless.
-    fn commit_checkpoint(&self, merge: bool, merged: u64, counters: &[u64]) -> Result<Checkpoint> {
+    /// holds the gate exclusively, or a snapshot checkpoint's window keeps
+    /// every writer still), with each table's `counters` of
+    /// rounding calls as of its moment. Returns its report and the log's
+    /// blocks the commit freed, for [`Store::release_freed`].
+    fn commit_checkpoint(
+        &self,
+        merge: bool,
+        merged: u64,
+        counters: &[u64],
+    ) -> Result<(Checkpoint, Vec<(u64, u64)>)> {
         let log = self.ssd.log();
         self.ssd.finish_written()?;
         self.ssd.sync().map_err(|e| self.ssd.durable().poison(e))?;
@@ -661,23 +684,33 @@ impl Store {
             self.log_merges
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         } else if !freed.is_empty() {
-            for t in &self.tables {
-                t.drop_merged_log_entries();
-                #[cfg(debug_assertions)]
-                t.debug_check_freed(&freed);
-            }
             done.row_log_blocks_freed = freed.iter().map(|&(_, n)| n).sum();
             self.log_passes
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        // No append reuses the freed blocks before the window closes (or
-        // the gate is let go).
+        done.row_log_merged_rows = merged;
+        Ok((done, freed))
+    }
+
+    /// After a commit that moved the log's start past a pass's blocks
+    /// (`freed`), before any append may reuse them (under the gate, or in
+    /// a snapshot checkpoint's window, where no call appends and the merge
+    /// thread waits to start its next pass): drop the map entries of the
+    /// rows the pass wrote home, and give the blocks back to the file
+    /// system. Training's misses meanwhile read a `MERGED` entry's row
+    /// from home either way.
+    fn release_freed(&self, done: &mut Checkpoint, freed: &[(u64, u64)]) {
+        if done.row_log_blocks_freed > 0 {
+            for t in &self.tables {
+                t.drop_merged_log_entries();
+                #[cfg(debug_assertions)]
+                t.debug_check_freed(freed);
+            }
+        }
         done.row_log_bytes_released = freed
             .iter()
             .map(|&(first, n)| self.release_log_blocks(first, n))
             .sum();
-        done.row_log_merged_rows = merged;
-        Ok(done)
     }
 
     /// After the commit, while every clean cached row holds committed
@@ -739,12 +772,21 @@ struct Snapshot<'a> {
 }
 
 impl CheckpointInProgress<'_> {
+    /// Whether it has committed already: a checkpoint that had to stop
+    /// training (see [`Store::checkpoint`]) runs whole in
+    /// [`Store::begin_checkpoint`], holds nothing back, and `finish`
+    /// returns its report.
+    pub fn is_committed(&self) -> bool {
+        matches!(self.state, Err(Some(Ok(_))))
+    }
+
     /// Write the rows, sync and commit; returns what the checkpoint did
     /// (see [`Store::checkpoint`] for its errors: after one, nothing is
     /// lost and the last committed checkpoint stays the durable one).
     pub fn finish(self) -> Result<Checkpoint> {
         let done = match self.state {
             Ok(snap) => {
+                self.store.ssd.set_holder(None);
                 let done = self.store.finish_snapshot(&snap);
                 drop(snap);
                 done

@@ -30,7 +30,7 @@ pub(crate) struct Ssd {
     /// Held by a checkpoint from start to end (a snapshot checkpoint lets
     /// go of the gate while it writes), by a bulk import, and by the
     /// background merge while it takes a pass's span: one at a time.
-    checkpointing: parking_lot::Mutex<bool>,
+    checkpointing: parking_lot::Mutex<Busy>,
     checkpoint_ended: parking_lot::Condvar,
     /// The row log after the tables.
     log: crate::tier::rowlog::RowLog,
@@ -69,7 +69,7 @@ impl Ssd {
             choice,
             dur,
             gate: parking_lot::RwLock::new(()),
-            checkpointing: parking_lot::Mutex::new(false),
+            checkpointing: parking_lot::Mutex::new(Busy::default()),
             checkpoint_ended: parking_lot::Condvar::new(),
             log,
             bufs: parking_lot::Mutex::new(Vec::new()),
@@ -116,14 +116,36 @@ impl Ssd {
     }
 
     /// One checkpoint at a time (see the field): taken before the gate,
-    /// held until the guard is dropped, from any thread.
-    pub fn checkpointing(&self) -> Checkpointing<'_> {
+    /// held until the guard is dropped, from any thread. Waits while
+    /// another holds it, unless this thread began the checkpoint in
+    /// progress and has not handed it on (see [`Ssd::set_holder`]): that
+    /// wait would never end, so `None` is returned instead.
+    pub fn checkpointing_unless_mine(&self) -> Option<Checkpointing<'_>> {
+        let me = std::thread::current().id();
         let mut busy = self.checkpointing.lock();
-        while *busy {
+        while busy.busy {
+            if busy.holder == Some(me) {
+                return None;
+            }
             self.checkpoint_ended.wait(&mut busy);
         }
-        *busy = true;
-        Checkpointing(self)
+        busy.busy = true;
+        busy.holder = None;
+        Some(Checkpointing(self))
+    }
+
+    /// [`Ssd::checkpointing_unless_mine`] for a caller that must have it:
+    /// a checkpoint this thread began and has not finished is an error
+    /// naming `what` was asked for.
+    pub fn checkpointing(&self, what: &'static str) -> Result<Checkpointing<'_>> {
+        self.checkpointing_unless_mine()
+            .ok_or(Error::CheckpointInProgress { what })
+    }
+
+    /// The thread that began the checkpoint in progress and holds it
+    /// unfinished (`None` once its `finish` runs, wherever).
+    pub fn set_holder(&self, holder: Option<std::thread::ThreadId>) {
+        self.checkpointing.lock().holder = holder;
     }
 
     /// Admission for a checkpoint: refused once poisoned, then exclusive.
@@ -352,13 +374,22 @@ impl Ssd {
     }
 }
 
+/// Whether a checkpoint (or import, or merge chunk) holds
+/// [`Ssd::checkpointing`], and which thread began a checkpoint that holds
+/// it unfinished.
+#[derive(Default)]
+struct Busy {
+    busy: bool,
+    holder: Option<std::thread::ThreadId>,
+}
+
 /// [`Ssd::checkpointing`]'s hold; `Send`, so that a checkpoint begun on
 /// one thread can finish on another.
 pub(crate) struct Checkpointing<'a>(&'a Ssd);
 
 impl Drop for Checkpointing<'_> {
     fn drop(&mut self) {
-        *self.0.checkpointing.lock() = false;
+        *self.0.checkpointing.lock() = Busy::default();
         self.0.checkpoint_ended.notify_all();
     }
 }
