@@ -102,6 +102,12 @@ pub trait Engine {
     fn checkpoint(&mut self, _n: u64) -> Result<()> {
         self.persist()
     }
+    /// Whether a checkpoint the engine began still runs beside training
+    /// (embtier's snapshot checkpoints, finished on a thread of their
+    /// own): the batches meanwhile count as batches with a checkpoint.
+    fn checkpoint_running(&self) -> bool {
+        false
+    }
     /// Row-log merges run since the engine opened (embtier: whole-log
     /// merges in a checkpoint and background passes a checkpoint
     /// committed); `None` for an engine without one.
@@ -228,7 +234,9 @@ impl Engine for Flat {
 
 /// An embtier store, one table per dataset table.
 pub struct Embtier {
-    store: embtier::Store,
+    store: std::sync::Arc<embtier::Store>,
+    /// The checkpoint finishing on its thread (snapshot checkpoints).
+    finishing: Option<std::thread::JoinHandle<Result<()>>>,
     /// `row_log_merges + row_log_passes` when it opened.
     merges0: u64,
     names: Vec<String>,
@@ -239,6 +247,33 @@ pub struct Embtier {
 
 fn emb_err(e: embtier::Error) -> String {
     e.to_string()
+}
+
+/// `EMBTIER_PEERS_SYNC_CHECKPOINTS=1`: embtier's W5 checkpoints run with
+/// training stopped, on the training thread (`[ssd] snapshot_checkpoints`
+/// off), as before snapshot checkpoints.
+fn sync_checkpoints() -> bool {
+    std::env::var("EMBTIER_PEERS_SYNC_CHECKPOINTS").is_ok_and(|v| v == "1")
+}
+
+/// What a W5 checkpoint did with the row log, on stderr (the report keeps
+/// only its times).
+fn log_checkpoint(store: &embtier::Store, c: &embtier::Checkpoint, secs: f64) {
+    let s = store.stats();
+    eprintln!(
+        "checkpoint {}: {:.2} s, training held {:.3} s; row log: {} rows merged inside it, \
+         {} blocks freed by a pass, {} blocks committed of {}; {} whole-log merges and {} \
+         passes since open",
+        c.generation,
+        secs,
+        c.paused.as_secs_f64(),
+        c.row_log_merged_rows,
+        c.row_log_blocks_freed,
+        c.row_log_blocks,
+        s.row_log_capacity_blocks,
+        s.row_log_merges,
+        s.row_log_passes
+    );
 }
 
 impl Embtier {
@@ -256,6 +291,11 @@ impl Embtier {
             .queue_depth(s.qd)
             .build();
         c.ssd.cold_fill = cold_fill;
+        // The checkpoints before snapshot checkpoints, for a comparison in
+        // one run.
+        if sync_checkpoints() {
+            c.ssd.snapshot_checkpoints = false;
+        }
         // An experiment's row-log size (MiB), else embtier's default (the
         // tables' bytes). Runs that set it say so.
         if let Some(mib) = std::env::var("EMBTIER_PEERS_ROW_LOG_MIB")
@@ -322,13 +362,32 @@ impl Embtier {
                 let s = store.stats();
                 s.row_log_merges + s.row_log_passes
             },
-            store,
+            store: std::sync::Arc::new(store),
+            finishing: None,
             names: (0..s.ds.rows.len() as u32)
                 .map(Dataset::table_name)
                 .collect(),
             dim: s.ds.dim as usize,
             last: None,
         })
+    }
+}
+
+impl Embtier {
+    /// Wait for the checkpoint finishing on its thread, if any.
+    fn join_checkpoint(&mut self) -> Result<()> {
+        match self.finishing.take() {
+            Some(h) => h
+                .join()
+                .map_err(|_| "the checkpoint thread panicked".to_string())?,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Embtier {
+    fn drop(&mut self) {
+        let _ = self.join_checkpoint();
     }
 }
 
@@ -355,6 +414,7 @@ impl Engine for Embtier {
     }
 
     fn persist(&mut self) -> Result<()> {
+        self.join_checkpoint()?;
         self.last = Some(self.store.checkpoint().map_err(emb_err)?);
         Ok(())
     }
@@ -365,25 +425,36 @@ impl Engine for Embtier {
     }
 
     fn checkpoint(&mut self, _n: u64) -> Result<()> {
+        // The last one first (it overran the minute: the trainer waits).
+        self.join_checkpoint()?;
         let t = std::time::Instant::now();
-        let c = self.store.checkpoint().map_err(emb_err)?;
-        let s = self.store.stats();
-        // What each checkpoint did with the row log, on stderr (the report
-        // keeps only its time).
-        eprintln!(
-            "checkpoint {}: {:.2} s; row log: {} rows merged inside it, {} blocks freed \
-             by a pass, {} blocks committed of {}; {} whole-log merges and {} passes \
-             since open",
-            c.generation,
-            t.elapsed().as_secs_f64(),
-            c.row_log_merged_rows,
-            c.row_log_blocks_freed,
-            c.row_log_blocks,
-            s.row_log_capacity_blocks,
-            s.row_log_merges,
-            s.row_log_passes
-        );
+        if sync_checkpoints() {
+            let c = self.store.checkpoint().map_err(emb_err)?;
+            log_checkpoint(&self.store, &c, t.elapsed().as_secs_f64());
+            return Ok(());
+        }
+        // A trainer's checkpoint beside training: begun here (its moment),
+        // finished on a thread while the batches go on.
+        let store = std::sync::Arc::clone(&self.store);
+        let (begun_tx, begun_rx) = std::sync::mpsc::channel();
+        let h = std::thread::Builder::new()
+            .name("w5-checkpoint".into())
+            .spawn(move || {
+                let begun = store.begin_checkpoint().map_err(emb_err);
+                let _ = begun_tx.send(());
+                let c = begun?.finish().map_err(emb_err)?;
+                log_checkpoint(&store, &c, t.elapsed().as_secs_f64());
+                Ok(())
+            })
+            .map_err(|e| format!("spawn the checkpoint thread: {e}"))?;
+        // Its moment passed (or it failed, which the join reports).
+        let _ = begun_rx.recv();
+        self.finishing = Some(h);
         Ok(())
+    }
+
+    fn checkpoint_running(&self) -> bool {
+        self.finishing.as_ref().is_some_and(|h| !h.is_finished())
     }
 
     fn merges(&self) -> Option<u64> {

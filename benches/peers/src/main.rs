@@ -1095,6 +1095,9 @@ fn w5_run(
                 next_ck += a.checkpoint_every;
             }
         }
+        // A checkpoint finishing beside training (embtier) overlaps the
+        // batch as much as one it waited on.
+        let ck = ck || eng.checkpoint_running();
         st.step(&mut eng, &b, false)?;
         let us = bt.elapsed().as_micros() as u64;
         all.saturating_record(us);
