@@ -3,7 +3,7 @@
 //! whose newest copy is in the log as it stood when the pass began, table
 //! by table in place order, one chunk at a time, each under the store's
 //! shared gate and the table's write-back lock (and never while a
-//! checkpoint writes: `Ssd::checkpointing`), and then rests as long as
+//! snapshot checkpoint syncs and commits: `Ssd::merge_pause`), and then rests as long as
 //! the chunk took while the log is at most half full, less and less up to
 //! three quarters (`RowLog::merge_rest`), so that training keeps at least
 //! half of the disk and of the lock until the log runs short. A row
@@ -133,9 +133,9 @@ fn merge_cycle(ssd: &Ssd, tables: &[Arc<Table>], scan: bool, stop: &AtomicBool) 
                     let n = t.merge_chunk_len_reading(rest, scanned.is_none());
                     let began;
                     {
-                        // Not while a checkpoint writes: its sync and
-                        // commit then need not hold training back.
-                        let _one = ssd.checkpointing("the background merge")?;
+                        // Not while a snapshot checkpoint syncs and
+                        // commits: that then need not hold training back.
+                        let _paused = ssd.merge_pause().read();
                         let _gate = ssd.write_gate()?;
                         // The log was emptied since the pass began (a
                         // checkpoint merged it), and its blocks may hold new
@@ -174,7 +174,7 @@ fn merge_cycle(ssd: &Ssd, tables: &[Arc<Table>], scan: bool, stop: &AtomicBool) 
     }
     // The same when the last range had nothing to merge.
     let swept = {
-        let _one = ssd.checkpointing("the background merge")?;
+        let _paused = ssd.merge_pause().read();
         let _gate = ssd.write_gate()?;
         ssd.log().set_swept(resets, to)
     };

@@ -552,7 +552,10 @@ impl Store {
         // before this, and none made after. The dirty rows become old
         // (marked, not copied), pinned tables' dirty groups are written,
         // and training goes on while the rest is written.
-        let window = Window(&self.tables);
+        let window = Window {
+            tables: &self.tables,
+            open: true,
+        };
         for t in &self.tables {
             t.open_snapshot();
         }
@@ -564,7 +567,7 @@ impl Store {
         Ok(CheckpointInProgress {
             store: self,
             state: Ok(Snapshot {
-                _window: window,
+                window,
                 _one: one,
                 counters,
                 paused: began.elapsed(),
@@ -598,18 +601,14 @@ impl Store {
         } else {
             // No gate: the calls go on and write nothing to the data file
             // until the window closes, and the merge thread writes no chunk
-            // while a checkpoint is under way (`Ssd::checkpointing`), so
-            // every write of the epoch has been issued, and the sync
-            // covers them all.
+            // while this holds `merge_pause`, so every write of the epoch
+            // has been issued, and the sync covers them all.
+            let _paused = self.ssd.merge_pause().write();
             let mut r = self.commit_checkpoint(false, 0, &p.counters)?;
             r.0.paused = p.paused;
             r
         };
         self.release_freed(&mut done, &freed);
-        // Every clean cached row holds the committed bytes until the window
-        // closes (no call has written anything since the moment), so the
-        // hot rows are written before it does.
-        self.finish_checkpoint(&mut done);
         Ok(done)
     }
 
@@ -714,8 +713,9 @@ impl Store {
     }
 
     /// After the commit, while every clean cached row holds committed
-    /// bytes: the hot set and hot rows for a warm restart, and the boot
-    /// record.
+    /// bytes (under the gate), or every one not marked fresh does (after a
+    /// snapshot checkpoint's window): the hot set and hot rows for a warm
+    /// restart, and the boot record.
     fn finish_checkpoint(&self, done: &mut Checkpoint) {
         done.hot_rows = self.write_hot_set(done.generation);
         done.hot_row_bytes = self.write_hot_rows(done.generation);
@@ -763,7 +763,7 @@ pub struct CheckpointInProgress<'a> {
 /// A snapshot checkpoint between its moment and its end. Fields drop in
 /// order: the window closes before the next checkpoint may begin.
 struct Snapshot<'a> {
-    _window: Window<'a>,
+    window: Window<'a>,
     _one: crate::tier::ssd::Checkpointing<'a>,
     /// Each table's rounding calls at the moment.
     counters: Vec<u64>,
@@ -785,11 +785,22 @@ impl CheckpointInProgress<'_> {
     /// lost and the last committed checkpoint stays the durable one).
     pub fn finish(self) -> Result<Checkpoint> {
         let done = match self.state {
-            Ok(snap) => {
+            Ok(mut snap) => {
                 self.store.ssd.set_holder(None);
-                let done = self.store.finish_snapshot(&snap);
-                drop(snap);
-                done
+                match self.store.finish_snapshot(&snap) {
+                    Ok(mut done) => {
+                        // Training writes again from here; the hot rows
+                        // leave out what it brings in meanwhile. The next
+                        // checkpoint waits for them (`snap` holds on).
+                        snap.window.close(true);
+                        self.store.finish_checkpoint(&mut done);
+                        for t in &self.store.tables {
+                            t.end_fresh();
+                        }
+                        Ok(done)
+                    }
+                    Err(e) => Err(e),
+                }
             }
             Err(mut ran) => ran.take().expect("taken once"),
         };
@@ -806,15 +817,29 @@ impl std::fmt::Debug for CheckpointInProgress<'_> {
     }
 }
 
-/// A checkpoint's window over the tables: closed when dropped, whether
-/// the checkpoint committed or failed (see `Table::close_snapshot`).
-struct Window<'a>(&'a [Arc<Table>]);
+/// A checkpoint's window over the tables: closed by [`Window::close`] or
+/// when dropped, whether the checkpoint committed or failed (see
+/// `Table::close_snapshot`).
+struct Window<'a> {
+    tables: &'a [Arc<Table>],
+    open: bool,
+}
+
+impl Window<'_> {
+    /// Close it (once); `fresh`: the tiers mark the rows inserted from now
+    /// on, for the hot rows written next.
+    fn close(&mut self, fresh: bool) {
+        if std::mem::take(&mut self.open) {
+            for t in self.tables {
+                t.close_snapshot(fresh);
+            }
+        }
+    }
+}
 
 impl Drop for Window<'_> {
     fn drop(&mut self) {
-        for t in self.0 {
-            t.close_snapshot();
-        }
+        self.close(false);
     }
 }
 

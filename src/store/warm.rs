@@ -5,10 +5,11 @@
 //! the ids resident in each cache tier (`embtier_format::hotset`); and,
 //! with `[ssd] warm_rows` (the default), `hot-rows.emb`: those rows' bytes
 //! (`embtier_format::hotrows`), lowest tier first, right after its commit:
-//! a checkpoint that stops training holds the gate while it writes them, a
-//! snapshot checkpoint keeps its window open (no call writes anything
-//! until it closes), so either way every clean cached row holds the
-//! committed bytes, and only clean rows are written.
+//! a checkpoint that stops training holds the gate while it writes them,
+//! so every clean cached row holds the committed bytes; a snapshot
+//! checkpoint writes them after its window closed, when every clean
+//! cached row not inserted since (marked *fresh*) does. Only those rows
+//! are written.
 //!
 //! An open whose committed generation is the hot rows' puts them back
 //! before it returns, reading the file in order: a 512 MiB cache comes
@@ -111,9 +112,9 @@ impl Store {
     /// Write the hot rows of this checkpoint (`[ssd] warm_rows`): the bytes
     /// of every clean row of every cache tier, lowest tier first, so that
     /// an open that puts them back in file order leaves each tier holding
-    /// its own rows. Called right after the commit, under the gate or in
-    /// a snapshot checkpoint's window: every clean cached row then holds
-    /// committed bytes. A hint: a
+    /// its own rows. Called right after the commit, under the gate or
+    /// after a snapshot checkpoint's window closed: every clean cached row
+    /// not marked fresh then holds committed bytes. A hint: a
     /// failure removes the file (an open then reads the ids back) and is
     /// reported as 0 bytes. Returns the bytes written.
     pub(super) fn write_hot_rows(&self, generation: u64) -> u64 {

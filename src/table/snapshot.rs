@@ -22,8 +22,10 @@
 //! After the commit, [`Table::close_snapshot`] moves `later` into
 //! `pending` and closes the window. Updates wait ([`Table::throttle`])
 //! while `later` holds more than the table's pending limit. Every clean
-//! row in the tiers while the window is open holds the bytes the commit
-//! holds, so the checkpoint writes the hot rows before it closes it.
+//! row in the tiers when the window closes holds the bytes the commit
+//! holds, and keeps them while it stays; a row inserted after may not, so
+//! the tiers mark those *fresh* until the checkpoint has written the hot
+//! rows, which leave them out.
 
 use super::writeback::{FLUSH_CHUNK_BYTES, PENDING_SLACK};
 use super::*;
@@ -93,8 +95,12 @@ impl Table {
     /// The checkpoint ended, committed or not: the old rows left (after a
     /// failure) go to the pending map, where the next write-back takes
     /// them, the rows that waited in `later` join them (newer, they replace
-    /// a pending copy of the same row), and the window closes.
-    pub(crate) fn close_snapshot(&self) {
+    /// a pending copy of the same row), and the window closes. With
+    /// `fresh`, every cache tier starts marking the rows inserted from now
+    /// on (in the same hold of each shard's lock), so that the hot rows
+    /// written next leave out any whose bytes are newer than the commit;
+    /// [`Table::end_fresh`] stops it.
+    pub(crate) fn close_snapshot(&self, fresh: bool) {
         let TableKind::Cached { shards, .. } = &self.kind else {
             return;
         };
@@ -130,12 +136,31 @@ impl Table {
             if later.capacity() > PENDING_SLACK {
                 *later = HashMap::new();
             }
+            if fresh {
+                top.track_fresh();
+                for (_, c) in lower.iter_mut() {
+                    c.track_fresh();
+                }
+            }
             *window = false;
         }
         self.publish_pending(&mut ctx);
         self.snapshot_open.store(false, Ordering::Relaxed);
         *self.snapshot.lock() = false;
         self.snapshot_ended.notify_all();
+    }
+
+    /// The hot rows are written: stop marking fresh rows.
+    pub(crate) fn end_fresh(&self) {
+        if let TableKind::Cached { shards, .. } = &self.kind {
+            for sh in shards {
+                let mut sh = sh.lock();
+                sh.top.untrack_fresh();
+                for (_, c) in &mut sh.lower {
+                    c.untrack_fresh();
+                }
+            }
+        }
     }
 
     /// Before an update, with no gate held: while a checkpoint is being

@@ -97,6 +97,11 @@ pub(crate) struct SlotCache {
     /// are handed to it. Empty otherwise, so a cache pays nothing per row
     /// between checkpoints.
     old: Vec<u64>,
+    /// While a snapshot checkpoint writes its hot rows after its window
+    /// closed: one bit per slot, set for every row inserted since (its
+    /// bytes may be newer than the commit), so that
+    /// [`SlotCache::clean_rows`] leaves it out. Empty otherwise.
+    fresh: Vec<u64>,
 }
 
 impl SlotCache {
@@ -119,7 +124,24 @@ impl SlotCache {
             pins: std::collections::HashMap::new(),
             pin_limit: cap / 2,
             old: Vec::new(),
+            fresh: Vec::new(),
         }
+    }
+
+    /// Start marking the rows inserted from now on as *fresh* (see the
+    /// field), until [`SlotCache::untrack_fresh`].
+    pub fn track_fresh(&mut self) {
+        self.fresh = vec![0; self.cap.div_ceil(64)];
+    }
+
+    /// Stop marking fresh rows, and forget the marks.
+    pub fn untrack_fresh(&mut self) {
+        self.fresh = Vec::new();
+    }
+
+    #[inline]
+    fn is_fresh(&self, slot: usize) -> bool {
+        !self.fresh.is_empty() && self.fresh[slot / 64] >> (slot % 64) & 1 == 1
     }
 
     /// A checkpoint begins: every dirty row becomes *old*, the bytes the
@@ -418,6 +440,9 @@ impl SlotCache {
             self.alloc_slot()
         };
         self.keys[slot] = id | if dirty { DIRTY } else { 0 };
+        if !self.fresh.is_empty() {
+            self.fresh[slot / 64] |= 1 << (slot % 64);
+        }
         self.row_mut(slot).copy_from_slice(src);
         self.index_insert(id, slot);
         self.policy.insert(slot, id);
@@ -466,12 +491,13 @@ impl SlotCache {
     }
 
     /// The resident clean rows, in slot order: each id and its bytes (a
-    /// warm restart's hot rows; dirty rows are newer than any checkpoint).
+    /// warm restart's hot rows; dirty rows are newer than any checkpoint,
+    /// and so may be fresh ones).
     pub fn clean_rows(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
         self.keys[..self.next_unused]
             .iter()
             .enumerate()
-            .filter(|&(_, &k)| k & (FREE | DIRTY) == 0)
+            .filter(|&(slot, &k)| k & (FREE | DIRTY) == 0 && !self.is_fresh(slot))
             .map(move |(slot, &k)| (k & ID_MASK, self.row(slot)))
     }
 
@@ -584,5 +610,33 @@ mod tests {
             }
             assert!(olds > 100, "{policy:?}: only {olds} old rows handed over");
         }
+    }
+
+    /// While fresh rows are tracked, `clean_rows` leaves out every row
+    /// inserted since (whatever its way in), and only those.
+    #[test]
+    fn clean_rows_leave_out_fresh_ones() {
+        let cap = 40;
+        let mut c = SlotCache::new(cap, 8, PolicyKind::Lru, Slab::dram(cap * 8));
+        let mut spill = Spill::default();
+        for id in 0..30u64 {
+            c.insert(id, &id.to_le_bytes(), id % 5 == 0, &mut spill);
+        }
+        c.track_fresh();
+        let mut buf = Vec::new();
+        // Moved (taken and put back), new, and evicting ones are fresh.
+        c.take(7, &mut buf);
+        c.insert(7, &buf.clone(), false, &mut spill);
+        for id in 100..115u64 {
+            c.insert(id, &id.to_le_bytes(), false, &mut spill);
+        }
+        let clean: std::collections::HashSet<u64> = c.clean_rows().map(|(id, _)| id).collect();
+        let resident: Vec<u64> = c.ids().collect();
+        for id in resident {
+            let old_clean = id < 30 && id % 5 != 0 && id != 7;
+            assert_eq!(clean.contains(&id), old_clean, "row {id}");
+        }
+        c.untrack_fresh();
+        assert!(c.clean_rows().any(|(id, _)| id == 100));
     }
 }

@@ -31,6 +31,10 @@ pub(crate) struct Ssd {
     /// go of the gate while it writes), by a bulk import, and by the
     /// background merge while it takes a pass's span: one at a time.
     checkpointing: parking_lot::Mutex<Busy>,
+    /// Held shared by the background merge while it writes a chunk, and
+    /// exclusively by a snapshot checkpoint while it syncs and commits
+    /// (which it does without the gate).
+    merge_pause: parking_lot::RwLock<()>,
     checkpoint_ended: parking_lot::Condvar,
     /// The row log after the tables.
     log: crate::tier::rowlog::RowLog,
@@ -70,6 +74,7 @@ impl Ssd {
             dur,
             gate: parking_lot::RwLock::new(()),
             checkpointing: parking_lot::Mutex::new(Busy::default()),
+            merge_pause: parking_lot::RwLock::new(()),
             checkpoint_ended: parking_lot::Condvar::new(),
             log,
             bufs: parking_lot::Mutex::new(Vec::new()),
@@ -140,6 +145,11 @@ impl Ssd {
     pub fn checkpointing(&self, what: &'static str) -> Result<Checkpointing<'_>> {
         self.checkpointing_unless_mine()
             .ok_or(Error::CheckpointInProgress { what })
+    }
+
+    /// See the field.
+    pub fn merge_pause(&self) -> &parking_lot::RwLock<()> {
+        &self.merge_pause
     }
 
     /// The thread that began the checkpoint in progress and holds it
