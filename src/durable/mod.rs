@@ -98,8 +98,9 @@ pub struct Checkpoint {
     /// checkpoint: the background merge had written their rows home, and
     /// the blocks are appended to again.
     pub row_log_blocks_freed: u64,
-    /// How long lookups and updates were held back by this checkpoint (its
-    /// time with the store's gate held exclusively): all of it unless
+    /// How long lookups and updates were held back by this checkpoint: its
+    /// time waiting for the store's gate (calls in flight finish, new ones
+    /// queue) and holding it exclusively. All of it unless
     /// `[ssd] snapshot_checkpoints` let training go on while it wrote.
     pub paused: std::time::Duration,
 }

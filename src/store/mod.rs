@@ -531,8 +531,10 @@ impl Store {
     fn begin(&self, force: bool, what: &'static str) -> Result<CheckpointInProgress<'_>> {
         // One checkpoint (or bulk import) at a time.
         let one = self.ssd.checkpointing(what)?;
-        let gate = self.ssd.checkpoint_gate()?;
+        // Training is held from here: new calls queue behind the wait for
+        // the ones in flight.
         let began = std::time::Instant::now();
+        let gate = self.ssd.checkpoint_gate()?;
         let log = self.ssd.log();
         // A merge writes the dirty rows home rather than to the log it is
         // about to empty, then every logged row that is still newest. With
@@ -588,8 +590,8 @@ impl Store {
         // training held back.
         let merge = log.must_merge();
         let (mut done, freed) = if merge {
-            let _gate = self.ssd.checkpoint_gate()?;
             let stopped = std::time::Instant::now();
+            let _gate = self.ssd.checkpoint_gate()?;
             log.close();
             let mut merged = 0;
             for t in &self.tables {
