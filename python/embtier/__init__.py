@@ -16,7 +16,7 @@ a table-batched embedding-bag module with fused optimizers.
 """
 
 from . import errors
-from ._embtier import Prefetch, Store, __version__
+from ._embtier import PendingCheckpoint, Prefetch, Store, __version__
 from .errors import (
     AlreadyExistsError,
     ClosedError,
@@ -36,6 +36,7 @@ from .errors import (
 __all__ = [
     "Store",
     "Prefetch",
+    "PendingCheckpoint",
     "errors",
     "Error",
     "IdOutOfRangeError",

@@ -46,6 +46,17 @@ class Prefetch:
         tb: Optional[TracebackType],
     ) -> bool: ...
 
+class PendingCheckpoint:
+    """A checkpoint begun by :meth:`Store.begin_checkpoint`, being written
+    and committed on a thread of its own while the caller trains on."""
+
+    def wait(self) -> Dict[str, Union[int, float]]:
+        """Wait until it is committed; returns what :meth:`Store.checkpoint`
+        returns and raises what it raises. Idempotent."""
+    @property
+    def done(self) -> bool:
+        """Whether it has finished (committed or failed)."""
+
 class Store:
     """An open embtier store: tables of ``rows x dim`` float32 rows (stored
     as f32, f16, bf16 or int8), cached in DRAM and PMem over SSD.
@@ -136,16 +147,25 @@ class Store:
     def import_rows(self, table: str, start: int, values: F32Array) -> None:
         """Overwrite rows ``start .. start + len(values)`` (optimizer state
         kept): call it chunk by chunk to load a table larger than memory."""
-    def checkpoint(self) -> Dict[str, int]:
+    def checkpoint(self) -> Dict[str, Union[int, float]]:
         """Make the current state durable and atomic; a crash later recovers
         exactly it. Returns ``generation``, ``epoch``, ``groups_journaled``,
         ``journal_bytes``, ``row_log_merged_rows`` (logged rows merged home
         inside the checkpoint: 0 unless it had to merge the whole log),
         ``row_log_blocks`` (the log's committed blocks),
         ``row_log_blocks_freed`` (blocks the log's start moved past after a
-        background pass), ``row_log_bytes_released``, ``hot_rows`` and
-        ``hot_row_bytes``."""
-    def merge_row_log(self) -> Dict[str, int]:
+        background pass), ``row_log_bytes_released``, ``hot_rows``,
+        ``hot_row_bytes`` and ``paused_seconds`` (a float: how long other
+        threads' calls were held back; a snapshot checkpoint, the default,
+        holds them only while it marks the dirty rows and commits, and
+        commits the state as it was when it began)."""
+    def begin_checkpoint(self) -> PendingCheckpoint:
+        """Begin a :meth:`checkpoint` and return once its moment has
+        passed: it commits exactly the updates made before this returned,
+        and is written and committed on a thread of its own while the
+        caller goes on training. ``wait()`` on the result returns its
+        report. Another checkpoint, or ``import_rows``, waits for it."""
+    def merge_row_log(self) -> Dict[str, Union[int, float]]:
         """A :meth:`checkpoint` that also merges the row log into the
         tables whatever its fill: every logged row is written home and the
         log is emptied. Pay that cost when you choose (after a bulk

@@ -18,6 +18,7 @@ pub(crate) fn checkpoint_dict<'py>(
     d.set_item("hot_row_bytes", c.hot_row_bytes)?;
     d.set_item("row_log_bytes_released", c.row_log_bytes_released)?;
     d.set_item("row_log_blocks_freed", c.row_log_blocks_freed)?;
+    d.set_item("paused_seconds", c.paused.as_secs_f64())?;
     Ok(d)
 }
 

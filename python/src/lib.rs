@@ -464,6 +464,38 @@ impl PyStore {
         checkpoint_dict(py, &c)
     }
 
+    /// Begin a checkpoint and return once its moment has passed: it
+    /// commits exactly the updates made before this returned, and is
+    /// written and committed on a thread of its own while the caller
+    /// trains on. Returns a `PendingCheckpoint`; its `wait()` returns what
+    /// `checkpoint` returns.
+    fn begin_checkpoint(&self, py: Python<'_>) -> PyResult<PyPendingCheckpoint> {
+        let s = self.get(py)?;
+        let (moment_tx, moment_rx) = std::sync::mpsc::channel();
+        let handle = std::thread::Builder::new()
+            .name("embtier-checkpoint".into())
+            .spawn(move || {
+                let begun = s.begin_checkpoint();
+                let _ = moment_tx.send(());
+                begun?.finish()
+            })
+            .map_err(|e| {
+                raise(
+                    py,
+                    "Error",
+                    format!("cannot start the checkpoint's thread: {e}"),
+                    &[],
+                )
+            })?;
+        // Its moment has passed (or it failed, which `wait` raises).
+        py.detach(move || {
+            let _ = moment_rx.recv();
+        });
+        Ok(PyPendingCheckpoint {
+            job: Mutex::new(Job::Running(handle)),
+        })
+    }
+
     /// A checkpoint that also merges the row log into the tables whatever
     /// its fill: every logged row is written home and the log is emptied.
     /// Pay that cost when you choose (after a bulk `import_rows`, before
@@ -573,10 +605,73 @@ impl PyPrefetch {
     }
 }
 
+/// A checkpoint being written and committed on a thread of its own (see
+/// `Store.begin_checkpoint`).
+#[pyclass(module = "embtier._embtier", name = "PendingCheckpoint", frozen)]
+struct PyPendingCheckpoint {
+    job: Mutex<Job>,
+}
+
+/// Where a `PendingCheckpoint`'s thread is.
+enum Job {
+    Running(std::thread::JoinHandle<embtier::Result<embtier::Checkpoint>>),
+    /// Joined, its outcome not yet turned into Python's.
+    Joined(std::thread::Result<embtier::Result<embtier::Checkpoint>>),
+    Done(Result<embtier::Checkpoint, PyErr>),
+    /// Between two of the above (never seen outside the lock).
+    Moving,
+}
+
+#[pymethods]
+impl PyPendingCheckpoint {
+    /// Wait until the checkpoint is committed; returns what
+    /// `Store.checkpoint` returns, raises what it raises. Idempotent.
+    fn wait<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        py.detach(|| {
+            let mut job = self.job.lock();
+            if matches!(*job, Job::Running(_)) {
+                if let Job::Running(h) = std::mem::replace(&mut *job, Job::Moving) {
+                    *job = Job::Joined(h.join());
+                }
+            }
+        });
+        let mut job = self.job.lock();
+        let done = match std::mem::replace(&mut *job, Job::Moving) {
+            Job::Joined(Ok(r)) => r.map_err(|e| to_py(py, e)),
+            Job::Joined(Err(_)) => {
+                let msg = "the checkpoint's thread panicked".to_string();
+                Err(raise(py, "Error", msg, &[]))
+            }
+            Job::Done(d) => d,
+            Job::Running(_) | Job::Moving => unreachable!("joined above"),
+        };
+        let out = match &done {
+            Ok(c) => checkpoint_dict(py, c),
+            Err(e) => Err(e.clone_ref(py)),
+        };
+        *job = Job::Done(done);
+        out
+    }
+
+    /// Whether the checkpoint has finished (committed or failed).
+    #[getter]
+    fn done(&self) -> bool {
+        match &*self.job.lock() {
+            Job::Running(h) => h.is_finished(),
+            _ => true,
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<embtier.PendingCheckpoint done={}>", self.done())
+    }
+}
+
 #[pymodule]
 fn _embtier(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyStore>()?;
     m.add_class::<PyPrefetch>()?;
+    m.add_class::<PyPendingCheckpoint>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -191,6 +191,31 @@ def test_checkpoint_flush_and_stats(small_store):
     assert st["writeback_errors"] == 0 and st["pending_rows"] == 0
 
 
+def test_begin_checkpoint_commits_the_state_at_its_moment(store_dir):
+    # A cache far smaller than the rows updated: rows are evicted dirty
+    # while the checkpoint is written, and updated again before it wrote
+    # them.
+    cfg = config(
+        [{"name": "t", "rows": 10_000, "dim": 4, "init": {"kind": "zeros"}}],
+        dram={"capacity": 200 * 16},
+    )
+    every = np.arange(0, 10_000, 7, dtype=np.int64)
+    with embtier.Store.create(store_dir, cfg) as s:
+        s.update("t", every, np.full((len(every), 4), 1.0, np.float32))
+        p = s.begin_checkpoint()
+        assert isinstance(p, embtier.PendingCheckpoint)
+        # After its moment: not in it.
+        s.update("t", every, np.full((len(every), 4), 2.0, np.float32))
+        c = p.wait()
+        assert p.done and c["generation"] == 1
+        assert isinstance(c["paused_seconds"], float) and c["paused_seconds"] >= 0.0
+        assert p.wait() == c  # idempotent
+        np.testing.assert_array_equal(s.lookup("t", every), 2.0)
+    # Closed without another checkpoint: the reopen holds its moment.
+    with embtier.Store.open(store_dir) as s:
+        np.testing.assert_array_equal(s.lookup("t", every), 1.0)
+
+
 def test_a_tier_list_config_and_its_stats(store_dir):
     # Two DRAM tiers with their own policies, then PMem: the [[tiers]] form.
     cfg = config([{"name": "t", "rows": 1000, "dim": 4}])
