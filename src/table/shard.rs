@@ -128,6 +128,25 @@ impl Shard {
         ctx.new_pending += 1;
     }
 
+    /// Move the dirty rows of every tier (`old_only`: only the old ones, a
+    /// snapshot's) to the pending map; the cached copies become clean.
+    pub(super) fn take_dirty(&mut self, old_only: bool, ctx: &mut Ctx) {
+        let Shard {
+            top,
+            lower,
+            pending,
+            next_gen,
+            ..
+        } = self;
+        let mut add = |id: u64, b: &[u8]| Self::add_pending(pending, next_gen, id, b, ctx);
+        for c in std::iter::once(top).chain(lower.iter_mut().map(|(_, c)| c)) {
+            match old_only {
+                true => c.drain_old(&mut add),
+                false => c.drain_dirty(&mut add),
+            }
+        }
+    }
+
     /// A dirty row leaving the last cache tier: an old one (see
     /// [`Dirt::Old`]) to the pending map, where the checkpoint writing its
     /// snapshot takes it; a newer one to the pending map too, unless such a

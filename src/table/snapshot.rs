@@ -27,7 +27,7 @@
 //! the tiers mark those *fresh* until the checkpoint has written the hot
 //! rows, which leave them out.
 
-use super::writeback::{FLUSH_CHUNK_BYTES, PENDING_SLACK};
+use super::writeback::PENDING_SLACK;
 use super::*;
 
 impl Table {
@@ -67,29 +67,7 @@ impl Table {
         // From now on the window closes without the calls' help: updates
         // may wait for it (`Table::throttle`).
         *self.snapshot.lock() = true;
-        let mut ctx = Ctx::new();
-        for sh in shards {
-            let mut guard = sh.lock();
-            let Shard {
-                top,
-                lower,
-                pending,
-                next_gen,
-                ..
-            } = &mut *guard;
-            let mut add = |id: u64, b: &[u8]| {
-                Shard::add_pending(pending, next_gen, id, b, &mut ctx);
-            };
-            top.drain_old(&mut add);
-            for (_, c) in lower {
-                c.drain_old(&mut add);
-            }
-            drop(guard);
-            if ctx.new_pending * self.row_bytes > FLUSH_CHUNK_BYTES {
-                self.finish_flush(ssd, &mut ctx)?;
-            }
-        }
-        self.finish_flush(ssd, &mut ctx)
+        self.flush_shards(ssd, shards, true)
     }
 
     /// The checkpoint ended, committed or not: the old rows left (after a
@@ -107,6 +85,7 @@ impl Table {
         let mut ctx = Ctx::new();
         for sh in shards {
             let mut guard = sh.lock();
+            guard.take_dirty(true, &mut ctx);
             let Shard {
                 top,
                 lower,
@@ -116,13 +95,6 @@ impl Table {
                 next_gen,
                 ..
             } = &mut *guard;
-            let mut add = |id: u64, b: &[u8]| {
-                Shard::add_pending(pending, next_gen, id, b, &mut ctx);
-            };
-            top.drain_old(&mut add);
-            for (_, c) in lower.iter_mut() {
-                c.drain_old(&mut add);
-            }
             for (id, mut row) in later.drain() {
                 ctx.later_delta -= row.bytes.len() as isize;
                 *next_gen += 1;

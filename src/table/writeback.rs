@@ -16,7 +16,7 @@ enum HomeWrite {
 /// Rows a flush takes from the tiers before it writes them back: the
 /// pending rows, and the write-back's copy of them, stay within about
 /// twice this (plus the write-back batch) beyond the cache.
-pub(super) const FLUSH_CHUNK_BYTES: usize = 8 << 20;
+const FLUSH_CHUNK_BYTES: usize = 8 << 20;
 
 /// Pending-map slots a shard keeps whatever its fill (see
 /// [`Table::write_back`]).
@@ -710,35 +710,28 @@ impl Table {
     /// Write every dirty row of the table to SSD (no fsync).
     pub(crate) fn flush(&self, ssd: &Ssd) -> Result<()> {
         match &self.kind {
-            TableKind::Cached { shards, .. } => {
-                let mut ctx = Ctx::new();
-                for sh in shards {
-                    let mut guard = sh.lock();
-                    let Shard {
-                        top,
-                        lower,
-                        pending,
-                        next_gen,
-                        ..
-                    } = &mut *guard;
-                    let mut add = |id: u64, b: &[u8]| {
-                        Shard::add_pending(pending, next_gen, id, b, &mut ctx);
-                    };
-                    top.drain_dirty(&mut add);
-                    for (_, c) in lower {
-                        c.drain_dirty(&mut add);
-                    }
-                    drop(guard);
-                    // Bound the memory of a flush: write back every
-                    // FLUSH_CHUNK_BYTES of rows taken.
-                    if ctx.new_pending * self.row_bytes > FLUSH_CHUNK_BYTES {
-                        self.finish_flush(ssd, &mut ctx)?;
-                    }
-                }
-                self.finish_flush(ssd, &mut ctx)
-            }
+            TableKind::Cached { shards, .. } => self.flush_shards(ssd, shards, false),
             TableKind::Pinned { chunks, .. } => self.flush_pinned(ssd, chunks),
         }
+    }
+
+    /// Move the dirty rows (`old_only`: a snapshot's) of each shard in turn
+    /// to the pending map, and write back every `FLUSH_CHUNK_BYTES` of rows
+    /// taken, which bounds the memory of a flush.
+    pub(super) fn flush_shards(
+        &self,
+        ssd: &Ssd,
+        shards: &[Mutex<Shard>],
+        old_only: bool,
+    ) -> Result<()> {
+        let mut ctx = Ctx::new();
+        for sh in shards {
+            sh.lock().take_dirty(old_only, &mut ctx);
+            if ctx.new_pending * self.row_bytes > FLUSH_CHUNK_BYTES {
+                self.finish_flush(ssd, &mut ctx)?;
+            }
+        }
+        self.finish_flush(ssd, &mut ctx)
     }
 
     pub(super) fn finish_flush(&self, ssd: &Ssd, ctx: &mut Ctx) -> Result<()> {
