@@ -265,7 +265,7 @@ impl Shard {
     pub(super) fn holds(&self, id: u64) -> bool {
         self.caches().any(|(_, c)| c.get(id).is_some())
             || self.pending.contains_key(&id)
-            || self.later.contains_key(&id)
+            || (!self.later.is_empty() && self.later.contains_key(&id))
     }
 
     /// The first tier's slot of `id`, moving it up from a lower tier or
@@ -303,7 +303,12 @@ impl Shard {
             }
         }
         if found.is_none() {
-            if let Some(p) = self.later.remove(&id) {
+            // (`later` is empty between checkpoints: skip its hash.)
+            let later = match self.later.is_empty() {
+                true => None,
+                false => self.later.remove(&id),
+            };
+            if let Some(p) = later {
                 ctx.c.pending_hits += 1;
                 ctx.later_delta -= p.bytes.len() as isize;
                 found = Some(self.insert_top(id, &p.bytes, true, ctx));
