@@ -511,7 +511,7 @@ impl Store {
     /// here, and `finish` returns its report.
     pub fn begin_checkpoint(&self) -> Result<CheckpointInProgress<'_>> {
         let begun = self.begin(false, "begin_checkpoint")?;
-        if begun.state.is_ok() {
+        if let Begun::Writing(_) = begun.state {
             self.ssd.set_holder(Some(std::thread::current().id()));
         }
         Ok(begun)
@@ -547,7 +547,7 @@ impl Store {
             drop(one);
             return Ok(CheckpointInProgress {
                 store: self,
-                state: Err(Some(done)),
+                state: Begun::Ran(done),
             });
         }
         // The checkpoint's moment: what it commits is every update made
@@ -568,7 +568,7 @@ impl Store {
         drop(gate);
         Ok(CheckpointInProgress {
             store: self,
-            state: Ok(Snapshot {
+            state: Begun::Writing(Snapshot {
                 window,
                 _one: one,
                 counters,
@@ -593,10 +593,7 @@ impl Store {
             let stopped = std::time::Instant::now();
             let _gate = self.ssd.checkpoint_gate()?;
             log.close();
-            let mut merged = 0;
-            for t in &self.tables {
-                merged += t.merge_log(&self.ssd)?;
-            }
+            let merged = self.merge_tables()?;
             let mut r = self.commit_checkpoint(true, merged, &p.counters)?;
             r.0.paused = p.paused + stopped.elapsed();
             r
@@ -641,12 +638,7 @@ impl Store {
         // stale or never to be committed, and it must be merged now, not at
         // the next checkpoint, or a reopen would read them back.
         let merge = merge || log.must_merge();
-        let mut merged = 0;
-        if merge {
-            for t in &self.tables {
-                merged += t.merge_log(&self.ssd)?;
-            }
-        }
+        let merged = if merge { self.merge_tables()? } else { 0 };
         let counters: Vec<u64> = self.tables.iter().map(|t| t.rounding_calls()).collect();
         let (mut done, freed) = self.commit_checkpoint(merge, merged, &counters)?;
         self.release_freed(&mut done, &freed);
@@ -654,6 +646,12 @@ impl Store {
         drop(gate);
         done.paused = began.elapsed();
         Ok(done)
+    }
+
+    /// Merge the row log into every table (the caller holds the gate, and
+    /// closed the log); returns the rows written home.
+    fn merge_tables(&self) -> Result<u64> {
+        self.tables.iter().map(|t| t.merge_log(&self.ssd)).sum()
     }
 
     /// Sync and commit a checkpoint whose rows are written (the caller
@@ -757,9 +755,15 @@ impl Store {
 #[must_use = "a checkpoint commits only when finished"]
 pub struct CheckpointInProgress<'a> {
     store: &'a Store,
-    /// The snapshot to write, or a checkpoint that ran whole in `begin`
-    /// (taken by `finish`).
-    state: std::result::Result<Snapshot<'a>, Option<Result<Checkpoint>>>,
+    state: Begun<'a>,
+}
+
+/// What `begin` left for `finish`.
+enum Begun<'a> {
+    /// A snapshot to write and commit.
+    Writing(Snapshot<'a>),
+    /// A checkpoint that had to stop training, run whole in `begin`.
+    Ran(Result<Checkpoint>),
 }
 
 /// A snapshot checkpoint between its moment and its end. Fields drop in
@@ -779,7 +783,7 @@ impl CheckpointInProgress<'_> {
     /// [`Store::begin_checkpoint`], holds nothing back, and `finish`
     /// returns its report.
     pub fn is_committed(&self) -> bool {
-        matches!(self.state, Err(Some(Ok(_))))
+        matches!(self.state, Begun::Ran(Ok(_)))
     }
 
     /// Write the rows, sync and commit; returns what the checkpoint did
@@ -787,7 +791,7 @@ impl CheckpointInProgress<'_> {
     /// lost and the last committed checkpoint stays the durable one).
     pub fn finish(self) -> Result<Checkpoint> {
         let done = match self.state {
-            Ok(mut snap) => {
+            Begun::Writing(mut snap) => {
                 self.store.ssd.set_holder(None);
                 match self.store.finish_snapshot(&snap) {
                     Ok(mut done) => {
@@ -804,7 +808,7 @@ impl CheckpointInProgress<'_> {
                     Err(e) => Err(e),
                 }
             }
-            Err(mut ran) => ran.take().expect("taken once"),
+            Begun::Ran(done) => done,
         };
         give_back_freed_memory();
         done
@@ -814,7 +818,7 @@ impl CheckpointInProgress<'_> {
 impl std::fmt::Debug for CheckpointInProgress<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CheckpointInProgress")
-            .field("snapshot", &self.state.is_ok())
+            .field("snapshot", &matches!(self.state, Begun::Writing(_)))
             .finish()
     }
 }
