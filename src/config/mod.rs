@@ -306,6 +306,14 @@ impl StoreConfigBuilder {
         self
     }
 
+    /// How long a checkpoint beside training rests after each chunk it
+    /// writes, as a multiple of the chunk's time
+    /// ([`SsdConfig::checkpoint_rest`]).
+    pub fn checkpoint_rest(mut self, rest: f64) -> Self {
+        self.cfg.ssd.checkpoint_rest = rest;
+        self
+    }
+
     /// Live logged rows a merge lists at once
     /// ([`SsdConfig::merge_list_rows`]).
     pub fn merge_list_rows(mut self, rows: usize) -> Self {
@@ -378,6 +386,12 @@ impl StoreConfig {
             return Err(Error::config(format!(
                 "ssd.psync_threads {} is not in 1..=256",
                 self.ssd.psync_threads
+            )));
+        }
+        let rest = self.ssd.checkpoint_rest;
+        if !rest.is_finite() || !(0.0..=100.0).contains(&rest) {
+            return Err(Error::config(format!(
+                "ssd.checkpoint_rest {rest} must be between 0 and 100"
             )));
         }
         if self.ssd.merge_list_rows == 0 {

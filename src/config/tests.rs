@@ -183,6 +183,30 @@ fn an_empty_merge_list_is_refused() {
 }
 
 #[test]
+fn a_checkpoint_rest_out_of_range_is_refused() {
+    for bad in [-0.5, f64::NAN, f64::INFINITY, 101.0] {
+        let cfg = StoreConfig::builder()
+            .table(TableConfig::new("a", 1000, 4))
+            .checkpoint_rest(bad)
+            .build();
+        let e = cfg.plan().unwrap_err().to_string();
+        assert!(e.contains("ssd.checkpoint_rest"), "{bad}: {e}");
+    }
+    for good in [0.0, 1.0, 3.5] {
+        let cfg = StoreConfig::builder()
+            .table(TableConfig::new("a", 1000, 4))
+            .checkpoint_rest(good)
+            .build();
+        cfg.plan().unwrap();
+    }
+    let toml: StoreConfig = toml::from_str(
+        "[ssd]\ncheckpoint_rest = 2.0\n[[tables]]\nname = \"a\"\nrows = 1000\ndim = 4\n",
+    )
+    .unwrap();
+    assert_eq!(toml.ssd.checkpoint_rest, 2.0);
+}
+
+#[test]
 fn tier_too_small_is_an_error() {
     let cfg = StoreConfig::builder()
         .table(TableConfig::new("a", 1000, 128))

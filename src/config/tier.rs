@@ -183,6 +183,20 @@ pub struct SsdConfig {
     /// log stops training either way.
     #[serde(default = "default_true")]
     pub snapshot_checkpoints: bool,
+    /// How long a checkpoint that runs beside training rests after each
+    /// chunk it writes (a few MiB of the snapshot's rows, the hot rows),
+    /// as a multiple of the time the chunk took: at 1.0 it takes at most
+    /// half of the disk's time and training's reads keep the rest, and the
+    /// checkpoint takes about twice as long. 0 writes at the disk's full
+    /// rate. Hot-row writes are bounded in flight either way (the file is
+    /// synced a chunk at a time, so that the kernel never holds hundreds
+    /// of MiB to write at once). Default 1.0.
+    #[serde(default = "default_checkpoint_rest")]
+    pub checkpoint_rest: f64,
+}
+
+fn default_checkpoint_rest() -> f64 {
+    1.0
 }
 
 fn default_merge_list_rows() -> usize {
@@ -226,6 +240,7 @@ impl Default for SsdConfig {
             merge_list_rows: default_merge_list_rows(),
             merge_scan: true,
             snapshot_checkpoints: true,
+            checkpoint_rest: default_checkpoint_rest(),
         }
     }
 }

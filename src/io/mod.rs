@@ -16,6 +16,7 @@ mod aligned;
 #[cfg(any(test, feature = "testing"))]
 pub mod fault;
 mod latency;
+pub(crate) mod pace;
 mod psync;
 pub mod reserve;
 #[cfg(target_os = "linux")]

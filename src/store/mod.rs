@@ -20,6 +20,7 @@ use embtier_format::{
 use crate::config::{Init, Placement, StoreConfig, TableConfig};
 use crate::durable::{pick_superblock, Checkpoint, Durable, Recovery};
 use crate::error::{Error, Result};
+use crate::io::pace::Pacer;
 use crate::io::{open_engine, AlignedBuf, IoEngine};
 use crate::precision::Rounding;
 use crate::precision::{bytes_to_f32, f32_to_bytes};
@@ -580,8 +581,9 @@ impl Store {
     /// Write, sync and commit the snapshot `p` began.
     fn finish_snapshot(&self, p: &Snapshot<'_>) -> Result<Checkpoint> {
         let log = self.ssd.log();
+        let mut pacer = Pacer::new(self.config.ssd.checkpoint_rest);
         for t in &self.tables {
-            t.flush_snapshot(&self.ssd)?;
+            t.flush_snapshot(&self.ssd, &mut pacer)?;
         }
         // As in `checkpoint_stopped`: a flush that made a logged copy stale
         // or failed an append leaves a log that must be merged now. The
@@ -642,7 +644,7 @@ impl Store {
         let counters: Vec<u64> = self.tables.iter().map(|t| t.rounding_calls()).collect();
         let (mut done, freed) = self.commit_checkpoint(merge, merged, &counters)?;
         self.release_freed(&mut done, &freed);
-        self.finish_checkpoint(&mut done);
+        self.finish_checkpoint(&mut done, 0.0);
         drop(gate);
         done.paused = began.elapsed();
         Ok(done)
@@ -716,9 +718,9 @@ impl Store {
     /// bytes (under the gate), or every one not marked fresh does (after a
     /// snapshot checkpoint's window): the hot set and hot rows for a warm
     /// restart, and the boot record.
-    fn finish_checkpoint(&self, done: &mut Checkpoint) {
+    fn finish_checkpoint(&self, done: &mut Checkpoint, rest: f64) {
         done.hot_rows = self.write_hot_set(done.generation);
-        done.hot_row_bytes = self.write_hot_rows(done.generation);
+        done.hot_row_bytes = self.write_hot_rows(done.generation, rest);
         crate::durable::boot::record(&self.dir, done.generation);
     }
 
@@ -799,7 +801,8 @@ impl CheckpointInProgress<'_> {
                         // leave out what it brings in meanwhile. The next
                         // checkpoint waits for them (`snap` holds on).
                         snap.window.close(true);
-                        self.store.finish_checkpoint(&mut done);
+                        let rest = self.store.config.ssd.checkpoint_rest;
+                        self.store.finish_checkpoint(&mut done, rest);
                         for t in &self.store.tables {
                             t.end_fresh();
                         }

@@ -30,6 +30,7 @@ use embtier_format::hotset::{HotSet, HotTable};
 
 use super::*;
 use crate::files::{HOT_FILE, HOT_ROWS_FILE};
+use crate::io::pace::PacedFile;
 
 /// Ids read back per batch: one call's worth of reads in flight, a bound
 /// on how long a checkpoint waits for the warm-up's gate, and on the read
@@ -38,6 +39,10 @@ const WARM_BATCH: usize = 1 << 13;
 
 /// Payload bytes of a hot-rows chunk the writer aims at.
 const ROWS_CHUNK: usize = 1 << 20;
+
+/// Bytes of the hot-rows file written out (and waited for) at a time,
+/// with `[ssd] checkpoint_rest`'s rest after each.
+const HOT_ROWS_PUSH: u64 = 8 << 20;
 
 /// The background read-back of a hot set.
 pub(super) struct Warm {
@@ -117,7 +122,7 @@ impl Store {
     /// not marked fresh then holds committed bytes. A hint: a
     /// failure removes the file (an open then reads the ids back) and is
     /// reported as 0 bytes. Returns the bytes written.
-    pub(super) fn write_hot_rows(&self, generation: u64) -> u64 {
+    pub(super) fn write_hot_rows(&self, generation: u64, rest: f64) -> u64 {
         let path = self.dir.join(HOT_ROWS_FILE);
         let tmp = self.dir.join(format!("{HOT_ROWS_FILE}.tmp"));
         if !self.config.ssd.warm_rows {
@@ -127,7 +132,7 @@ impl Store {
         // No fsync, as for the hot set: each chunk carries the generation
         // and a CRC, so what a crash tears or leaves stale is refused.
         match self
-            .hot_rows_to(&tmp, generation)
+            .hot_rows_to(&tmp, generation, rest)
             .and_then(|n| fs::rename(&tmp, &path).map(|()| n))
         {
             Ok(n) => n,
@@ -139,8 +144,9 @@ impl Store {
         }
     }
 
-    fn hot_rows_to(&self, tmp: &Path, generation: u64) -> std::io::Result<u64> {
-        let mut f = std::io::BufWriter::with_capacity(4 << 20, fs::File::create(tmp)?);
+    fn hot_rows_to(&self, tmp: &Path, generation: u64, rest: f64) -> std::io::Result<u64> {
+        let file = PacedFile::new(fs::File::create(tmp)?, HOT_ROWS_PUSH, rest);
+        let mut f = std::io::BufWriter::with_capacity(4 << 20, file);
         f.write_all(&hotrows::encode_file_header(generation))?;
         let mut bytes = FILE_HEADER as u64;
         let mut chunks = 0u32;

@@ -29,6 +29,7 @@
 
 use super::writeback::PENDING_SLACK;
 use super::*;
+use crate::io::pace::Pacer;
 
 impl Table {
     /// A checkpoint begins; the caller holds the store's gate exclusively,
@@ -60,14 +61,14 @@ impl Table {
     /// back (no fsync) with the pending rows, in chunks that bound the
     /// memory as [`Table::flush`] does. Rows handed over by the calls meanwhile
     /// go with them. The store's gate is not held.
-    pub(crate) fn flush_snapshot(&self, ssd: &Ssd) -> Result<()> {
+    pub(crate) fn flush_snapshot(&self, ssd: &Ssd, pacer: &mut Pacer) -> Result<()> {
         let TableKind::Cached { shards, .. } = &self.kind else {
             return Ok(());
         };
         // From now on the window closes without the calls' help: updates
         // may wait for it (`Table::throttle`).
         *self.snapshot.lock() = true;
-        self.flush_shards(ssd, shards, true)
+        self.flush_shards(ssd, shards, true, pacer)
     }
 
     /// The checkpoint ended, committed or not: the old rows left (after a

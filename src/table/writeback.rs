@@ -2,6 +2,7 @@
 //! restore of logged rows at open, in-place group writes and flushes.
 
 use super::*;
+use crate::io::pace::Pacer;
 
 /// What a write home carries, for the row log's map.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -710,7 +711,9 @@ impl Table {
     /// Write every dirty row of the table to SSD (no fsync).
     pub(crate) fn flush(&self, ssd: &Ssd) -> Result<()> {
         match &self.kind {
-            TableKind::Cached { shards, .. } => self.flush_shards(ssd, shards, false),
+            TableKind::Cached { shards, .. } => {
+                self.flush_shards(ssd, shards, false, &mut Pacer::new(0.0))
+            }
             TableKind::Pinned { chunks, .. } => self.flush_pinned(ssd, chunks),
         }
     }
@@ -723,12 +726,14 @@ impl Table {
         ssd: &Ssd,
         shards: &[Mutex<Shard>],
         old_only: bool,
+        pacer: &mut Pacer,
     ) -> Result<()> {
         let mut ctx = Ctx::new();
         for sh in shards {
             sh.lock().take_dirty(old_only, &mut ctx);
             if ctx.new_pending * self.row_bytes > FLUSH_CHUNK_BYTES {
                 self.finish_flush(ssd, &mut ctx)?;
+                pacer.chunk_done();
             }
         }
         self.finish_flush(ssd, &mut ctx)

@@ -304,6 +304,13 @@ impl Embtier {
         {
             c.ssd.row_log = Some(embtier::ByteSize(mib << 20));
         }
+        // An experiment's `[ssd] checkpoint_rest`, else embtier's default.
+        if let Some(rest) = std::env::var("EMBTIER_PEERS_CHECKPOINT_REST")
+            .ok()
+            .and_then(|v| v.parse::<f64>().ok())
+        {
+            c.ssd.checkpoint_rest = rest;
+        }
         c
     }
 
