@@ -459,7 +459,7 @@ impl Table {
     /// [`Table::row_bytes`] apart. Returns the rows given. Each shard's
     /// rows are copied out under its lock and given after it is let go, so
     /// that a slow sink (a paced file) never holds a lookup back; the copy
-    /// holds at most one shard's rows.
+    /// holds at most one shard's rows and a run.
     pub(crate) fn clean_rows_in(
         &self,
         tier: usize,
@@ -475,8 +475,6 @@ impl Table {
         let mut rows: Vec<u8> = Vec::new();
         let mut given = 0;
         for sh in shards {
-            ids.clear();
-            rows.clear();
             {
                 let sh = sh.lock();
                 for (_, c) in sh.caches().filter(|&(t, _)| t == tier) {
@@ -486,10 +484,21 @@ impl Table {
                     }
                 }
             }
-            for (ids, rows) in ids.chunks(max_rows).zip(rows.chunks(max_rows * rb)) {
-                f(ids, rows)?;
-                given += ids.len() as u64;
+            // Whole runs now; the rest waits for the next shard's rows.
+            let whole = ids.len() / max_rows * max_rows;
+            for (i, r) in ids[..whole]
+                .chunks(max_rows)
+                .zip(rows[..whole * rb].chunks(max_rows * rb))
+            {
+                f(i, r)?;
             }
+            given += whole as u64;
+            ids.drain(..whole);
+            rows.drain(..whole * rb);
+        }
+        if !ids.is_empty() {
+            f(&ids, &rows)?;
+            given += ids.len() as u64;
         }
         Ok(given)
     }
@@ -678,7 +687,7 @@ mod tests {
             panic!("table t is not cached");
         };
         assert!(shards.len() > 1, "{} shards", shards.len());
-        let (mut given, mut calls) = (0u64, 0u64);
+        let (mut given, mut calls) = (0u64, Vec::new());
         let n = t
             .clean_rows_in(0, 100, &mut |ids, rows| {
                 for (i, sh) in shards.iter().enumerate() {
@@ -687,12 +696,19 @@ mod tests {
                 assert!(ids.len() <= 100);
                 assert_eq!(rows.len(), ids.len() * t.row_bytes);
                 given += ids.len() as u64;
-                calls += 1;
+                calls.push(ids.len());
                 Ok(())
             })
             .unwrap();
         assert_eq!(n, given);
         assert_eq!(given, ids.len() as u64, "every updated row is cached clean");
-        assert!(calls > 1);
+        // Runs are whole across shards (the file's chunks as before): all
+        // but the last hold 100 rows.
+        let (last, runs) = calls.split_last().unwrap();
+        assert!(
+            runs.len() > 1 && runs.iter().all(|&r| r == 100),
+            "{calls:?}"
+        );
+        assert!(*last >= 1 && *last <= 100);
     }
 }
