@@ -136,6 +136,12 @@ fn background_merge(cfg: StoreConfig) {
         c.row_log_blocks_freed > 128 && c.row_log_blocks < 64,
         "the pass's blocks were freed, the rest kept: {c:?}"
     );
+    // Given back to the file system, piece by piece, every block of them
+    // (where the file system punches holes at all).
+    assert!(
+        c.row_log_bytes_released == c.row_log_blocks_freed * 4096 || c.row_log_bytes_released == 0,
+        "{c:?}"
+    );
     check(&s, &model, "after the checkpoint");
     drop(s);
     let s = Store::open(&path).unwrap();

@@ -609,7 +609,7 @@ impl Store {
             r.0.paused = p.paused;
             r
         };
-        self.release_freed(&mut done, &freed);
+        self.release_freed(&mut done, &freed, self.config.ssd.checkpoint_rest);
         Ok(done)
     }
 
@@ -643,7 +643,7 @@ impl Store {
         let merged = if merge { self.merge_tables()? } else { 0 };
         let counters: Vec<u64> = self.tables.iter().map(|t| t.rounding_calls()).collect();
         let (mut done, freed) = self.commit_checkpoint(merge, merged, &counters)?;
-        self.release_freed(&mut done, &freed);
+        self.release_freed(&mut done, &freed, 0.0);
         self.finish_checkpoint(&mut done, 0.0);
         drop(gate);
         done.paused = began.elapsed();
@@ -700,7 +700,7 @@ impl Store {
     /// rows the pass wrote home, and give the blocks back to the file
     /// system. Training's misses meanwhile read a `MERGED` entry's row
     /// from home either way.
-    fn release_freed(&self, done: &mut Checkpoint, freed: &[(u64, u64)]) {
+    fn release_freed(&self, done: &mut Checkpoint, freed: &[(u64, u64)], rest: f64) {
         if done.row_log_blocks_freed > 0 {
             for t in &self.tables {
                 t.drop_merged_log_entries();
@@ -708,9 +708,10 @@ impl Store {
                 t.debug_check_freed(freed);
             }
         }
+        let mut pacer = Pacer::new(rest);
         done.row_log_bytes_released = freed
             .iter()
-            .map(|&(first, n)| self.release_log_blocks(first, n))
+            .map(|&(first, n)| self.release_log_blocks(first, n, &mut pacer))
             .sum();
     }
 
@@ -726,16 +727,28 @@ impl Store {
 
     /// Give the `n` row-log blocks from ring block `first`, which the
     /// durable commit no longer counts in the log, back to the file system
-    /// (a later append allocates them again). Best effort: returns the
-    /// bytes released, 0 where the file system cannot punch holes.
-    fn release_log_blocks(&self, first: u64, n: u64) -> u64 {
-        let at = (self.superblock.data_blocks + first) * BLOCK_SIZE as u64;
-        let len = n * BLOCK_SIZE as u64;
+    /// (a later append allocates them again), in pieces with `pacer`'s
+    /// rests between them. Best effort: returns the bytes released, 0
+    /// where the file system cannot punch holes.
+    fn release_log_blocks(&self, first: u64, n: u64, pacer: &mut Pacer) -> u64 {
+        // In pieces of PUNCH_BLOCKS, resting between them: a punch holds
+        // the file's inode lock, which direct reads of the file wait for
+        // (ext4), so a pass's gigabytes punched at once hold training's
+        // misses for the whole punch.
         let file = self.ssd.engine().file().file();
-        match crate::io::reserve::punch_hole(file, at, len) {
-            Ok(true) => len,
-            _ => 0,
+        let mut released = 0;
+        let mut at = first;
+        while at < first + n {
+            let k = (first + n - at).min(PUNCH_BLOCKS);
+            let off = (self.superblock.data_blocks + at) * BLOCK_SIZE as u64;
+            match crate::io::reserve::punch_hole(file, off, k * BLOCK_SIZE as u64) {
+                Ok(true) => released += k * BLOCK_SIZE as u64,
+                _ => break,
+            }
+            at += k;
+            pacer.chunk_done();
         }
+        released
     }
 
     /// [`Store::checkpoint`], for callers that need no report: after
@@ -825,6 +838,9 @@ impl std::fmt::Debug for CheckpointInProgress<'_> {
             .finish()
     }
 }
+
+/// Row-log blocks given back to the file system per punch (64 MiB).
+const PUNCH_BLOCKS: u64 = 16 << 10;
 
 /// A checkpoint's window over the tables: closed by [`Window::close`] or
 /// when dropped, whether the checkpoint committed or failed (see
