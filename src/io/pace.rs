@@ -7,8 +7,15 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
+/// The most of a chunk's time a rest is proportional to: a chunk that
+/// took longer mostly waited (for a lock the background merge held, for a
+/// disk another writer filled), and resting `rest` times that wait would
+/// only make the checkpoint longer.
+const MAX_CHUNK: Duration = Duration::from_millis(100);
+
 /// Rests after each chunk of work for `rest` times as long as the chunk
-/// took (measured from the last rest, or from creation).
+/// took (measured from the last rest, or from creation; at most
+/// [`MAX_CHUNK`] of it).
 #[derive(Debug)]
 pub(crate) struct Pacer {
     rest: f64,
@@ -30,7 +37,7 @@ impl Pacer {
     /// A chunk ended: rest for its share.
     pub(crate) fn chunk_done(&mut self) {
         if self.rest > 0.0 {
-            let d = self.since.elapsed().mul_f64(self.rest);
+            let d = self.since.elapsed().min(MAX_CHUNK).mul_f64(self.rest);
             std::thread::sleep(d);
             self.rested += d;
         }
@@ -149,6 +156,11 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         p.chunk_done();
         assert!(p.rested >= Duration::from_millis(20), "{:?}", p.rested);
+        // A chunk that took long (it waited) rests at most rest x MAX_CHUNK.
+        let mut long = Pacer::new(0.5);
+        std::thread::sleep(MAX_CHUNK * 2);
+        long.chunk_done();
+        assert_eq!(long.rested, MAX_CHUNK / 2);
         let mut q = Pacer::new(0.0);
         std::thread::sleep(Duration::from_millis(5));
         q.chunk_done();
