@@ -5,6 +5,7 @@
 
 use std::fs::File;
 use std::io::{self, Write};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The most of a chunk's time a rest is proportional to: a chunk that
@@ -13,13 +14,60 @@ use std::time::{Duration, Instant};
 /// only make the checkpoint longer.
 const MAX_CHUNK: Duration = Duration::from_millis(100);
 
+/// The quiet time owed to training by every writer that runs beside it
+/// (a snapshot checkpoint's flush, hot rows and punches; the background
+/// merge), as one budget: each writer, after a chunk, owes its rest, and
+/// waits until the disk has had every rest owed so far, its own and the
+/// others'. Two writers that each rest as long as they write then still
+/// leave training half of the disk together, where resting on their own
+/// they could take all of it between them.
+#[derive(Debug, Default)]
+pub(crate) struct DiskShare {
+    /// When the rests owed so far end (`None`: nothing owed yet).
+    free_at: parking_lot::Mutex<Option<Instant>>,
+}
+
+impl DiskShare {
+    /// A chunk of work just ended, owing `rest` of quiet time: add it to
+    /// the rests owed, and sleep until they have all passed (`all`), or
+    /// for this rest alone (a writer that must catch up: the others then
+    /// wait for its rest too). Returns the time slept.
+    pub(crate) fn rest(&self, rest: Duration, all: bool) -> Duration {
+        let began = Instant::now();
+        let until = {
+            let mut f = self.free_at.lock();
+            let u = f.map_or(began, |t| t.max(began)) + rest;
+            *f = Some(u);
+            u
+        };
+        if !all {
+            std::thread::sleep(rest);
+            return began.elapsed();
+        }
+        // Another writer's chunk may end while this one sleeps, owing more:
+        // wait for that too, so that no writer starts right after another
+        // one's chunk.
+        let mut until = until;
+        loop {
+            let now = Instant::now();
+            if now >= until {
+                return began.elapsed();
+            }
+            std::thread::sleep(until - now);
+            until = self.free_at.lock().unwrap_or(until);
+        }
+    }
+}
+
 /// Rests after each chunk of work for `rest` times as long as the chunk
 /// took (measured from the last rest, or from creation; at most
-/// [`MAX_CHUNK`] of it).
+/// [`MAX_CHUNK`] of it), sharing its rests with other writers through a
+/// [`DiskShare`] if it has one.
 #[derive(Debug)]
 pub(crate) struct Pacer {
     rest: f64,
     since: Instant,
+    share: Option<Arc<DiskShare>>,
     /// Time spent resting so far.
     pub(crate) rested: Duration,
 }
@@ -30,16 +78,33 @@ impl Pacer {
         Pacer {
             rest: if rest.is_finite() { rest.max(0.0) } else { 0.0 },
             since: Instant::now(),
+            share: None,
             rested: Duration::ZERO,
         }
+    }
+
+    /// A pacer resting `rest` times each chunk's time, and as long as
+    /// `share` says the other writers' rests still last (0: never rests,
+    /// not even for the others).
+    pub(crate) fn shared(rest: f64, share: Arc<DiskShare>) -> Pacer {
+        let mut p = Pacer::new(rest);
+        if p.rest > 0.0 {
+            p.share = Some(share);
+        }
+        p
     }
 
     /// A chunk ended: rest for its share.
     pub(crate) fn chunk_done(&mut self) {
         if self.rest > 0.0 {
             let d = self.since.elapsed().min(MAX_CHUNK).mul_f64(self.rest);
-            std::thread::sleep(d);
-            self.rested += d;
+            match &self.share {
+                Some(s) => self.rested += s.rest(d, true),
+                None => {
+                    std::thread::sleep(d);
+                    self.rested += d;
+                }
+            }
         }
         self.since = Instant::now();
     }
@@ -62,14 +127,14 @@ pub(crate) struct PacedFile {
 
 impl PacedFile {
     /// Write `file` from its current position (0), in chunks of `chunk`
-    /// bytes, resting `rest` times each chunk's time.
-    pub(crate) fn new(file: File, chunk: u64, rest: f64) -> PacedFile {
+    /// bytes, resting after each as `pacer` says.
+    pub(crate) fn new(file: File, chunk: u64, pacer: Pacer) -> PacedFile {
         PacedFile {
             file,
             chunk: chunk.max(1),
             written: 0,
             pushed: 0,
-            pacer: Pacer::new(rest),
+            pacer,
         }
     }
 
@@ -135,7 +200,7 @@ mod tests {
     fn paced_file_writes_every_byte_in_order() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
-        let mut f = PacedFile::new(File::create(&path).unwrap(), 1000, 0.0);
+        let mut f = PacedFile::new(File::create(&path).unwrap(), 1000, Pacer::new(0.0));
         let mut want = Vec::new();
         for i in 0..200u32 {
             let piece: Vec<u8> = (0..(i * 37 % 301)).map(|j| (i + j) as u8).collect();
@@ -165,5 +230,57 @@ mod tests {
         std::thread::sleep(Duration::from_millis(5));
         q.chunk_done();
         assert_eq!(q.rested, Duration::ZERO);
+    }
+
+    /// A writer waits for the rests another writer owes, not only its own;
+    /// one catching up (`all` false) sleeps only its own, and the next
+    /// writer waits for that too.
+    #[test]
+    fn shared_rests_add_up() {
+        let share = Arc::new(DiskShare::default());
+        let t = Instant::now();
+        let other = {
+            let share = Arc::clone(&share);
+            std::thread::spawn(move || share.rest(Duration::from_millis(60), true))
+        };
+        // Once the other writer's rest is owed, a rest of nothing waits for it.
+        while share.free_at.lock().is_none() {
+            std::thread::yield_now();
+        }
+        share.rest(Duration::ZERO, true);
+        assert!(
+            t.elapsed() >= Duration::from_millis(60),
+            "{:?}",
+            t.elapsed()
+        );
+        assert!(other.join().unwrap() >= Duration::from_millis(60));
+
+        // Catching up: sleeps its own 5 ms, not the 10 s another owes...
+        let share = DiskShare::default();
+        let t = Instant::now();
+        *share.free_at.lock() = Some(t + Duration::from_secs(10));
+        share.rest(Duration::from_millis(5), false);
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        // ...but owes it after them.
+        let owed = share.free_at.lock().unwrap() - t;
+        assert!(owed >= Duration::from_millis(10_005), "{owed:?}");
+
+        // A shared pacer at rest 0 never waits for the others.
+        let share = Arc::new(DiskShare::default());
+        *share.free_at.lock() = Some(Instant::now() + Duration::from_secs(10));
+        let mut p = Pacer::shared(0.0, Arc::clone(&share));
+        let t = Instant::now();
+        p.chunk_done();
+        assert!(t.elapsed() < Duration::from_secs(5));
+        // At rest 1 it does.
+        let mut p = Pacer::shared(1.0, Arc::clone(&share));
+        let t = Instant::now();
+        *share.free_at.lock() = Some(t + Duration::from_millis(40));
+        p.chunk_done();
+        assert!(
+            t.elapsed() >= Duration::from_millis(40),
+            "{:?}",
+            t.elapsed()
+        );
     }
 }

@@ -64,6 +64,17 @@ impl Store {
     }
 }
 
+/// Rest after `work` of the pass, as `RowLog::merge_rest` says, through
+/// the store's [`DiskShare`](crate::io::pace::DiskShare): while the pass is
+/// not behind (a full rest), it also waits for a snapshot checkpoint's
+/// rests, so that the two writers together leave training half of the
+/// disk; once it must catch up, it sleeps its own rest only, and the
+/// checkpoint waits for it instead.
+fn merge_rest(ssd: &Ssd, work: Duration) {
+    let r = ssd.log().merge_rest();
+    ssd.disk_share().rest(work.mul_f64(r), r >= 1.0);
+}
+
 /// One pass over the log's blocks as they are when it begins: every
 /// table's rows whose newest copy is there, in place order. Ends early when
 /// the store is closing or the log's start moved since it began (a
@@ -114,9 +125,7 @@ fn merge_cycle(ssd: &Ssd, tables: &[Arc<Table>], scan: bool, stop: &AtomicBool) 
                 let last = last && pi + 1 == parts;
                 let scanned = if scan && part.len() as u64 * SCAN_DENSITY >= span.blocks() {
                     let moved = || ssd.log().resets() != resets || stop.load(Ordering::Relaxed);
-                    let mut rest_after = |d: Duration| {
-                        std::thread::sleep(d.mul_f64(ssd.log().merge_rest()));
-                    };
+                    let mut rest_after = |d: Duration| merge_rest(ssd, d);
                     match t.read_logged_in_span(ssd, part, span, &moved, &mut rest_after)? {
                         Some(bytes) => Some(bytes),
                         None => return Ok(()),
@@ -167,7 +176,7 @@ fn merge_cycle(ssd: &Ssd, tables: &[Arc<Table>], scan: bool, stop: &AtomicBool) 
                             ssd.log().set_swept(resets, to);
                         }
                     }
-                    std::thread::sleep(began.elapsed().mul_f64(ssd.log().merge_rest()));
+                    merge_rest(ssd, began.elapsed());
                 }
             }
         }

@@ -581,7 +581,10 @@ impl Store {
     /// Write, sync and commit the snapshot `p` began.
     fn finish_snapshot(&self, p: &Snapshot<'_>) -> Result<Checkpoint> {
         let log = self.ssd.log();
-        let mut pacer = Pacer::new(self.config.ssd.checkpoint_rest);
+        let mut pacer = Pacer::shared(
+            self.config.ssd.checkpoint_rest,
+            Arc::clone(self.ssd.disk_share()),
+        );
         for t in &self.tables {
             t.flush_snapshot(&self.ssd, &mut pacer)?;
         }
@@ -708,7 +711,7 @@ impl Store {
                 t.debug_check_freed(freed);
             }
         }
-        let mut pacer = Pacer::new(rest);
+        let mut pacer = Pacer::shared(rest, Arc::clone(self.ssd.disk_share()));
         done.row_log_bytes_released = freed
             .iter()
             .map(|&(first, n)| self.release_log_blocks(first, n, &mut pacer))

@@ -36,6 +36,8 @@ pub(crate) struct Ssd {
     /// (which it does without the gate).
     merge_pause: parking_lot::RwLock<()>,
     checkpoint_ended: parking_lot::Condvar,
+    /// The rests owed to training by the writers that run beside it.
+    share: std::sync::Arc<crate::io::pace::DiskShare>,
     /// The row log after the tables.
     log: crate::tier::rowlog::RowLog,
     /// Read buffers kept between batches: a fresh 16 MiB buffer per batch
@@ -76,6 +78,7 @@ impl Ssd {
             checkpointing: parking_lot::Mutex::new(Busy::default()),
             merge_pause: parking_lot::RwLock::new(()),
             checkpoint_ended: parking_lot::Condvar::new(),
+            share: Default::default(),
             log,
             bufs: parking_lot::Mutex::new(Vec::new()),
         }
@@ -145,6 +148,12 @@ impl Ssd {
     pub fn checkpointing(&self, what: &'static str) -> Result<Checkpointing<'_>> {
         self.checkpointing_unless_mine()
             .ok_or(Error::CheckpointInProgress { what })
+    }
+
+    /// The rests owed to training by the writers that run beside it (a
+    /// snapshot checkpoint's and the background merge's), as one budget.
+    pub fn disk_share(&self) -> &std::sync::Arc<crate::io::pace::DiskShare> {
+        &self.share
     }
 
     /// See the field.
