@@ -244,3 +244,117 @@ fn a_dense_merge_writes_runs_of_groups() {
     let s = Store::open(&path).unwrap();
     check(&s, rows, &want, "merged and reopened");
 }
+
+/// One call of many 4 MiB chunks (each staged on a helper thread while the
+/// one before is written): every row takes the imported values, in memory
+/// and after a reopen. Then the same call with a write failing at its
+/// first, second, third or fifth write (the journal's, then the chunks'):
+/// on a full disk each row ends wholly old or wholly new, the store
+/// checkpoints what it shows and a reopen shows the same; on EIO the store
+/// refuses to commit and a reopen shows the old rows.
+#[test]
+fn a_call_of_many_chunks_imports_whole_and_fails_whole_rows() {
+    use embtier::io::fault::FaultPlan;
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+    // 100,000 rows of 256 bytes: about six chunks in one call.
+    let rows = 100_000u64;
+    let cfg = || {
+        StoreConfig::builder()
+            .table(TableConfig::new("t", rows, DIM as u32).init(Init::Zeros))
+            .dram_capacity(1 << 20)
+            .build()
+    };
+    let all = |seed: u64| -> Vec<f32> {
+        (0..rows)
+            .flat_map(|id| (0..DIM).map(move |k| value(seed, id, k)))
+            .collect()
+    };
+    let row = |seed: u64| move |id: u64| (0..DIM).map(|k| value(seed, id, k)).collect::<Vec<f32>>();
+    let read = |s: &Store| -> Vec<f32> {
+        let ids: Vec<u64> = (0..rows).collect();
+        let mut out = vec![f32::NAN; rows as usize * DIM];
+        for (c, o) in ids.chunks(4096).zip(out.chunks_mut(4096 * DIM)) {
+            s.lookup("t", c, o).unwrap();
+        }
+        out
+    };
+    for engine in engines() {
+        // Whole: some rows cached and dirty first, then one call.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let s = Store::create(&path, with_engine(cfg(), engine)).unwrap();
+        let some: Vec<u64> = (0..rows).step_by(97).collect();
+        let vals: Vec<f32> = some.iter().flat_map(|&id| row(9)(id)).collect();
+        s.update("t", &some, &vals).unwrap();
+        s.import_rows("t", 0, &all(1)).unwrap();
+        check(&s, rows, &row(1), &format!("{engine:?}: after one call"));
+        s.checkpoint().unwrap();
+        drop(s);
+        let s = Store::open(&path).unwrap();
+        check(&s, rows, &row(1), &format!("{engine:?}: reopened"));
+        drop(s);
+
+        for (errno, at) in [libc::ENOSPC, libc::EIO]
+            .into_iter()
+            .flat_map(|e| [1u64, 2, 3, 5].map(|k| (e, k)))
+        {
+            let when = format!("{engine:?}, errno {errno}, write {at}");
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("s");
+            drop(Store::create(&path, with_engine(cfg(), engine)).unwrap());
+            let plan = Arc::new(FaultPlan::default());
+            let s = Store::open_with(
+                &path,
+                with_engine(cfg(), engine),
+                common::faulty_opts(&plan, true),
+            )
+            .unwrap();
+            s.import_rows("t", 0, &all(1)).unwrap();
+            s.checkpoint().unwrap();
+            plan.errno.store(errno, Ordering::SeqCst);
+            plan.fail_writes_from.store(
+                plan.writes.load(Ordering::SeqCst) + at - 1,
+                Ordering::SeqCst,
+            );
+            assert!(s.import_rows("t", 0, &all(2)).is_err(), "{when}");
+            plan.heal();
+            let (old, new) = (all(1), all(2));
+            let seen = read(&s);
+            for id in 0..rows as usize {
+                let r = id * DIM..(id + 1) * DIM;
+                assert!(
+                    seen[r.clone()] == old[r.clone()] || seen[r.clone()] == new[r.clone()],
+                    "{when}: row {id} is neither old nor new"
+                );
+            }
+            let committed = s.checkpoint();
+            drop(s);
+            let s = Store::open(&path).unwrap();
+            let after = read(&s);
+            // The journal's write failing (the first) writes no data and
+            // leaves the store whole; a chunk's EIO leaves its groups
+            // unknown, and the store takes no more writes.
+            let poisoned = errno == libc::EIO && at > 1;
+            match committed {
+                Ok(_) => {
+                    assert!(!poisoned, "{when}: a poisoned store committed");
+                    assert!(
+                        after == seen,
+                        "{when}: the reopen differs from what was shown"
+                    );
+                }
+                Err(e) => {
+                    assert!(poisoned, "{when}: {e}");
+                    assert!(after == old, "{when}: the reopen is not the committed rows");
+                }
+            }
+            if at == 1 {
+                assert!(after == old, "{when}: rows imported past a failed journal");
+            } else if errno == libc::ENOSPC {
+                // The chunks before the failed one were written.
+                assert!(after != old, "{when}: nothing imported");
+            }
+        }
+    }
+}

@@ -25,7 +25,7 @@ impl Table {
         ssd: &Ssd,
         start: u64,
         n: u64,
-        encode: &dyn Fn(usize, &mut [u8]),
+        encode: &(dyn Fn(usize, &mut [u8]) + Sync),
     ) -> Result<()> {
         let TableKind::Cached { shards, .. } = &self.kind else {
             unreachable!("import_groups on a pinned table (see imports_directly)");
@@ -43,117 +43,148 @@ impl Table {
         }
         let mut buf = self.wb_lock.lock();
         let mut row = vec![0u8; rb];
-        let mut g = if n == 0 {
+        let g = if n == 0 {
             return Ok(());
         } else {
             l.locate(start).group
         };
+        // Every group of the range journaled at once: one journal sync for
+        // the call, where each chunk's write would sync its own (a bulk
+        // load of fresh tables: one header block per 253 groups, no image).
+        // Nothing is written yet if this fails.
+        let all: Vec<u64> = (g..=l.locate(end - 1).group).collect();
+        ssd.journal_ahead(e, &all)?;
         let mut stale = false;
         let mut freed = 0usize;
         let mut ctx = Ctx::new();
-        loop {
-            let mut groups: Vec<u64> = Vec::with_capacity(max_groups);
-            let mut ids: Vec<u64> = Vec::new();
-            while groups.len() < max_groups {
-                let r = l.rows_of(g, e.rows);
-                if r.start >= end || r.is_empty() {
-                    break;
-                }
-                debug_assert!(r.start >= start && r.end <= end, "a partial group");
-                groups.push(g);
-                ids.extend(r);
-                g += 1;
-            }
-            if groups.is_empty() {
-                break;
-            }
-            buf.ensure(groups.len() * gb);
-            buf.as_mut_slice()[..groups.len() * gb].fill(0);
-            for (gi, &g) in groups.iter().enumerate() {
+        // The chunks: at most `max_groups` whole groups each.
+        let last = l.locate(end - 1).group;
+        let chunks: Vec<std::ops::Range<u64>> = (g..=last)
+            .step_by(max_groups)
+            .map(|c| c..(c + max_groups as u64).min(last + 1))
+            .collect();
+        // Each chunk's groups, its rows encoded into them (zeros elsewhere).
+        let stage = |groups: &std::ops::Range<u64>, buf: &mut AlignedBuf| {
+            let len = (groups.end - groups.start) as usize * gb;
+            buf.ensure(len);
+            buf.as_mut_slice()[..len].fill(0);
+            let mut row = vec![0u8; rb];
+            for (gi, g) in groups.clone().enumerate() {
                 let blocks = &mut buf.as_mut_slice()[gi * gb..(gi + 1) * gb];
                 for id in l.rows_of(g, e.rows) {
+                    debug_assert!(id >= start && id < end, "a partial group");
                     encode((id - start) as usize, &mut row);
                     write_group_payload(blocks, l.locate(id).offset, &row);
                 }
             }
-            self.wb_epoch.fetch_add(1, Ordering::AcqRel);
-            let r = ssd.write_groups(e, &groups, &mut buf);
-            self.wb_epoch.fetch_add(1, Ordering::AcqRel);
-            // A failed write leaves the groups unknown (some may have
-            // reached the disk): the rows go pending, in memory and
-            // authoritative, as a failed write-back's do, and the next
-            // write-back or checkpoint retries them.
-            let failed = r.is_err();
-            if failed {
-                self.counters
-                    .writeback_errors
-                    .fetch_add(1, Ordering::Relaxed);
-            } else {
-                self.counters
-                    .wrote_groups(groups.len(), gb, ids.len() as u64);
+        };
+        // Two buffers: the next chunk is encoded on a helper thread while
+        // this one writes the current chunk and updates memory after it.
+        let mut spare = ssd.take_buf();
+        let mut next_staged = false;
+        if let Some(c) = chunks.first() {
+            stage(c, &mut buf);
+        }
+        for (ci, chunk) in chunks.iter().enumerate() {
+            if next_staged {
+                std::mem::swap(&mut *buf, &mut spare);
             }
-            // Memory after the write: a miss that read a group before it
-            // and installed the old row before this loop locks its shard
-            // is corrected here; one that installs later sees `wb_seq`
-            // moved and reads the new group.
-            let (order, bounds) =
-                by_shard(&ids, shards.len(), |id| self.shard_of(id, shards.len()));
-            for (s, w) in bounds.windows(2).enumerate() {
-                if w[0] == w[1] {
-                    continue;
-                }
-                let mut sh = shards[s].lock();
-                let sh = &mut *sh;
-                let mine = &order[w[0] as usize..w[1] as usize];
-                // After a write that succeeded, only the rows the shard
-                // holds (cached, pending or logged) need a change: when it
-                // holds fewer than the chunk gives it (a bulk load into a
-                // cold store), visit those instead of probing every row.
-                let visit: Vec<u64> = if !failed && sh.held_rows() < mine.len() {
-                    sh.held_ids_in(ids[0]..ids[ids.len() - 1] + 1)
+            let groups: Vec<u64> = chunk.clone().collect();
+            let ids: Vec<u64> = groups.iter().flat_map(|&g| l.rows_of(g, e.rows)).collect();
+            let following = chunks.get(ci + 1);
+            let mut written: Option<Result<()>> = None;
+            std::thread::scope(|scope| {
+                let helper = following.map(|c| {
+                    let (stage, spare) = (&stage, &mut spare);
+                    scope.spawn(move || stage(c, spare))
+                });
+                self.wb_epoch.fetch_add(1, Ordering::AcqRel);
+                let r = ssd.write_groups(e, &groups, &mut buf);
+                self.wb_epoch.fetch_add(1, Ordering::AcqRel);
+                // A failed write leaves the groups unknown (some may have
+                // reached the disk): the rows go pending, in memory and
+                // authoritative, as a failed write-back's do, and the next
+                // write-back or checkpoint retries them.
+                let failed = r.is_err();
+                if failed {
+                    self.counters
+                        .writeback_errors
+                        .fetch_add(1, Ordering::Relaxed);
                 } else {
-                    mine.iter().map(|&pos| ids[pos as usize]).collect()
-                };
-                for id in visit {
-                    let mut here = false;
-                    if let Some(slot) = sh.top.get(id) {
-                        encode((id - start) as usize, sh.top.row_mut(slot));
-                        here = true;
-                    }
-                    for (_, c) in sh.lower.iter_mut().filter(|_| !here) {
-                        if let Some(slot) = c.get(id) {
-                            encode((id - start) as usize, c.row_mut(slot));
-                            here = true;
-                            break;
-                        }
-                    }
-                    if failed {
-                        if !here {
-                            encode((id - start) as usize, &mut row);
-                            Shard::add_pending(
-                                &mut sh.pending,
-                                &mut sh.next_gen,
-                                id,
-                                &row,
-                                &mut ctx,
-                            );
-                        }
+                    self.counters
+                        .wrote_groups(groups.len(), gb, ids.len() as u64);
+                }
+                // Memory after the write: a miss that read a group before it
+                // and installed the old row before this loop locks its shard
+                // is corrected here; one that installs later sees `wb_seq`
+                // moved and reads the new group.
+                let (order, bounds) =
+                    by_shard(&ids, shards.len(), |id| self.shard_of(id, shards.len()));
+                for (s, w) in bounds.windows(2).enumerate() {
+                    if w[0] == w[1] {
                         continue;
                     }
-                    if sh.pending.remove(&id).is_some() {
-                        freed += rb;
+                    let mut sh = shards[s].lock();
+                    let sh = &mut *sh;
+                    let mine = &order[w[0] as usize..w[1] as usize];
+                    // After a write that succeeded, only the rows the shard
+                    // holds (cached, pending or logged) need a change: when it
+                    // holds fewer than the chunk gives it (a bulk load into a
+                    // cold store), visit those instead of probing every row.
+                    let visit: Vec<u64> = if !failed && sh.held_rows() < mine.len() {
+                        sh.held_ids_in(ids[0]..ids[ids.len() - 1] + 1)
+                    } else {
+                        mine.iter().map(|&pos| ids[pos as usize]).collect()
+                    };
+                    for id in visit {
+                        let mut here = false;
+                        if let Some(slot) = sh.top.get(id) {
+                            encode((id - start) as usize, sh.top.row_mut(slot));
+                            here = true;
+                        }
+                        for (_, c) in sh.lower.iter_mut().filter(|_| !here) {
+                            if let Some(slot) = c.get(id) {
+                                encode((id - start) as usize, c.row_mut(slot));
+                                here = true;
+                                break;
+                            }
+                        }
+                        if failed {
+                            if !here {
+                                encode((id - start) as usize, &mut row);
+                                Shard::add_pending(
+                                    &mut sh.pending,
+                                    &mut sh.next_gen,
+                                    id,
+                                    &row,
+                                    &mut ctx,
+                                );
+                            }
+                            continue;
+                        }
+                        if sh.pending.remove(&id).is_some() {
+                            freed += rb;
+                        }
+                        stale |= sh.unlog(id);
                     }
-                    stale |= sh.unlog(id);
+                    sh.wb_seq += 1;
                 }
-                sh.wb_seq += 1;
-            }
-            if failed {
+                if let Some(h) = helper {
+                    h.join().expect("the staging thread does not panic");
+                }
+                written = Some(r);
+            });
+            next_staged = following.is_some();
+            let r = written.expect("the scope ran");
+            if r.is_err() {
                 // Stop here: the next chunk would only fail the same way
                 // and hold more rows in memory.
+                ssd.put_buf(spare);
                 self.finish_import(ssd, freed, stale, &mut ctx);
                 return r;
             }
         }
+        ssd.put_buf(spare);
         self.finish_import(ssd, freed, stale, &mut ctx);
         Ok(())
     }

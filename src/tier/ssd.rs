@@ -347,6 +347,28 @@ impl Ssd {
             .before_write(&firsts, bpg, Some(images), &*self.engine, &self.path)
     }
 
+    /// Journal `groups` (their images read from the file as
+    /// [`Ssd::write_groups`] would, or as holes where the file holds no
+    /// data there) ahead of writes that will cover them, in one journal
+    /// write and sync: a bulk load journals a call's groups once instead
+    /// of once per chunk it writes.
+    pub fn journal_ahead(&self, e: &TableEntry, groups: &[u64]) -> Result<()> {
+        if groups.is_empty() {
+            return Ok(());
+        }
+        let firsts: Vec<u64> = Self::offsets(e, groups)
+            .iter()
+            .map(|o| o / BLOCK_SIZE as u64)
+            .collect();
+        self.dur.before_write(
+            &firsts,
+            e.layout.blocks_per_group,
+            None,
+            &*self.engine,
+            &self.path,
+        )
+    }
+
     /// [`check_group`], and that every sealed block was written by a
     /// committed epoch or by this process.
     pub fn check_group(
