@@ -53,7 +53,7 @@ impl Table {
         // load of fresh tables: one header block per 253 groups, no image).
         // Nothing is written yet if this fails.
         let all: Vec<u64> = (g..=l.locate(end - 1).group).collect();
-        ssd.journal_ahead(e, &all)?;
+        ssd.journal(e, &all, None)?;
         let mut stale = false;
         let mut freed = 0usize;
         let mut ctx = Ctx::new();

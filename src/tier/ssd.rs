@@ -331,10 +331,14 @@ impl Ssd {
         )
     }
 
-    /// Journal `images`, the current on-disk bytes of `groups` (which the
-    /// caller has just read), for those not yet journaled in this epoch:
-    /// what [`Ssd::write_groups`] would otherwise read again.
-    pub fn journal(&self, e: &TableEntry, groups: &[u64], images: &[u8]) -> Result<()> {
+    /// Journal `groups`, those not yet journaled in this epoch, ahead of
+    /// writes that will cover them, in one journal write and sync: with
+    /// `images`, their current on-disk bytes (which the caller has just
+    /// read), which [`Ssd::write_groups`] would otherwise read again;
+    /// without, read from the file as it would, or journaled as holes
+    /// where the file holds no data there (a bulk load journals a call's
+    /// groups once instead of once per chunk it writes).
+    pub fn journal(&self, e: &TableEntry, groups: &[u64], images: Option<&[u8]>) -> Result<()> {
         if groups.is_empty() {
             return Ok(());
         }
@@ -344,29 +348,7 @@ impl Ssd {
             .collect();
         let bpg = e.layout.blocks_per_group;
         self.dur
-            .before_write(&firsts, bpg, Some(images), &*self.engine, &self.path)
-    }
-
-    /// Journal `groups` (their images read from the file as
-    /// [`Ssd::write_groups`] would, or as holes where the file holds no
-    /// data there) ahead of writes that will cover them, in one journal
-    /// write and sync: a bulk load journals a call's groups once instead
-    /// of once per chunk it writes.
-    pub fn journal_ahead(&self, e: &TableEntry, groups: &[u64]) -> Result<()> {
-        if groups.is_empty() {
-            return Ok(());
-        }
-        let firsts: Vec<u64> = Self::offsets(e, groups)
-            .iter()
-            .map(|o| o / BLOCK_SIZE as u64)
-            .collect();
-        self.dur.before_write(
-            &firsts,
-            e.layout.blocks_per_group,
-            None,
-            &*self.engine,
-            &self.path,
-        )
+            .before_write(&firsts, bpg, images, &*self.engine, &self.path)
     }
 
     /// [`check_group`], and that every sealed block was written by a
