@@ -3,6 +3,16 @@
 
 use super::*;
 
+/// What a chunk's write covered, for [`Table::after_import_write`].
+struct Imported<'a> {
+    /// The chunk's rows.
+    ids: &'a [u64],
+    /// The call's first row (`encode` is indexed from it).
+    start: u64,
+    /// Whether the write failed.
+    failed: bool,
+}
+
 impl Table {
     /// Whether [`Table::import_groups`] can take this table's rows: a
     /// cached table whose rows are weights only (an optimizer's state would
@@ -42,7 +52,6 @@ impl Table {
             self.write_back(ssd)?;
         }
         let mut buf = self.wb_lock.lock();
-        let mut row = vec![0u8; rb];
         let g = if n == 0 {
             return Ok(());
         } else {
@@ -81,23 +90,21 @@ impl Table {
         // Two buffers: the next chunk is encoded on a helper thread while
         // this one writes the current chunk and updates memory after it.
         let mut spare = ssd.take_buf();
-        let mut next_staged = false;
         if let Some(c) = chunks.first() {
             stage(c, &mut buf);
         }
         for (ci, chunk) in chunks.iter().enumerate() {
-            if next_staged {
+            if ci > 0 {
+                // The helper staged this chunk.
                 std::mem::swap(&mut *buf, &mut spare);
             }
             let groups: Vec<u64> = chunk.clone().collect();
             let ids: Vec<u64> = groups.iter().flat_map(|&g| l.rows_of(g, e.rows)).collect();
-            let following = chunks.get(ci + 1);
-            let mut written: Option<Result<()>> = None;
-            std::thread::scope(|scope| {
-                let helper = following.map(|c| {
+            let r = std::thread::scope(|scope| {
+                if let Some(c) = chunks.get(ci + 1) {
                     let (stage, spare) = (&stage, &mut spare);
-                    scope.spawn(move || stage(c, spare))
-                });
+                    scope.spawn(move || stage(c, spare));
+                }
                 self.wb_epoch.fetch_add(1, Ordering::AcqRel);
                 let r = ssd.write_groups(e, &groups, &mut buf);
                 self.wb_epoch.fetch_add(1, Ordering::AcqRel);
@@ -105,8 +112,7 @@ impl Table {
                 // reached the disk): the rows go pending, in memory and
                 // authoritative, as a failed write-back's do, and the next
                 // write-back or checkpoint retries them.
-                let failed = r.is_err();
-                if failed {
+                if r.is_err() {
                     self.counters
                         .writeback_errors
                         .fetch_add(1, Ordering::Relaxed);
@@ -114,68 +120,14 @@ impl Table {
                     self.counters
                         .wrote_groups(groups.len(), gb, ids.len() as u64);
                 }
-                // Memory after the write: a miss that read a group before it
-                // and installed the old row before this loop locks its shard
-                // is corrected here; one that installs later sees `wb_seq`
-                // moved and reads the new group.
-                let (order, bounds) =
-                    by_shard(&ids, shards.len(), |id| self.shard_of(id, shards.len()));
-                for (s, w) in bounds.windows(2).enumerate() {
-                    if w[0] == w[1] {
-                        continue;
-                    }
-                    let mut sh = shards[s].lock();
-                    let sh = &mut *sh;
-                    let mine = &order[w[0] as usize..w[1] as usize];
-                    // After a write that succeeded, only the rows the shard
-                    // holds (cached, pending or logged) need a change: when it
-                    // holds fewer than the chunk gives it (a bulk load into a
-                    // cold store), visit those instead of probing every row.
-                    let visit: Vec<u64> = if !failed && sh.held_rows() < mine.len() {
-                        sh.held_ids_in(ids[0]..ids[ids.len() - 1] + 1)
-                    } else {
-                        mine.iter().map(|&pos| ids[pos as usize]).collect()
-                    };
-                    for id in visit {
-                        let mut here = false;
-                        if let Some(slot) = sh.top.get(id) {
-                            encode((id - start) as usize, sh.top.row_mut(slot));
-                            here = true;
-                        }
-                        for (_, c) in sh.lower.iter_mut().filter(|_| !here) {
-                            if let Some(slot) = c.get(id) {
-                                encode((id - start) as usize, c.row_mut(slot));
-                                here = true;
-                                break;
-                            }
-                        }
-                        if failed {
-                            if !here {
-                                encode((id - start) as usize, &mut row);
-                                Shard::add_pending(
-                                    &mut sh.pending,
-                                    &mut sh.next_gen,
-                                    id,
-                                    &row,
-                                    &mut ctx,
-                                );
-                            }
-                            continue;
-                        }
-                        if sh.pending.remove(&id).is_some() {
-                            freed += rb;
-                        }
-                        stale |= sh.unlog(id);
-                    }
-                    sh.wb_seq += 1;
-                }
-                if let Some(h) = helper {
-                    h.join().expect("the staging thread does not panic");
-                }
-                written = Some(r);
+                let done = Imported {
+                    ids: &ids,
+                    start,
+                    failed: r.is_err(),
+                };
+                self.after_import_write(shards, done, encode, &mut ctx, &mut freed, &mut stale);
+                r
             });
-            next_staged = following.is_some();
-            let r = written.expect("the scope ran");
             if r.is_err() {
                 // Stop here: the next chunk would only fail the same way
                 // and hold more rows in memory.
@@ -187,6 +139,68 @@ impl Table {
         ssd.put_buf(spare);
         self.finish_import(ssd, freed, stale, &mut ctx);
         Ok(())
+    }
+
+    /// Memory after a chunk's write (`done`): a miss that read a group
+    /// before it and installed the old row before this locks its shard is
+    /// corrected here; one that installs later sees `wb_seq` moved and
+    /// reads the new group. After a failed write the rows not in a tier go
+    /// pending.
+    fn after_import_write(
+        &self,
+        shards: &[Mutex<Shard>],
+        done: Imported<'_>,
+        encode: &(dyn Fn(usize, &mut [u8]) + Sync),
+        ctx: &mut Ctx,
+        freed: &mut usize,
+        stale: &mut bool,
+    ) {
+        let Imported { ids, start, failed } = done;
+        let mut row = vec![0u8; self.row_bytes];
+        let (order, bounds) = by_shard(ids, shards.len(), |id| self.shard_of(id, shards.len()));
+        for (s, w) in bounds.windows(2).enumerate() {
+            if w[0] == w[1] {
+                continue;
+            }
+            let mut sh = shards[s].lock();
+            let sh = &mut *sh;
+            let mine = &order[w[0] as usize..w[1] as usize];
+            // After a write that succeeded, only the rows the shard
+            // holds (cached, pending or logged) need a change: when it
+            // holds fewer than the chunk gives it (a bulk load into a
+            // cold store), visit those instead of probing every row.
+            let visit: Vec<u64> = if !failed && sh.held_rows() < mine.len() {
+                sh.held_ids_in(ids[0]..ids[ids.len() - 1] + 1)
+            } else {
+                mine.iter().map(|&pos| ids[pos as usize]).collect()
+            };
+            for id in visit {
+                let mut here = false;
+                if let Some(slot) = sh.top.get(id) {
+                    encode((id - start) as usize, sh.top.row_mut(slot));
+                    here = true;
+                }
+                for (_, c) in sh.lower.iter_mut().filter(|_| !here) {
+                    if let Some(slot) = c.get(id) {
+                        encode((id - start) as usize, c.row_mut(slot));
+                        here = true;
+                        break;
+                    }
+                }
+                if failed {
+                    if !here {
+                        encode((id - start) as usize, &mut row);
+                        Shard::add_pending(&mut sh.pending, &mut sh.next_gen, id, &row, ctx);
+                    }
+                    continue;
+                }
+                if sh.pending.remove(&id).is_some() {
+                    *freed += self.row_bytes;
+                }
+                *stale |= sh.unlog(id);
+            }
+            sh.wb_seq += 1;
+        }
     }
 
     /// Publish what an import did to the pending bytes and the row log.
