@@ -208,17 +208,13 @@ impl MiniSim {
         let l = self.level(self.rates.len() - 1);
         let counts = crate::locality::stack_distances(&l.dense, l.n).0;
         let total = l.dense.len() as u64;
-        // hits(C): the requests at a stack distance below C.
-        let mut prefix = Vec::with_capacity(counts.len() + 1);
-        prefix.push(0u64);
-        for &c in &counts {
-            prefix.push(prefix.last().expect("non-empty") + c);
-        }
+        // As `run`: a cache of at least one object.
+        let sizes: Vec<u64> = jobs.iter().map(|&(_, size)| size.max(1)).collect();
+        let hits = crate::locality::lru_hits_from_distances(&counts, &sizes);
         jobs.iter()
+            .zip(hits)
             .enumerate()
-            .map(|(j, &(_, size))| {
-                // As `run`: a cache of at least one object.
-                let hits = prefix[(size.max(1) as usize).min(counts.len())];
+            .map(|(j, (&(_, size), hits))| {
                 let point = MiniPoint {
                     policy: SimPolicy::Online(embtier::PolicyKind::Lru),
                     size,

@@ -173,9 +173,11 @@ pub fn reuse_times(seq: &[u32], n_objects: usize) -> Log2Hist {
     h
 }
 
-/// The LRU miss-ratio curve at `sizes` from distance counts.
-pub fn mrc_from_distances(counts: &[u64], accesses: u64, sizes: &[u64]) -> Vec<MrcPoint> {
-    // hits(C) = sum of counts[d] for d < C.
+/// LRU's hits at each of `sizes` (rows) from stack-distance `counts`
+/// (from [`stack_distances`]): a request hits a cache of C rows when
+/// fewer than C distinct rows came since its row's last request, so
+/// hits(C) is the sum of `counts[d]` for d < C. Exact, as a simulation.
+pub fn lru_hits_from_distances(counts: &[u64], sizes: &[u64]) -> Vec<u64> {
     let mut prefix = Vec::with_capacity(counts.len() + 1);
     prefix.push(0u64);
     for &c in counts {
@@ -183,17 +185,23 @@ pub fn mrc_from_distances(counts: &[u64], accesses: u64, sizes: &[u64]) -> Vec<M
     }
     sizes
         .iter()
-        .map(|&c| {
-            let hits = prefix[(c as usize).min(counts.len())];
-            MrcPoint {
-                cache_rows: c,
-                cache_bytes: None,
-                miss_ratio: if accesses == 0 {
-                    0.0
-                } else {
-                    1.0 - hits as f64 / accesses as f64
-                },
-            }
+        .map(|&c| prefix[(c as usize).min(counts.len())])
+        .collect()
+}
+
+/// The LRU miss-ratio curve at `sizes` from distance counts.
+pub fn mrc_from_distances(counts: &[u64], accesses: u64, sizes: &[u64]) -> Vec<MrcPoint> {
+    sizes
+        .iter()
+        .zip(lru_hits_from_distances(counts, sizes))
+        .map(|(&c, hits)| MrcPoint {
+            cache_rows: c,
+            cache_bytes: None,
+            miss_ratio: if accesses == 0 {
+                0.0
+            } else {
+                1.0 - hits as f64 / accesses as f64
+            },
         })
         .collect()
 }

@@ -21,7 +21,8 @@ use crate::trace::Trace;
 
 use curves::skew;
 pub use curves::{
-    byte_mrc, default_sizes, fit_zipf, mrc_from_distances, reuse_times, stack_distances,
+    byte_mrc, default_sizes, fit_zipf, lru_hits_from_distances, mrc_from_distances, reuse_times,
+    stack_distances,
 };
 
 /// Upper edges of the access-count bins of Meta's dlrm_datasets
