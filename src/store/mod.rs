@@ -581,10 +581,7 @@ impl Store {
     /// Write, sync and commit the snapshot `p` began.
     fn finish_snapshot(&self, p: &Snapshot<'_>) -> Result<Checkpoint> {
         let log = self.ssd.log();
-        let mut pacer = Pacer::shared(
-            self.config.ssd.checkpoint_rest,
-            Arc::clone(self.ssd.disk_share()),
-        );
+        let mut pacer = self.ssd.pacer(self.config.ssd.checkpoint_rest);
         for t in &self.tables {
             t.flush_snapshot(&self.ssd, &mut pacer)?;
         }
@@ -711,7 +708,7 @@ impl Store {
                 t.debug_check_freed(freed);
             }
         }
-        let mut pacer = Pacer::shared(rest, Arc::clone(self.ssd.disk_share()));
+        let mut pacer = self.ssd.pacer(rest);
         done.row_log_bytes_released = freed
             .iter()
             .map(|&(first, n)| self.release_log_blocks(first, n, &mut pacer))

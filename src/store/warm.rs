@@ -145,11 +145,7 @@ impl Store {
     }
 
     fn hot_rows_to(&self, tmp: &Path, generation: u64, rest: f64) -> std::io::Result<u64> {
-        let file = PacedFile::new(
-            fs::File::create(tmp)?,
-            HOT_ROWS_PUSH,
-            Pacer::shared(rest, std::sync::Arc::clone(self.ssd.disk_share())),
-        );
+        let file = PacedFile::new(fs::File::create(tmp)?, HOT_ROWS_PUSH, self.ssd.pacer(rest));
         let mut f = std::io::BufWriter::with_capacity(4 << 20, file);
         f.write_all(&hotrows::encode_file_header(generation))?;
         let mut bytes = FILE_HEADER as u64;

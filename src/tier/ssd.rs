@@ -156,6 +156,12 @@ impl Ssd {
         &self.share
     }
 
+    /// A pacer for a writer beside training that rests `rest` times each
+    /// chunk's time, through [`Ssd::disk_share`].
+    pub fn pacer(&self, rest: f64) -> crate::io::pace::Pacer {
+        crate::io::pace::Pacer::shared(rest, std::sync::Arc::clone(&self.share))
+    }
+
     /// See the field.
     pub fn merge_pause(&self) -> &parking_lot::RwLock<()> {
         &self.merge_pause
