@@ -34,7 +34,7 @@ impl DiskShare {
     /// wait for its rest too). Returns the time slept.
     pub(crate) fn rest(&self, rest: Duration, all: bool) -> Duration {
         let began = Instant::now();
-        let until = {
+        let mut until = {
             let mut f = self.free_at.lock();
             let u = f.map_or(began, |t| t.max(began)) + rest;
             *f = Some(u);
@@ -47,7 +47,6 @@ impl DiskShare {
         // Another writer's chunk may end while this one sleeps, owing more:
         // wait for that too, so that no writer starts right after another
         // one's chunk.
-        let mut until = until;
         loop {
             let now = Instant::now();
             if now >= until {

@@ -23,10 +23,12 @@ impl Table {
 
     /// Write rows `start .. start + n` home, where `encode(i, row)` writes
     /// the bytes of row `start + i`; the range covers whole block groups
-    /// (the caller splits off partial ones). Groups are staged
-    /// [`WB_CHUNK_BYTES`] at a time and each chunk is written in one
-    /// sequential write, its never-written groups journaled as holes
-    /// (no image). Then each row's copies in memory take the new bytes,
+    /// (the caller splits off partial ones). The range's groups are
+    /// journaled first, in one journal write and sync (never-written ones
+    /// as holes, without an image). Then they are staged
+    /// [`WB_CHUNK_BYTES`] at a time, the next chunk on a helper thread
+    /// while the current one is written in one sequential write, and after
+    /// each write the chunk's rows' copies in memory take the new bytes,
     /// its pending copy and its row-log entry are dropped (the home copy
     /// is now the newest), and the shards' `wb_seq` moves so that a miss
     /// that read the old group reads again. Caller holds the store's gate.
@@ -61,13 +63,12 @@ impl Table {
         // the call, where each chunk's write would sync its own (a bulk
         // load of fresh tables: one header block per 253 groups, no image).
         // Nothing is written yet if this fails.
-        let all: Vec<u64> = (g..=l.locate(end - 1).group).collect();
-        ssd.journal(e, &all, None)?;
+        let last = l.locate(end - 1).group;
+        ssd.journal(e, &(g..=last).collect::<Vec<u64>>(), None)?;
         let mut stale = false;
         let mut freed = 0usize;
         let mut ctx = Ctx::new();
         // The chunks: at most `max_groups` whole groups each.
-        let last = l.locate(end - 1).group;
         let chunks: Vec<std::ops::Range<u64>> = (g..=last)
             .step_by(max_groups)
             .map(|c| c..(c + max_groups as u64).min(last + 1))
@@ -90,6 +91,7 @@ impl Table {
         // Two buffers: the next chunk is encoded on a helper thread while
         // this one writes the current chunk and updates memory after it.
         let mut spare = ssd.take_buf();
+        let mut result = Ok(());
         if let Some(c) = chunks.first() {
             stage(c, &mut buf);
         }
@@ -131,14 +133,13 @@ impl Table {
             if r.is_err() {
                 // Stop here: the next chunk would only fail the same way
                 // and hold more rows in memory.
-                ssd.put_buf(spare);
-                self.finish_import(ssd, freed, stale, &mut ctx);
-                return r;
+                result = r;
+                break;
             }
         }
         ssd.put_buf(spare);
         self.finish_import(ssd, freed, stale, &mut ctx);
-        Ok(())
+        result
     }
 
     /// Memory after a chunk's write (`done`): a miss that read a group
