@@ -67,9 +67,11 @@ pub struct MiniSim {
     /// Streams at `rate·2^k`, the last at rate 1, built on first use.
     levels: Vec<OnceLock<Level>>,
     rates: Vec<f64>,
-    /// The full trace's exact LRU stack-distance counts, when corrected by
-    /// LRU ([`MiniSim::with_lru_reference`]; computed on first use).
-    lru: Option<OnceLock<Vec<u64>>>,
+    /// Whether estimates are corrected by LRU ([`MiniSim::with_lru_reference`]).
+    lru: bool,
+    /// The full trace's exact LRU stack-distance counts, computed on first
+    /// use: for LRU's corrections, and for a sweep's full-rate LRU points.
+    full_counts: OnceLock<Vec<u64>>,
     /// LRU's error per size on its sample, once computed.
     corrections: Mutex<HashMap<u64, f64>>,
 }
@@ -117,7 +119,8 @@ impl MiniSim {
             min_objects: min_objects.max(1),
             levels: rates.iter().map(|_| OnceLock::new()).collect(),
             rates,
-            lru: None,
+            lru: false,
+            full_counts: OnceLock::new(),
             corrections: Mutex::new(HashMap::new()),
         }
     }
@@ -127,22 +130,31 @@ impl MiniSim {
     /// pass over the full trace (made on first use, beside the sampled
     /// simulations).
     pub fn with_lru_reference(mut self) -> MiniSim {
-        self.lru = Some(OnceLock::new());
+        self.lru = true;
         self
     }
 
     /// The full trace's LRU stack-distance counts, if corrected by LRU.
     fn lru_counts(&self) -> Option<&[u64]> {
-        let cell = self.lru.as_ref()?;
-        Some(cell.get_or_init(|| {
-            let (dense, n) = crate::densify(&self.keys);
-            crate::locality::stack_distances(&dense, n).0
-        }))
+        self.lru.then(|| self.full_counts())
+    }
+
+    /// The full trace's exact LRU stack-distance counts (one pass, on
+    /// first use; over the full-rate stream's dense ids if it is built).
+    fn full_counts(&self) -> &[u64] {
+        self.full_counts
+            .get_or_init(|| match self.levels.last().and_then(|l| l.get()) {
+                Some(l) => crate::locality::stack_distances(&l.dense, l.n).0,
+                None => {
+                    let (dense, n) = crate::densify(&self.keys);
+                    crate::locality::stack_distances(&dense, n).0
+                }
+            })
     }
 
     /// Whether estimates are corrected by LRU.
     pub fn lru_reference(&self) -> bool {
-        self.lru.is_some()
+        self.lru
     }
 
     /// Requests in the trace.
@@ -199,22 +211,18 @@ impl MiniSim {
     }
 
     /// LRU's full-rate points at the sizes of `jobs` (`(index, size)`),
-    /// from one stack-distance pass over the full trace: `(position in
-    /// jobs, point)`.
+    /// from the full trace's stack distances: `(index, point)`.
     fn exact_lru_points(&self, jobs: &[(usize, u64)]) -> Vec<(usize, MiniPoint)> {
         if jobs.is_empty() {
             return Vec::new();
         }
-        let l = self.level(self.rates.len() - 1);
-        let counts = crate::locality::stack_distances(&l.dense, l.n).0;
-        let total = l.dense.len() as u64;
+        let total = self.keys.len() as u64;
         // As `run`: a cache of at least one object.
         let sizes: Vec<u64> = jobs.iter().map(|&(_, size)| size.max(1)).collect();
-        let hits = crate::locality::lru_hits_from_distances(&counts, &sizes);
+        let hits = crate::locality::lru_hits_from_distances(self.full_counts(), &sizes);
         jobs.iter()
             .zip(hits)
-            .enumerate()
-            .map(|(j, (&(_, size), hits))| {
+            .map(|(&(i, size), hits)| {
                 let point = MiniPoint {
                     policy: SimPolicy::Online(embtier::PolicyKind::Lru),
                     size,
@@ -225,7 +233,7 @@ impl MiniSim {
                         misses: total - hits,
                     },
                 };
-                (j, point)
+                (i, point)
             })
             .collect()
     }
@@ -309,19 +317,17 @@ impl MiniSim {
         // one simulation each. Exact: LRU of C rows hits a request exactly
         // when fewer than C distinct keys came since its key's last one.
         let lru = SimPolicy::Online(embtier::PolicyKind::Lru);
-        let exact_lru: Vec<(usize, u64)> = jobs
+        let (exact, others): (Vec<_>, Vec<_>) = jobs
             .iter()
-            .filter(|&&(_, p, s)| p == lru && self.rate_for(s) >= 1.0)
-            .map(|&(i, _, s)| (i, s))
-            .collect();
-        let exact_lru = if exact_lru.len() >= EXACT_LRU_SIZES {
-            jobs.retain(|&(_, p, s)| !(p == lru && self.rate_for(s) >= 1.0));
-            exact_lru
+            .partition(|&&(_, p, s)| p == lru && self.rate_for(s) >= 1.0);
+        let exact_lru: Vec<(usize, u64)> = if exact.len() >= EXACT_LRU_SIZES {
+            jobs = others;
+            exact.iter().map(|&(i, _, s)| (i, s)).collect()
         } else {
             Vec::new()
         };
         // LRU's corrections, once per sampled size, beside nothing else.
-        if self.lru.is_some() {
+        if self.lru {
             sizes
                 .par_iter()
                 .filter(|&&s| self.rate_for(s) < 1.0)
@@ -349,9 +355,8 @@ impl MiniSim {
                     // The LRU pass first: it costs about as much as one of
                     // the simulations taken first (the longest).
                     if !exact_done.swap(true, Ordering::Relaxed) {
-                        for point in self.exact_lru_points(&exact_lru) {
-                            let (i, _) = exact_lru[point.0];
-                            out.lock().expect("not poisoned")[i] = Some(point.1);
+                        for (i, point) in self.exact_lru_points(&exact_lru) {
+                            out.lock().expect("not poisoned")[i] = Some(point);
                         }
                     }
                     while let Some(&(i, p, s)) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) {
