@@ -46,27 +46,37 @@ impl Sketch {
         }
     }
 
-    /// The counter positions of `key`: `hashes` of them, from two xxh64.
+    /// A key's two hashes, packed (`a` high, `b` low): its counters sit at
+    /// `(a + i·b) mod m`, whatever the sketch's size, so a key is hashed
+    /// once and its hash kept.
     #[inline]
-    fn positions(&self, key: u64) -> impl Iterator<Item = usize> + Clone {
+    fn hash(key: u64) -> u64 {
         let k = key.to_le_bytes();
         let a = xxh64(&k, 0x1234_5678) as u32;
         let b = xxh64(&k, 0x1234_4321) as u32;
+        (a as u64) << 32 | b as u64
+    }
+
+    /// The counter positions of the key hashed to `h` ([`Sketch::hash`]):
+    /// `hashes` of them.
+    #[inline]
+    fn positions(&self, h: u64) -> impl Iterator<Item = usize> + Clone {
+        let (a, b) = ((h >> 32) as u32, h as u32);
         let m = self.counters.len() as u32;
         (0..self.hashes).map(move |i| (a.wrapping_add(i.wrapping_mul(b)) % m) as usize)
     }
 
-    fn estimate(&self, key: u64) -> u32 {
-        self.positions(key)
+    fn estimate(&self, h: u64) -> u32 {
+        self.positions(h)
             .map(|x| self.counters[x])
             .min()
             .unwrap_or(u32::MAX)
     }
 
-    /// Count `key` once in each of its counters (a position that repeats is
-    /// counted again), unless one is saturated. Hashes once.
-    fn add(&mut self, key: u64) {
-        let pos = self.positions(key);
+    /// Count the key hashed to `h` once in each of its counters (a position
+    /// that repeats is counted again), unless one is saturated.
+    fn add(&mut self, h: u64) {
+        let pos = self.positions(h);
         if pos
             .clone()
             .map(|x| self.counters[x])
@@ -80,10 +90,10 @@ impl Sketch {
         }
     }
 
-    /// Ask for the cache lines of `key`'s counters (see
-    /// [`EvictionPolicy::prefetch`]).
-    fn prefetch(&self, key: u64) {
-        for x in self.positions(key) {
+    /// Ask for the cache lines of the counters of the key hashed to `h`
+    /// (see [`EvictionPolicy::prefetch`]).
+    fn prefetch(&self, h: u64) {
+        for x in self.positions(h) {
             crate::hint::prefetch(self.counters.as_ptr().wrapping_add(x));
         }
     }
@@ -100,7 +110,9 @@ pub struct WTinyLfu<L: Link> {
     window: Ends<L>,
     main: Slru<L>,
     in_window: Vec<bool>,
-    keys: Vec<u64>,
+    /// Each slot's key, hashed for the sketch ([`Sketch::hash`]): the
+    /// policy needs keys only there.
+    hashes: Vec<u64>,
     sketch: Sketch,
     window_cap: usize,
     main_cap: usize,
@@ -121,7 +133,7 @@ impl<L: Link> WTinyLfu<L> {
             window: Ends::default(),
             main: Slru::with_segments(capacity, vec![seg0, seg1]),
             in_window: vec![false; capacity],
-            keys: vec![0; capacity],
+            hashes: vec![0; capacity],
             sketch: Sketch::new(main_cap.max(1)),
             window_cap,
             main_cap,
@@ -134,7 +146,7 @@ impl<L: Link> WTinyLfu<L> {
     fn move_to_main(&mut self, slot: usize) {
         self.chains.unlink(&mut self.window, slot);
         self.in_window[slot] = false;
-        self.main.insert(slot, self.keys[slot]);
+        self.main.insert(slot, self.hashes[slot]);
     }
 }
 
@@ -144,10 +156,11 @@ impl<L: Link> EvictionPolicy for WTinyLfu<L> {
     }
 
     fn insert(&mut self, slot: usize, key: u64) {
-        self.keys[slot] = key;
+        let h = Sketch::hash(key);
+        self.hashes[slot] = h;
         self.in_window[slot] = true;
         self.chains.push_head(&mut self.window, slot);
-        self.sketch.add(key);
+        self.sketch.add(h);
     }
 
     fn hit(&mut self, slot: usize) {
@@ -157,7 +170,7 @@ impl<L: Link> EvictionPolicy for WTinyLfu<L> {
             return;
         }
         self.main.hit(slot);
-        self.sketch.add(self.keys[slot]);
+        self.sketch.add(self.hashes[slot]);
         self.main_hits += 1;
         if self.main_hits >= self.decay_every {
             self.main_hits = 0;
@@ -170,14 +183,14 @@ impl<L: Link> EvictionPolicy for WTinyLfu<L> {
             let Some(cand) = self.window.tail() else {
                 return self.main.evict();
             };
-            let key = self.keys[cand];
+            let h = self.hashes[cand];
             if self.main.len() < self.main_cap {
                 self.move_to_main(cand);
-                self.sketch.add(key);
+                self.sketch.add(h);
                 continue;
             }
             let victim = self.main.peek_victim().expect("main is full, so non-empty");
-            let evicted = if self.sketch.estimate(key) > self.sketch.estimate(self.keys[victim]) {
+            let evicted = if self.sketch.estimate(h) > self.sketch.estimate(self.hashes[victim]) {
                 let v = self.main.evict();
                 self.move_to_main(cand);
                 v
@@ -186,7 +199,7 @@ impl<L: Link> EvictionPolicy for WTinyLfu<L> {
                 self.in_window[cand] = false;
                 cand
             };
-            self.sketch.add(key);
+            self.sketch.add(h);
             return evicted;
         }
     }
@@ -205,14 +218,14 @@ impl<L: Link> EvictionPolicy for WTinyLfu<L> {
     }
 
     fn prefetch(&self, key: u64) {
-        self.sketch.prefetch(key);
+        self.sketch.prefetch(Sketch::hash(key));
     }
 
     fn meta_bytes(&self) -> usize {
         self.chains.meta_bytes()
             + self.main.meta_bytes()
             + self.in_window.capacity()
-            + self.keys.capacity() * 8
+            + self.hashes.capacity() * 8
             + self.sketch.counters.capacity() * 4
     }
 }
