@@ -69,16 +69,15 @@ impl<L: Link> Arc<L> {
 
 impl<L: Link> EvictionPolicy for Arc<L> {
     fn miss(&mut self, key: u64) -> bool {
-        self.in_b1 = self.b1.contains(key);
-        self.in_b2 = !self.in_b1 && self.b2.contains(key);
+        // The ratios are of the ghosts' lengths before `key` leaves.
+        self.in_b1 = self.b1.remove(key);
+        self.in_b2 = !self.in_b1 && self.b2.remove(key);
         if self.in_b1 {
-            let delta = (self.b2.len() as f64 / self.b1.len() as f64).max(1.0);
+            let delta = (self.b2.len() as f64 / (self.b1.len() + 1) as f64).max(1.0);
             self.p = (self.p + delta).min(self.cap as f64);
-            self.b1.remove(key);
         } else if self.in_b2 {
-            let delta = (self.b1.len() as f64 / self.b2.len() as f64).max(1.0);
+            let delta = (self.b1.len() as f64 / (self.b2.len() + 1) as f64).max(1.0);
             self.p = (self.p - delta).max(0.0);
-            self.b2.remove(key);
         }
         true
     }

@@ -159,13 +159,49 @@ impl Members {
         }
     }
 
+    /// Remember `key` at `gen` unless it is remembered: true if it was not.
+    /// One probe.
     #[inline]
-    fn insert(&mut self, key: u64, gen: u64) {
+    fn insert_new(&mut self, key: u64, gen: u64) -> bool {
         match self {
-            Members::Hashed(m) => {
-                m.insert(key, gen);
+            Members::Hashed(m) => match m.entry(key) {
+                std::collections::hash_map::Entry::Occupied(_) => false,
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(gen);
+                    true
+                }
+            },
+            Members::Dense(v) => {
+                let g = &mut v[key as usize];
+                let new = *g == 0;
+                if new {
+                    *g = gen;
+                }
+                new
             }
-            Members::Dense(v) => v[key as usize] = gen,
+        }
+    }
+
+    /// Forget `key` if its entry is generation `gen`: true if it was. One
+    /// probe.
+    #[inline]
+    fn remove_if(&mut self, key: u64, gen: u64) -> bool {
+        match self {
+            Members::Hashed(m) => match m.entry(key) {
+                std::collections::hash_map::Entry::Occupied(e) if *e.get() == gen => {
+                    e.remove();
+                    true
+                }
+                _ => false,
+            },
+            Members::Dense(v) => {
+                let g = &mut v[key as usize];
+                let hit = *g == gen;
+                if hit {
+                    *g = 0;
+                }
+                hit
+            }
         }
     }
 }
@@ -239,16 +275,17 @@ impl Ghost {
 
     /// Remember `key` (no-op if present), forgetting the oldest when full.
     pub fn add(&mut self, key: u64) {
-        if self.cap == 0 || self.contains(key) {
+        if self.cap == 0 || !self.members.insert_new(key, self.gen + 1) {
             return;
         }
-        while self.len >= self.cap {
-            self.pop_oldest();
-        }
         self.gen += 1;
-        self.members.insert(key, self.gen);
         self.len += 1;
         self.queue.push_back((key, self.gen));
+        // The live entries before this one are the oldest, so this forgets
+        // what forgetting before remembering would.
+        while self.len > self.cap {
+            self.pop_oldest();
+        }
         // Drop stale entries (removed keys) now and then.
         if self.queue.len() > self.cap.saturating_mul(2).saturating_add(16) {
             let members = &self.members;
@@ -259,8 +296,7 @@ impl Ghost {
     /// Forget the oldest remembered key; returns it.
     pub fn pop_oldest(&mut self) -> Option<u64> {
         while let Some((k, g)) = self.queue.pop_front() {
-            if self.members.get(k) == Some(g) {
-                self.members.remove(k);
+            if self.members.remove_if(k, g) {
                 self.len -= 1;
                 return Some(k);
             }
