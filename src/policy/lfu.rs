@@ -3,8 +3,6 @@
 //! frequency's queue; the victim is the oldest slot of the lowest non-empty
 //! frequency. Frequencies are forgotten on eviction.
 
-use rustc_hash::FxHashMap as HashMap;
-
 use super::chains::{Chains, Ends};
 use super::{EvictionPolicy, Link};
 
@@ -13,7 +11,10 @@ use super::{EvictionPolicy, Link};
 pub struct Lfu<L: Link> {
     chains: Chains<L>,
     freq: Vec<u32>,
-    buckets: HashMap<u32, Ends<L>>,
+    /// The queue of each frequency, indexed by it (0 unused). Every
+    /// frequency up to the highest was some slot's on its way up, so a
+    /// vector holds no more queues than a map of the ones seen would.
+    buckets: Vec<Ends<L>>,
     min_freq: u32,
     max_freq: u32,
 }
@@ -24,7 +25,7 @@ impl<L: Link> Lfu<L> {
         Lfu {
             chains: Chains::new(capacity),
             freq: vec![0; capacity],
-            buckets: HashMap::default(),
+            buckets: vec![Ends::default(); 2],
             min_freq: 1,
             max_freq: 1,
         }
@@ -34,7 +35,7 @@ impl<L: Link> Lfu<L> {
     fn raise_min(&mut self) {
         let mut f = self.min_freq + 1;
         while f <= self.max_freq {
-            if self.buckets.get(&f).is_some_and(|b| !b.is_empty()) {
+            if !self.buckets[f as usize].is_empty() {
                 self.min_freq = f;
                 return;
             }
@@ -47,19 +48,21 @@ impl<L: Link> EvictionPolicy for Lfu<L> {
     fn insert(&mut self, slot: usize, _key: u64) {
         self.min_freq = 1;
         self.freq[slot] = 1;
-        let b = self.buckets.entry(1).or_default();
-        self.chains.push_head(b, slot);
+        self.chains.push_head(&mut self.buckets[1], slot);
     }
 
     fn hit(&mut self, slot: usize) {
         let f = self.freq[slot];
-        let old = self.buckets.entry(f).or_default();
+        let old = &mut self.buckets[f as usize];
         self.chains.unlink(old, slot);
         let emptied = old.is_empty();
         self.freq[slot] = f + 1;
-        self.max_freq = self.max_freq.max(f + 1);
-        let new = self.buckets.entry(f + 1).or_default();
-        self.chains.push_head(new, slot);
+        if f + 1 > self.max_freq {
+            self.max_freq = f + 1;
+            self.buckets.push(Ends::default());
+        }
+        self.chains
+            .push_head(&mut self.buckets[f as usize + 1], slot);
         if f == self.min_freq && emptied {
             // The slot itself now holds the next frequency: no scan.
             self.min_freq = f + 1;
@@ -67,8 +70,7 @@ impl<L: Link> EvictionPolicy for Lfu<L> {
     }
 
     fn evict(&mut self) -> usize {
-        let f = self.min_freq;
-        let b = self.buckets.entry(f).or_default();
+        let b = &mut self.buckets[self.min_freq as usize];
         let victim = self
             .chains
             .pop_tail(b)
@@ -81,7 +83,7 @@ impl<L: Link> EvictionPolicy for Lfu<L> {
 
     fn remove(&mut self, slot: usize) {
         let f = self.freq[slot];
-        let b = self.buckets.entry(f).or_default();
+        let b = &mut self.buckets[f as usize];
         self.chains.unlink(b, slot);
         if f == self.min_freq && b.is_empty() {
             self.raise_min();
@@ -89,6 +91,8 @@ impl<L: Link> EvictionPolicy for Lfu<L> {
     }
 
     fn meta_bytes(&self) -> usize {
-        self.chains.meta_bytes() + self.freq.capacity() * 4 + self.buckets.capacity() * 24
+        self.chains.meta_bytes()
+            + self.freq.capacity() * 4
+            + self.buckets.capacity() * std::mem::size_of::<Ends<L>>()
     }
 }
