@@ -329,6 +329,50 @@ impl Ghost {
 mod tests {
     use super::*;
 
+    /// A ghost, hashed or indexed, is a FIFO of distinct keys that forgets
+    /// its oldest past `cap`: checked against a plain queue after every
+    /// add, remove and pop.
+    #[test]
+    fn ghosts_are_bounded_queues_of_distinct_keys() {
+        for cap in [0usize, 1, 3, 50] {
+            for dense in [false, true] {
+                let mut g = Ghost::new(cap);
+                if dense {
+                    g.dense_keys(120);
+                }
+                let mut model = std::collections::VecDeque::<u64>::new();
+                let mut x = 7 + cap as u64;
+                for step in 0..20_000 {
+                    x = crate::init::mix64(x);
+                    let key = (x >> 8) % 120;
+                    match x % 6 {
+                        0..=2 => {
+                            g.add(key);
+                            if cap > 0 && !model.contains(&key) {
+                                model.push_back(key);
+                                if model.len() > cap {
+                                    model.pop_front();
+                                }
+                            }
+                        }
+                        3 | 4 => {
+                            let at = model.iter().position(|&k| k == key);
+                            if let Some(i) = at {
+                                model.remove(i);
+                            }
+                            assert_eq!(g.remove(key), at.is_some(), "remove {key} at {step}");
+                        }
+                        _ => assert_eq!(g.pop_oldest(), model.pop_front(), "pop at {step}"),
+                    }
+                    assert_eq!(g.len(), model.len(), "len at {step}");
+                    for k in 0..120 {
+                        assert_eq!(g.contains(k), model.contains(&k), "{k} at {step}");
+                    }
+                }
+            }
+        }
+    }
+
     /// A ghost that indexes keys answers every operation as one that
     /// hashes them, including one switched to indexing midway (with keys
     /// remembered) and one whose key space grows later.

@@ -96,3 +96,46 @@ impl<L: Link> EvictionPolicy for Lfu<L> {
             + self.buckets.capacity() * std::mem::size_of::<Ends<L>>()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// LFU evicts as a plain model does: the lowest frequency, oldest
+    /// arrival at it first; slots removed at random on the way.
+    #[test]
+    fn evicts_the_oldest_of_the_lowest_frequency() {
+        let cap = 40;
+        let mut lfu = Lfu::<u32>::new(cap);
+        // Per slot: (frequency, when it reached it), or None if free.
+        let mut model: Vec<Option<(u32, u64)>> = vec![None; cap];
+        let mut x = 11u64;
+        for now in 0..50_000u64 {
+            x = crate::init::mix64(x);
+            let slot = (x >> 8) as usize % cap;
+            let Some((f, _)) = model[slot] else {
+                lfu.insert(slot, 0);
+                model[slot] = Some((1, now));
+                continue;
+            };
+            match x % 7 {
+                0 => {
+                    lfu.remove(slot);
+                    model[slot] = None;
+                }
+                1 => {
+                    let (_, _, want) = (0..cap)
+                        .filter_map(|s| model[s].map(|(f, t)| (f, t, s)))
+                        .min()
+                        .expect("a slot is held");
+                    assert_eq!(lfu.evict(), want, "evict at {now}");
+                    model[want] = None;
+                }
+                _ => {
+                    lfu.hit(slot);
+                    model[slot] = Some((f + 1, now));
+                }
+            }
+        }
+    }
+}
