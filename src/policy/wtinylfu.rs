@@ -27,8 +27,14 @@ use super::{EvictionPolicy, Link};
 #[derive(Debug, Clone)]
 struct Sketch {
     counters: Vec<u32>,
-    hashes: u32,
+    /// `⌊(2^64 - 1) / m⌋ + 1` for `m` counters: `x mod m` by two multiplies
+    /// (Lemire, Kaser, Kurz, "Faster remainder by direct computation", 2019;
+    /// exact for every 32-bit `x` and `m`).
+    m_inv: u64,
 }
+
+/// The sketch's counters per key at its 0.001 error (`⌈ln 2 · bpe⌉`).
+const HASHES: usize = 10;
 
 impl Sketch {
     // libCacheSim's literals (not std's LN_2), to reproduce its sizing exactly.
@@ -40,9 +46,13 @@ impl Sketch {
         if m < hashes {
             m = hashes * 2;
         }
+        assert_eq!(
+            hashes as usize, HASHES,
+            "the error fixes the counters per key"
+        );
         Sketch {
             counters: vec![0; m as usize],
-            hashes,
+            m_inv: (u64::MAX / m as u64).wrapping_add(1),
         }
     }
 
@@ -58,17 +68,22 @@ impl Sketch {
     }
 
     /// The counter positions of the key hashed to `h` ([`Sketch::hash`]):
-    /// `hashes` of them.
+    /// `(a + i·b) mod m` for `i` below [`HASHES`], in u32 arithmetic.
     #[inline]
-    fn positions(&self, h: u64) -> impl Iterator<Item = usize> + Clone {
+    fn positions(&self, h: u64) -> [usize; HASHES] {
         let (a, b) = ((h >> 32) as u32, h as u32);
-        let m = self.counters.len() as u32;
-        (0..self.hashes).map(move |i| (a.wrapping_add(i.wrapping_mul(b)) % m) as usize)
+        let m = self.counters.len() as u64;
+        std::array::from_fn(|i| {
+            let x = a.wrapping_add((i as u32).wrapping_mul(b));
+            let low = self.m_inv.wrapping_mul(x as u64);
+            ((low as u128 * m as u128) >> 64) as usize
+        })
     }
 
     fn estimate(&self, h: u64) -> u32 {
         self.positions(h)
-            .map(|x| self.counters[x])
+            .iter()
+            .map(|&x| self.counters[x])
             .min()
             .unwrap_or(u32::MAX)
     }
@@ -77,13 +92,7 @@ impl Sketch {
     /// that repeats is counted again), unless one is saturated.
     fn add(&mut self, h: u64) {
         let pos = self.positions(h);
-        if pos
-            .clone()
-            .map(|x| self.counters[x])
-            .min()
-            .unwrap_or(u32::MAX)
-            < u32::MAX
-        {
+        if pos.iter().all(|&x| self.counters[x] < u32::MAX) {
             for x in pos {
                 self.counters[x] += 1;
             }
