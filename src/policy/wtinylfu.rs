@@ -71,8 +71,14 @@ impl Sketch {
     /// `(a + i·b) mod m` for `i` below [`HASHES`], in u32 arithmetic.
     #[inline]
     fn positions(&self, h: u64) -> [usize; HASHES] {
+        self.positions_mod(h, self.counters.len() as u32)
+    }
+
+    /// [`Sketch::positions`] for `m` counters, `m_inv` being `m`'s.
+    #[inline]
+    fn positions_mod(&self, h: u64, m: u32) -> [usize; HASHES] {
         let (a, b) = ((h >> 32) as u32, h as u32);
-        let m = self.counters.len() as u64;
+        let m = m as u64;
         std::array::from_fn(|i| {
             let x = a.wrapping_add((i as u32).wrapping_mul(b));
             let low = self.m_inv.wrapping_mul(x as u64);
@@ -236,5 +242,41 @@ impl<L: Link> EvictionPolicy for WTinyLfu<L> {
             + self.in_window.capacity()
             + self.hashes.capacity() * 8
             + self.sketch.counters.capacity() * 4
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The positions by multiply equal libCacheSim's `(a + i·b) % m`, for
+    /// sketches of every size class, the smallest and the largest included.
+    #[test]
+    fn positions_are_the_remainders_of_division() {
+        let mut x = 5u64;
+        for m in [
+            2u32,
+            3,
+            7,
+            20,
+            1000,
+            14_379,
+            1 << 20,
+            10_063_771,
+            i32::MAX as u32,
+        ] {
+            let sketch = Sketch {
+                counters: Vec::new(),
+                m_inv: (u64::MAX / m as u64).wrapping_add(1),
+            };
+            for _ in 0..2000 {
+                x = crate::init::mix64(x);
+                let (a, b) = ((x >> 32) as u32, x as u32);
+                let want: Vec<usize> = (0..HASHES as u32)
+                    .map(|i| (a.wrapping_add(i.wrapping_mul(b)) % m) as usize)
+                    .collect();
+                assert_eq!(sketch.positions_mod(x, m).to_vec(), want, "m {m}, h {x:#x}");
+            }
+        }
     }
 }
