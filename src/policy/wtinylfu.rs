@@ -33,6 +33,11 @@ struct Sketch {
     m_inv: u64,
 }
 
+/// `m`'s inverse for [`Sketch::positions_mod`]: `⌊(2^64 - 1) / m⌋ + 1`.
+fn inverse(m: u32) -> u64 {
+    (u64::MAX / m as u64).wrapping_add(1)
+}
+
 /// The sketch's counters per key at its 0.001 error (`⌈ln 2 · bpe⌉`).
 const HASHES: usize = 10;
 
@@ -52,7 +57,7 @@ impl Sketch {
         );
         Sketch {
             counters: vec![0; m as usize],
-            m_inv: (u64::MAX / m as u64).wrapping_add(1),
+            m_inv: inverse(m),
         }
     }
 
@@ -267,7 +272,7 @@ mod tests {
         ] {
             let sketch = Sketch {
                 counters: Vec::new(),
-                m_inv: (u64::MAX / m as u64).wrapping_add(1),
+                m_inv: inverse(m),
             };
             for _ in 0..2000 {
                 x = crate::init::mix64(x);
