@@ -6,7 +6,9 @@
 //! snapshot checkpoint syncs and commits: `Ssd::merge_pause`), and then rests as long as
 //! the chunk took while the log is at most half full, less and less up to
 //! three quarters (`RowLog::merge_rest`), so that training keeps at least
-//! half of the disk and of the lock until the log runs short. A row
+//! half of the disk and of the lock until the log runs short; while a
+//! snapshot checkpoint writes, it waits for it unless the log runs short
+//! (`DiskShare::wait_for_first`). A row
 //! written home from its log copy keeps a `MERGED` entry, and the log is
 //! not stale for it: checkpoints during the pass commit the log as it is.
 //! The checkpoint after the pass moves the log's start past the pass's
@@ -68,11 +70,18 @@ impl Store {
 /// the store's [`DiskShare`](crate::io::pace::DiskShare): while the pass is
 /// not behind (a full rest), it also waits for a snapshot checkpoint's
 /// rests, so that the two writers together leave training half of the
-/// disk; once it must catch up, it sleeps its own rest only, and the
-/// checkpoint waits for it instead.
+/// disk; once it must catch up, it sleeps its own rest only.
+///
+/// Then, while a snapshot checkpoint writes, it waits for the checkpoint
+/// to end as long as the log has room (below three quarters full, where
+/// the pass still rests at all): the checkpoint then has the writers'
+/// share of the disk to itself, and shares it with a pass that catches up
+/// only when the log runs short.
 fn merge_rest(ssd: &Ssd, work: Duration) {
     let r = ssd.log().merge_rest();
     ssd.disk_share().rest(work.mul_f64(r), r >= 1.0);
+    ssd.disk_share()
+        .wait_for_first(|| ssd.log().merge_rest() > 0.0);
 }
 
 /// One pass over the log's blocks as they are when it begins: every

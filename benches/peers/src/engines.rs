@@ -304,6 +304,11 @@ impl Embtier {
         {
             c.ssd.row_log = Some(embtier::ByteSize(mib << 20));
         }
+        // `EMBTIER_PEERS_WARM_ROWS=0`: an experiment without the hot rows'
+        // copy (`[ssd] warm_rows` off), else embtier's default.
+        if std::env::var("EMBTIER_PEERS_WARM_ROWS").is_ok_and(|v| v == "0") {
+            c.ssd.warm_rows = false;
+        }
         // An experiment's `[ssd] checkpoint_rest`, else embtier's default.
         if let Some(rest) = std::env::var("EMBTIER_PEERS_CHECKPOINT_REST")
             .ok()
