@@ -1,5 +1,6 @@
-//! The row log's background merge: once the log is more than half full, a
-//! thread writes its rows home between checkpoints, so the checkpoint
+//! The row log's background merge: once the log is more than
+//! `[ssd] merge_start` full (most tests here set half, the default is a
+//! quarter), a thread writes its rows home between checkpoints, so the checkpoint
 //! after it moves the log's start past them and merges nothing; every row
 //! keeps its newest value, in memory and across reopens.
 
@@ -16,16 +17,24 @@ const ROWS: u64 = 20_000;
 /// Rows the test logs before the merge; those above are updated during it.
 const LOGGED: u64 = 15_000;
 
+/// Passes begin once the log is more than half full.
 fn cfg(background: bool) -> StoreConfig {
     cfg_listing(background, StoreConfig::default().ssd.merge_list_rows)
 }
 
 /// [`cfg`], with merges listing `list_rows` logged rows at once.
 fn cfg_listing(background: bool, list_rows: usize) -> StoreConfig {
+    cfg_starting(background, list_rows, 0.5)
+}
+
+/// [`cfg_listing`], with passes beginning once the log is more than
+/// `start` full.
+fn cfg_starting(background: bool, list_rows: usize, start: f64) -> StoreConfig {
     let mut c = StoreConfig::builder()
         .table(TableConfig::new("t", ROWS, DIM as u32).init(Init::Zeros))
         .dram_capacity(128 << 10)
         .merge_list_rows(list_rows)
+        .merge_start(start)
         .build();
     c.ssd.row_log = Some(embtier::ByteSize(256 * 4096));
     c.ssd.merge_in_background = background;
@@ -71,7 +80,17 @@ fn check(s: &Store, model: &HashMap<u64, f32>, when: &str) {
 
 #[test]
 fn a_background_merge_leaves_the_checkpoint_little_to_merge() {
-    background_merge(cfg(true));
+    background_merge(cfg(true), 0.5);
+}
+
+/// With the default start, a pass begins once the log is past a quarter
+/// full, and merges every row then logged.
+#[test]
+fn a_pass_begins_once_the_log_is_past_its_start() {
+    let start = StoreConfig::default().ssd.merge_start;
+    assert_eq!(start, 0.25);
+    let list = StoreConfig::default().ssd.merge_list_rows;
+    background_merge(cfg_starting(true, list, start), start);
 }
 
 /// The same with merges listing 300 logged rows at a time: the thread
@@ -80,19 +99,23 @@ fn a_background_merge_leaves_the_checkpoint_little_to_merge() {
 /// value.
 #[test]
 fn a_background_merge_in_ranges_of_ids_merges_every_row() {
-    background_merge(cfg_listing(true, 300));
+    background_merge(cfg_listing(true, 300), 0.5);
 }
 
-fn background_merge(cfg: StoreConfig) {
+/// Rows logged until the log is more than `start` full (the config's
+/// `merge_start`), merged by the thread while other rows are updated,
+/// then the checkpoint after the pass frees its blocks.
+fn background_merge(cfg: StoreConfig, start: f64) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
     let s = Store::create(&path, cfg).unwrap();
     let mut model = HashMap::new();
     let mut rng = Rng(11);
     // Scattered rows written back to the log by checkpoints until it is
-    // more than half full.
+    // more than `start` full.
     let mut round = 0;
-    while s.stats().row_log_used_blocks * 2 <= 256 {
+    let at = (start * 256.0) as u64;
+    while s.stats().row_log_used_blocks <= at {
         round += 1;
         let ids: Vec<u64> = (0..400).map(|_| rng.below(LOGGED)).collect();
         let v = round as f32;
@@ -105,7 +128,7 @@ fn background_merge(cfg: StoreConfig) {
     }
     // The thread merges while lookups and updates (of other rows) go on.
     let before = logged(&s);
-    assert!(before > 2000, "{before} rows logged");
+    assert!(before as f64 > 4000.0 * start, "{before} rows logged");
     let merged = |s: &Store| s.stats().table("t").unwrap().ssd.log_rows_merged;
     let t0 = Instant::now();
     let mut i = 0;
@@ -133,7 +156,7 @@ fn background_merge(cfg: StoreConfig) {
     // (the updates above that its flush appends).
     let c = checkpoint_after_the_pass(&s);
     assert!(
-        c.row_log_blocks_freed > 128 && c.row_log_blocks < 64,
+        c.row_log_blocks_freed > at && c.row_log_blocks < 64,
         "the pass's blocks were freed, the rest kept: {c:?}"
     );
     // Given back to the file system, piece by piece, every block of them
@@ -193,10 +216,12 @@ fn checkpoint_merge(cfg: StoreConfig) {
 /// Rows of the table in which a background pass spans many chunks.
 const BIG_ROWS: u64 = 2_000_000;
 
+/// Passes begin once the log is more than half full.
 fn big_cfg() -> StoreConfig {
     let mut c = StoreConfig::builder()
         .table(TableConfig::new("t", BIG_ROWS, DIM as u32).init(Init::Zeros))
         .dram_capacity(128 << 10)
+        .merge_start(0.5)
         .build();
     c.ssd.row_log = Some(embtier::ByteSize(256 * 4096));
     c

@@ -314,6 +314,13 @@ impl StoreConfigBuilder {
         self
     }
 
+    /// How full the row log is when a background merge pass begins
+    /// ([`SsdConfig::merge_start`]).
+    pub fn merge_start(mut self, fraction: f64) -> Self {
+        self.cfg.ssd.merge_start = fraction;
+        self
+    }
+
     /// Live logged rows a merge lists at once
     /// ([`SsdConfig::merge_list_rows`]).
     pub fn merge_list_rows(mut self, rows: usize) -> Self {
@@ -392,6 +399,12 @@ impl StoreConfig {
         if !rest.is_finite() || !(0.0..=100.0).contains(&rest) {
             return Err(Error::config(format!(
                 "ssd.checkpoint_rest {rest} must be between 0 and 100"
+            )));
+        }
+        let start = self.ssd.merge_start;
+        if !start.is_finite() || start <= 0.0 || start > 0.75 {
+            return Err(Error::config(format!(
+                "ssd.merge_start {start} must be more than 0 and at most 0.75"
             )));
         }
         if self.ssd.merge_list_rows == 0 {

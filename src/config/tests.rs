@@ -207,6 +207,31 @@ fn a_checkpoint_rest_out_of_range_is_refused() {
 }
 
 #[test]
+fn a_merge_start_out_of_range_is_refused() {
+    for bad in [0.0, -0.1, 0.76, 1.0, f64::NAN, f64::INFINITY] {
+        let cfg = StoreConfig::builder()
+            .table(TableConfig::new("a", 1000, 4))
+            .merge_start(bad)
+            .build();
+        let e = cfg.plan().unwrap_err().to_string();
+        assert!(e.contains("ssd.merge_start"), "{bad}: {e}");
+    }
+    for good in [0.01, 0.25, 0.5, 0.75] {
+        let cfg = StoreConfig::builder()
+            .table(TableConfig::new("a", 1000, 4))
+            .merge_start(good)
+            .build();
+        cfg.plan().unwrap();
+    }
+    assert_eq!(StoreConfig::default().ssd.merge_start, 0.25);
+    let toml: StoreConfig = toml::from_str(
+        "[ssd]\nmerge_start = 0.5\n[[tables]]\nname = \"a\"\nrows = 1000\ndim = 4\n",
+    )
+    .unwrap();
+    assert_eq!(toml.ssd.merge_start, 0.5);
+}
+
+#[test]
 fn tier_too_small_is_an_error() {
     let cfg = StoreConfig::builder()
         .table(TableConfig::new("a", 1000, 128))

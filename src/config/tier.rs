@@ -137,7 +137,7 @@ pub struct SsdConfig {
     #[serde(default = "default_true")]
     pub cold_fill: bool,
     /// Merge the row log in the background: once it is more than half
-    /// full, a thread writes its rows home a chunk at a time (at most half
+    /// full (`merge_start`), a thread writes its rows home a chunk at a time (at most half
     /// the time while the log is at most half full, the rest left to
     /// training; more as it fills towards three quarters). Checkpoints
     /// during the pass commit the log as it is; the first one after it
@@ -193,10 +193,24 @@ pub struct SsdConfig {
     /// of MiB to write at once). Default 1.0.
     #[serde(default = "default_checkpoint_rest")]
     pub checkpoint_rest: f64,
+    /// How full the row log is, as a fraction of its blocks, when the
+    /// background merge begins a pass (`merge_in_background`). The pass
+    /// takes the log as it is then, and while it runs training appends
+    /// about as much again, so a pass begun at half full ran the log to
+    /// three quarters, where it writes at the disk's full rate and a
+    /// checkpoint meanwhile leaves training little. Begun at a quarter,
+    /// passes are shorter and more frequent and stay in their resting
+    /// regime. Default 0.25; more than 0 and at most 0.75.
+    #[serde(default = "default_merge_start")]
+    pub merge_start: f64,
 }
 
 fn default_checkpoint_rest() -> f64 {
     1.0
+}
+
+fn default_merge_start() -> f64 {
+    0.25
 }
 
 fn default_merge_list_rows() -> usize {
@@ -241,6 +255,7 @@ impl Default for SsdConfig {
             merge_scan: true,
             snapshot_checkpoints: true,
             checkpoint_rest: default_checkpoint_rest(),
+            merge_start: default_merge_start(),
         }
     }
 }

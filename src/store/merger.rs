@@ -1,5 +1,6 @@
 //! The background merge of the row log (`[ssd] merge_in_background`):
-//! once the log is more than half full, a thread writes home every row
+//! once the log is more than a quarter full (`[ssd] merge_start`), a
+//! thread writes home every row
 //! whose newest copy is in the log as it stood when the pass began, table
 //! by table in place order, one chunk at a time, each under the store's
 //! shared gate and the table's write-back lock (and never while a
@@ -44,6 +45,7 @@ impl Store {
         let ssd = Arc::clone(&self.ssd);
         let tables: Vec<Arc<Table>> = self.tables.iter().map(Arc::clone).collect();
         let scan = self.config.ssd.merge_scan;
+        let start = self.config.ssd.merge_start;
         let w = Worker::spawn(
             &self.dir,
             "embtier-merge",
@@ -59,7 +61,7 @@ impl Store {
             },
         )?;
         if let Some(t) = w.thread() {
-            self.ssd.log().set_merger(t.clone());
+            self.ssd.log().set_merger(t.clone(), start);
         }
         *self.merger.lock() = Some(w);
         Ok(())

@@ -104,9 +104,10 @@ pub(crate) struct RowLog {
     /// Live logged rows a merge lists at once (`[ssd] merge_list_rows`).
     pub merge_list_rows: usize,
     state: Mutex<LogState>,
-    /// The background merge's thread, woken when an append takes the log
-    /// past half full.
-    merger: Mutex<Option<std::thread::Thread>>,
+    /// The background merge's thread and the fill at which it begins a
+    /// pass (`[ssd] merge_start`): woken when an append takes the log past
+    /// that fill.
+    merger: Mutex<Option<(std::thread::Thread, f64)>>,
 }
 
 /// Positions in the log count blocks appended since open from the ring
@@ -178,9 +179,11 @@ impl RowLog {
         }
     }
 
-    /// Wake `t` when an append takes the log past half full.
-    pub fn set_merger(&self, t: std::thread::Thread) {
-        *self.merger.lock() = Some(t);
+    /// `t` merges in the background, beginning a pass once the log is
+    /// more than `start` full (a fraction of its blocks): wake it when an
+    /// append takes the log past that ([`RowLog::wants_merge`]).
+    pub fn set_merger(&self, t: std::thread::Thread, start: f64) {
+        *self.merger.lock() = Some((t, start));
     }
 
     /// Reserve up to `n` contiguous ring blocks for an append: the first
@@ -199,8 +202,9 @@ impl RowLog {
         }
         let before = st.len();
         st.end += got;
-        if before * 2 <= st.ring && st.len() * 2 > st.ring {
-            if let Some(t) = &*self.merger.lock() {
+        if let Some((t, start)) = &*self.merger.lock() {
+            let past = |n: u64| n as f64 > start * st.ring as f64;
+            if !past(before) && past(st.len()) {
                 t.unpark();
             }
         }
@@ -226,13 +230,14 @@ impl RowLog {
         st.stale = true;
     }
 
-    /// Whether the log wants merging: it holds stale or uncommittable
-    /// copies, or is more than half full. Without the background merge,
-    /// the next checkpoint merges when this holds; with it, this wakes the
-    /// merge thread, and [`RowLog::checkpoint_merges`] decides.
+    /// Whether the background merge should begin a pass: the log holds
+    /// stale or uncommittable copies, or is more than its merger's start
+    /// full ([`RowLog::set_merger`]; half full without one). Checkpoints
+    /// decide their own merges ([`RowLog::checkpoint_merges`]).
     pub fn wants_merge(&self) -> bool {
+        let start = self.merger.lock().as_ref().map_or(0.5, |m| m.1);
         let st = self.state.lock();
-        st.len() > 0 && (st.stale || st.closed || st.len() * 2 > st.ring)
+        st.len() > 0 && (st.stale || st.closed || st.len() as f64 > start * st.ring as f64)
     }
 
     /// Whether a checkpoint should merge every logged row into the tables
