@@ -1,6 +1,6 @@
 //! The row log's background merge: once the log is more than
-//! `[ssd] merge_start` full (most tests here set half, the default is a
-//! quarter), a thread writes its rows home between checkpoints, so the checkpoint
+//! `[ssd] merge_start` full (half, the default, in most tests here), a
+//! thread writes its rows home between checkpoints, so the checkpoint
 //! after it moves the log's start past them and merges nothing; every row
 //! keeps its newest value, in memory and across reopens.
 
@@ -83,12 +83,12 @@ fn a_background_merge_leaves_the_checkpoint_little_to_merge() {
     background_merge(cfg(true), 0.5);
 }
 
-/// With the default start, a pass begins once the log is past a quarter
-/// full, and merges every row then logged.
+/// With `merge_start` at a quarter, a pass begins once the log is past a
+/// quarter full (before the half the other tests fill to), and merges
+/// every row then logged.
 #[test]
 fn a_pass_begins_once_the_log_is_past_its_start() {
-    let start = StoreConfig::default().ssd.merge_start;
-    assert_eq!(start, 0.25);
+    let start = 0.25;
     let list = StoreConfig::default().ssd.merge_list_rows;
     background_merge(cfg_starting(true, list, start), start);
 }

@@ -223,7 +223,7 @@ fn a_merge_start_out_of_range_is_refused() {
             .build();
         cfg.plan().unwrap();
     }
-    assert_eq!(StoreConfig::default().ssd.merge_start, 0.25);
+    assert_eq!(StoreConfig::default().ssd.merge_start, 0.5);
     let toml: StoreConfig = toml::from_str(
         "[ssd]\nmerge_start = 0.5\n[[tables]]\nname = \"a\"\nrows = 1000\ndim = 4\n",
     )

@@ -195,12 +195,10 @@ pub struct SsdConfig {
     pub checkpoint_rest: f64,
     /// How full the row log is, as a fraction of its blocks, when the
     /// background merge begins a pass (`merge_in_background`). The pass
-    /// takes the log as it is then, and while it runs training appends
-    /// about as much again, so a pass begun at half full ran the log to
-    /// three quarters, where it writes at the disk's full rate and a
-    /// checkpoint meanwhile leaves training little. Begun at a quarter,
-    /// passes are shorter and more frequent and stay in their resting
-    /// regime. Default 0.25; more than 0 and at most 0.75.
+    /// takes the log as it is then. Lower, passes begin sooner and find
+    /// fewer rows rewritten since (more to write home); higher, the log
+    /// has less room left for what training appends during the pass.
+    /// Default 0.5; more than 0 and at most 0.75.
     #[serde(default = "default_merge_start")]
     pub merge_start: f64,
 }
@@ -210,7 +208,7 @@ fn default_checkpoint_rest() -> f64 {
 }
 
 fn default_merge_start() -> f64 {
-    0.25
+    0.5
 }
 
 fn default_merge_list_rows() -> usize {

@@ -21,52 +21,13 @@ const MAX_CHUNK: Duration = Duration::from_millis(100);
 /// others'. Two writers that each rest as long as they write then still
 /// leave training half of the disk together, where resting on their own
 /// they could take all of it between them.
-///
-/// A snapshot checkpoint also goes first: while one writes
-/// ([`DiskShare::first`]), the background merge waits between its chunks
-/// ([`DiskShare::wait_for_first`]) as long as its log has room, so that a
-/// checkpoint never shares the disk with a pass that catches up.
 #[derive(Debug, Default)]
 pub(crate) struct DiskShare {
     /// When the rests owed so far end (`None`: nothing owed yet).
     free_at: parking_lot::Mutex<Option<Instant>>,
-    /// Writers that go first, now writing.
-    first: std::sync::atomic::AtomicUsize,
 }
-
-/// A writer that goes first, while it lives ([`DiskShare::first`]).
-#[derive(Debug)]
-pub(crate) struct First<'a>(&'a DiskShare);
-
-impl Drop for First<'_> {
-    fn drop(&mut self) {
-        self.0
-            .first
-            .fetch_sub(1, std::sync::atomic::Ordering::Release);
-    }
-}
-
-/// How often a writer waiting for one that goes first looks again.
-const FIRST_POLL: Duration = Duration::from_millis(5);
 
 impl DiskShare {
-    /// This writer goes first until the guard drops: writers that yield
-    /// wait meanwhile ([`DiskShare::wait_for_first`]).
-    pub(crate) fn first(&self) -> First<'_> {
-        self.first.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        First(self)
-    }
-
-    /// Wait while a writer that goes first writes and `keep_waiting` says
-    /// so (asked again every few milliseconds). Returns the time waited.
-    pub(crate) fn wait_for_first(&self, keep_waiting: impl Fn() -> bool) -> Duration {
-        let began = Instant::now();
-        while self.first.load(std::sync::atomic::Ordering::Acquire) > 0 && keep_waiting() {
-            std::thread::sleep(FIRST_POLL);
-        }
-        began.elapsed()
-    }
-
     /// A chunk of work just ended, owing `rest` of quiet time: add it to
     /// the rests owed, and sleep until they have all passed (`all`), or
     /// for this rest alone (a writer that must catch up: the others then
@@ -302,27 +263,6 @@ mod tests {
         // ...but owes it after them.
         let owed = share.free_at.lock().unwrap() - t;
         assert!(owed >= Duration::from_millis(10_005), "{owed:?}");
-
-        // A writer that yields waits while one that goes first writes, and
-        // no longer than it does...
-        let share = Arc::new(DiskShare::default());
-        assert!(share.wait_for_first(|| true) < Duration::from_secs(1));
-        let t = Instant::now();
-        let waited = std::thread::scope(|s| {
-            let first = share.first();
-            let waiter = s.spawn(|| share.wait_for_first(|| true));
-            std::thread::sleep(Duration::from_millis(50));
-            drop(first);
-            waiter.join().unwrap()
-        });
-        assert!(waited >= Duration::from_millis(50), "{waited:?}");
-        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
-        // ...nor once it says to stop waiting (its log ran short).
-        let _first = share.first();
-        let asked = std::sync::atomic::AtomicUsize::new(0);
-        share.wait_for_first(|| asked.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < 3);
-        assert_eq!(asked.into_inner(), 4);
-        drop(_first);
 
         // A shared pacer at rest 0 never waits for the others.
         let share = Arc::new(DiskShare::default());

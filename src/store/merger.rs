@@ -1,15 +1,13 @@
 //! The background merge of the row log (`[ssd] merge_in_background`):
-//! once the log is more than a quarter full (`[ssd] merge_start`), a
-//! thread writes home every row
-//! whose newest copy is in the log as it stood when the pass began, table
+//! once the log is more than half full (`[ssd] merge_start`), a thread
+//! writes home every row whose newest copy is in the log as it stood when
+//! the pass began, table
 //! by table in place order, one chunk at a time, each under the store's
 //! shared gate and the table's write-back lock (and never while a
 //! snapshot checkpoint syncs and commits: `Ssd::merge_pause`), and then rests as long as
 //! the chunk took while the log is at most half full, less and less up to
 //! three quarters (`RowLog::merge_rest`), so that training keeps at least
-//! half of the disk and of the lock until the log runs short; while a
-//! snapshot checkpoint writes, it waits for it unless the log runs short
-//! (`DiskShare::wait_for_first`). A row
+//! half of the disk and of the lock until the log runs short. A row
 //! written home from its log copy keeps a `MERGED` entry, and the log is
 //! not stale for it: checkpoints during the pass commit the log as it is.
 //! The checkpoint after the pass moves the log's start past the pass's
@@ -72,18 +70,11 @@ impl Store {
 /// the store's [`DiskShare`](crate::io::pace::DiskShare): while the pass is
 /// not behind (a full rest), it also waits for a snapshot checkpoint's
 /// rests, so that the two writers together leave training half of the
-/// disk; once it must catch up, it sleeps its own rest only.
-///
-/// Then, while a snapshot checkpoint writes, it waits for the checkpoint
-/// to end as long as the log has room (below three quarters full, where
-/// the pass still rests at all): the checkpoint then has the writers'
-/// share of the disk to itself, and shares it with a pass that catches up
-/// only when the log runs short.
+/// disk; once it must catch up, it sleeps its own rest only, and the
+/// checkpoint waits for it instead.
 fn merge_rest(ssd: &Ssd, work: Duration) {
     let r = ssd.log().merge_rest();
     ssd.disk_share().rest(work.mul_f64(r), r >= 1.0);
-    ssd.disk_share()
-        .wait_for_first(|| ssd.log().merge_rest() > 0.0);
 }
 
 /// One pass over the log's blocks as they are when it begins: every

@@ -808,9 +808,6 @@ impl CheckpointInProgress<'_> {
         let done = match self.state {
             Begun::Writing(mut snap) => {
                 self.store.ssd.set_holder(None);
-                // Its writes, hot rows and punches go before the
-                // background merge's while the log has room.
-                let _first = self.store.ssd.disk_share().first();
                 match self.store.finish_snapshot(&snap) {
                     Ok(mut done) => {
                         // Training writes again from here; the hot rows
