@@ -33,9 +33,22 @@ struct Sketch {
     m_inv: u64,
 }
 
-/// `m`'s inverse for [`Sketch::positions_mod`]: `⌊(2^64 - 1) / m⌋ + 1`.
+/// `m`'s inverse for [`positions`]: `⌊(2^64 - 1) / m⌋ + 1`.
 fn inverse(m: u32) -> u64 {
     (u64::MAX / m as u64).wrapping_add(1)
+}
+
+/// The counter positions `(a + i·b) mod m` (u32 arithmetic) of the key
+/// hashed to `h` ([`Sketch::hash`]) in a sketch of `m` counters, whose
+/// [`inverse`] is `m_inv`.
+#[inline]
+fn positions(h: u64, m: u32, m_inv: u64) -> [usize; HASHES] {
+    let (a, b) = ((h >> 32) as u32, h as u32);
+    std::array::from_fn(|i| {
+        let x = a.wrapping_add((i as u32).wrapping_mul(b));
+        let low = m_inv.wrapping_mul(x as u64);
+        ((low as u128 * m as u128) >> 64) as usize
+    })
 }
 
 /// The sketch's counters per key at its 0.001 error (`⌈ln 2 · bpe⌉`).
@@ -76,19 +89,7 @@ impl Sketch {
     /// `(a + i·b) mod m` for `i` below [`HASHES`], in u32 arithmetic.
     #[inline]
     fn positions(&self, h: u64) -> [usize; HASHES] {
-        self.positions_mod(h, self.counters.len() as u32)
-    }
-
-    /// [`Sketch::positions`] for `m` counters, `m_inv` being `m`'s.
-    #[inline]
-    fn positions_mod(&self, h: u64, m: u32) -> [usize; HASHES] {
-        let (a, b) = ((h >> 32) as u32, h as u32);
-        let m = m as u64;
-        std::array::from_fn(|i| {
-            let x = a.wrapping_add((i as u32).wrapping_mul(b));
-            let low = self.m_inv.wrapping_mul(x as u64);
-            ((low as u128 * m as u128) >> 64) as usize
-        })
+        positions(h, self.counters.len() as u32, self.m_inv)
     }
 
     fn estimate(&self, h: u64) -> u32 {
@@ -270,17 +271,17 @@ mod tests {
             10_063_771,
             i32::MAX as u32,
         ] {
-            let sketch = Sketch {
-                counters: Vec::new(),
-                m_inv: inverse(m),
-            };
             for _ in 0..2000 {
                 x = crate::init::mix64(x);
                 let (a, b) = ((x >> 32) as u32, x as u32);
                 let want: Vec<usize> = (0..HASHES as u32)
                     .map(|i| (a.wrapping_add(i.wrapping_mul(b)) % m) as usize)
                     .collect();
-                assert_eq!(sketch.positions_mod(x, m).to_vec(), want, "m {m}, h {x:#x}");
+                assert_eq!(
+                    positions(x, m, inverse(m)).to_vec(),
+                    want,
+                    "m {m}, h {x:#x}"
+                );
             }
         }
     }
