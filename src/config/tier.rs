@@ -136,10 +136,11 @@ pub struct SsdConfig {
     /// off to compare a run with a simulation exactly.
     #[serde(default = "default_true")]
     pub cold_fill: bool,
-    /// Merge the row log in the background: once it is more than half
-    /// full (`merge_start`), a thread writes its rows home a chunk at a time (at most half
-    /// the time while the log is at most half full, the rest left to
-    /// training; more as it fills towards three quarters). Checkpoints
+    /// Merge the row log in the background: once it is more than
+    /// `merge_start` full (half by default), a thread writes its rows home
+    /// a chunk at a time (at most half the time while the log is at most
+    /// half full, the rest left to training; more as it fills towards
+    /// three quarters). Checkpoints
     /// during the pass commit the log as it is; the first one after it
     /// moves the log's start past the pass's blocks, which appends then
     /// reuse: none merges unless the log reaches seven eighths full first.
@@ -207,7 +208,7 @@ fn default_checkpoint_rest() -> f64 {
     1.0
 }
 
-fn default_merge_start() -> f64 {
+pub(crate) fn default_merge_start() -> f64 {
     0.5
 }
 

@@ -232,10 +232,14 @@ impl RowLog {
 
     /// Whether the background merge should begin a pass: the log holds
     /// stale or uncommittable copies, or is more than its merger's start
-    /// full ([`RowLog::set_merger`]; half full without one). Checkpoints
+    /// full ([`RowLog::set_merger`]; the default start without one). Checkpoints
     /// decide their own merges ([`RowLog::checkpoint_merges`]).
     pub fn wants_merge(&self) -> bool {
-        let start = self.merger.lock().as_ref().map_or(0.5, |m| m.1);
+        let start = self
+            .merger
+            .lock()
+            .as_ref()
+            .map_or_else(crate::config::default_merge_start, |m| m.1);
         let st = self.state.lock();
         st.len() > 0 && (st.stale || st.closed || st.len() as f64 > start * st.ring as f64)
     }
