@@ -33,7 +33,6 @@ mod tier;
 pub use crate::io::IoEngineKind;
 pub use bytes::ByteSize;
 pub use table::{Init, Placement, RoundingMode, TableConfig};
-pub(crate) use tier::default_merge_start;
 pub use tier::{MemoryKind, SsdConfig, TierConfig, MAX_TIERS};
 
 /// `[dram]` of `store.toml`, the form written before tier lists (and still

@@ -208,7 +208,7 @@ fn default_checkpoint_rest() -> f64 {
     1.0
 }
 
-pub(crate) fn default_merge_start() -> f64 {
+fn default_merge_start() -> f64 {
     0.5
 }
 

@@ -43,7 +43,6 @@ impl Store {
         let ssd = Arc::clone(&self.ssd);
         let tables: Vec<Arc<Table>> = self.tables.iter().map(Arc::clone).collect();
         let scan = self.config.ssd.merge_scan;
-        let start = self.config.ssd.merge_start;
         let w = Worker::spawn(
             &self.dir,
             "embtier-merge",
@@ -59,7 +58,7 @@ impl Store {
             },
         )?;
         if let Some(t) = w.thread() {
-            self.ssd.log().set_merger(t.clone(), start);
+            self.ssd.log().set_merger(t.clone());
         }
         *self.merger.lock() = Some(w);
         Ok(())

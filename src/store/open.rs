@@ -333,6 +333,7 @@ impl Store {
                 log_capacity,
                 &superblock,
                 config.ssd.merge_list_rows,
+                config.ssd.merge_start,
             ),
         );
         let mut memory = open_tier_memory(dir, &config)?;

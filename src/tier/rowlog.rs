@@ -103,11 +103,13 @@ pub(crate) struct RowLog {
     pub capacity: u64,
     /// Live logged rows a merge lists at once (`[ssd] merge_list_rows`).
     pub merge_list_rows: usize,
+    /// The fill, as a fraction of the ring, past which the background
+    /// merge begins a pass (`[ssd] merge_start`).
+    pub merge_start: f64,
     state: Mutex<LogState>,
-    /// The background merge's thread and the fill at which it begins a
-    /// pass (`[ssd] merge_start`): woken when an append takes the log past
-    /// that fill.
-    merger: Mutex<Option<(std::thread::Thread, f64)>>,
+    /// The background merge's thread, woken when an append takes the log
+    /// past `merge_start`.
+    merger: Mutex<Option<std::thread::Thread>>,
 }
 
 /// Positions in the log count blocks appended since open from the ring
@@ -144,7 +146,7 @@ impl LogState {
 impl RowLog {
     /// The log of `capacity` blocks from data-file block `base`, as the
     /// superblock `sb` committed it; merges list `merge_list_rows` live rows
-    /// at once. A committed log keeps the ring it was written in (older
+    /// at once, and the background merge begins a pass past `merge_start`. A committed log keeps the ring it was written in (older
     /// versions' logs, which start at block 0 and do not wrap, a ring of at
     /// least their length) until it is emptied.
     pub fn new(
@@ -152,6 +154,7 @@ impl RowLog {
         capacity: u64,
         sb: &embtier_format::Superblock,
         merge_list_rows: usize,
+        merge_start: f64,
     ) -> RowLog {
         let capacity = capacity.min(MERGED as u64);
         let blocks = sb.rowlog_blocks;
@@ -165,6 +168,7 @@ impl RowLog {
             base,
             capacity,
             merge_list_rows: merge_list_rows.max(1),
+            merge_start,
             state: Mutex::new(LogState {
                 ring,
                 start,
@@ -179,11 +183,9 @@ impl RowLog {
         }
     }
 
-    /// `t` merges in the background, beginning a pass once the log is
-    /// more than `start` full (a fraction of its blocks): wake it when an
-    /// append takes the log past that ([`RowLog::wants_merge`]).
-    pub fn set_merger(&self, t: std::thread::Thread, start: f64) {
-        *self.merger.lock() = Some((t, start));
+    /// Wake `t` when an append takes the log past `merge_start`.
+    pub fn set_merger(&self, t: std::thread::Thread) {
+        *self.merger.lock() = Some(t);
     }
 
     /// Reserve up to `n` contiguous ring blocks for an append: the first
@@ -202,9 +204,9 @@ impl RowLog {
         }
         let before = st.len();
         st.end += got;
-        if let Some((t, start)) = &*self.merger.lock() {
-            let past = |n: u64| n as f64 > start * st.ring as f64;
-            if !past(before) && past(st.len()) {
+        let past = |n: u64| n as f64 > self.merge_start * st.ring as f64;
+        if !past(before) && past(st.len()) {
+            if let Some(t) = &*self.merger.lock() {
                 t.unpark();
             }
         }
@@ -231,17 +233,12 @@ impl RowLog {
     }
 
     /// Whether the background merge should begin a pass: the log holds
-    /// stale or uncommittable copies, or is more than its merger's start
-    /// full ([`RowLog::set_merger`]; the default start without one). Checkpoints
-    /// decide their own merges ([`RowLog::checkpoint_merges`]).
+    /// stale or uncommittable copies, or is more than `merge_start` full.
+    /// Checkpoints decide their own merges ([`RowLog::checkpoint_merges`]).
     pub fn wants_merge(&self) -> bool {
-        let start = self
-            .merger
-            .lock()
-            .as_ref()
-            .map_or_else(crate::config::default_merge_start, |m| m.1);
         let st = self.state.lock();
-        st.len() > 0 && (st.stale || st.closed || st.len() as f64 > start * st.ring as f64)
+        let past = st.len() as f64 > self.merge_start * st.ring as f64;
+        st.len() > 0 && (st.stale || st.closed || past)
     }
 
     /// Whether a checkpoint should merge every logged row into the tables
