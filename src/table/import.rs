@@ -54,16 +54,14 @@ impl Table {
             self.write_back(ssd)?;
         }
         let mut buf = self.wb_lock.lock();
-        let g = if n == 0 {
+        if n == 0 {
             return Ok(());
-        } else {
-            l.locate(start).group
-        };
+        }
         // Every group of the range journaled at once: one journal sync for
         // the call, where each chunk's write would sync its own (a bulk
         // load of fresh tables: one header block per 253 groups, no image).
         // Nothing is written yet if this fails.
-        let last = l.locate(end - 1).group;
+        let (g, last) = (l.locate(start).group, l.locate(end - 1).group);
         ssd.journal(e, &(g..=last).collect::<Vec<u64>>(), None)?;
         let mut stale = false;
         let mut freed = 0usize;
