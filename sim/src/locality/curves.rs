@@ -88,52 +88,116 @@ impl Markers {
 /// returns `(distance_counts, reuse_distance_hist, reuse_time_hist)` where
 /// `distance_counts[d]` counts reuses at distance `d`.
 ///
+/// Where only some cache sizes matter, [`lru_hits`] makes the same pass
+/// without a counter per distance (random memory as large as the objects).
+pub fn stack_distances(seq: &[u32], n_objects: usize) -> (Vec<u64>, Log2Hist, Log2Hist) {
+    let mut counts = vec![0u64; n_objects.max(1)];
+    let (dh, th) = distance_pass(seq, n_objects, |d| counts[d as usize] += 1);
+    (counts, dh, th)
+}
+
+/// LRU's hits at each of `sizes` (rows) over a sequence of dense object
+/// ids `0..n_objects`, exactly, with the reuse-distance and reuse-time
+/// histograms: `(hits, reuse_distance_hist, reuse_time_hist)`, the hits
+/// in the order of `sizes`. The same figures as [`stack_distances`] and
+/// [`lru_hits_from_distances`], but each reuse is counted by how many of
+/// the sizes its distance reaches (a few counters that stay in cache)
+/// rather than at its distance (a counter per object, random memory).
+pub fn lru_hits(seq: &[u32], n_objects: usize, sizes: &[u64]) -> (Vec<u64>, Log2Hist, Log2Hist) {
+    let mut b = SizeBuckets::new(sizes);
+    let (dh, th) = distance_pass(seq, n_objects, |d| b.add(d));
+    (b.hits(sizes), dh, th)
+}
+
+/// Reuses counted by the sizes their distances reach: `at[j]` counts the
+/// reuses at a distance `d` with exactly `j` of the (sorted, distinct)
+/// sizes at most `d`, so a cache of `sorted[j]` rows hits the reuses of
+/// `at[0..=j]` (a reuse hits a cache of C rows when `d < C`).
+struct SizeBuckets {
+    sorted: Vec<u64>,
+    /// `below[k]`: the sizes under the least distance of log2 bin `k`
+    /// (0 for bin 0, which holds distance 0; `2^(k-1)` for bin `k`).
+    below: [u32; 65],
+    at: Vec<u64>,
+}
+
+impl SizeBuckets {
+    fn new(sizes: &[u64]) -> SizeBuckets {
+        let mut sorted = sizes.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let mut below = [0u32; 65];
+        for (k, b) in below.iter_mut().enumerate().skip(1) {
+            *b = sorted.partition_point(|&s| s < 1u64 << (k - 1)) as u32;
+        }
+        let at = vec![0; sorted.len() + 1];
+        SizeBuckets { sorted, below, at }
+    }
+    #[inline]
+    fn add(&mut self, d: u64) {
+        let k = (64 - d.leading_zeros()) as usize;
+        let mut j = self.below[k] as usize;
+        while self.sorted.get(j).is_some_and(|&s| s <= d) {
+            j += 1;
+        }
+        self.at[j] += 1;
+    }
+    /// Hits at each of `sizes`, in their order.
+    fn hits(&self, sizes: &[u64]) -> Vec<u64> {
+        let mut cum = Vec::with_capacity(self.sorted.len());
+        let mut sum = 0u64;
+        for &a in &self.at[..self.sorted.len()] {
+            sum += a;
+            cum.push(sum);
+        }
+        sizes
+            .iter()
+            .map(|s| cum[self.sorted.binary_search(s).expect("a size given")])
+            .collect()
+    }
+}
+
+/// The stack-distance pass over dense object ids `0..n_objects`: hands
+/// `reuse` each reuse's distance (distinct objects since the object's
+/// last access) in order and returns `(reuse_distance_hist,
+/// reuse_time_hist)`.
+///
 /// Each object keeps one marker at its last access in a Fenwick tree; the
 /// distance of a reuse is the markers after the previous one. The tree
-/// holds `2 x n_objects` positions, renumbered in order when full (every
-/// `n_objects` accesses at least), as a bitmap and a tree over its words,
+/// holds `4 x n_objects` positions, renumbered in order when full (every
+/// `3 x n_objects` accesses at least), as a bitmap and a tree over its words,
 /// so it stays small and in cache however long the sequence; the markers
 /// after a position are the objects seen minus those up to it: one prefix
 /// query per reuse.
-pub fn stack_distances(seq: &[u32], n_objects: usize) -> (Vec<u64>, Log2Hist, Log2Hist) {
+fn distance_pass(
+    seq: &[u32],
+    n_objects: usize,
+    mut reuse: impl FnMut(u64),
+) -> (Log2Hist, Log2Hist) {
     const NONE: u32 = u32::MAX;
-    let cap = (2 * n_objects).max(1024);
+    let cap = (4 * n_objects).max(1024);
     // Per object: its marker's position and its last access (one cache
-    // line for both); the object at each position.
+    // line for both).
     let mut of: Vec<[u32; 2]> = vec![[NONE, 0]; n_objects];
-    let mut obj_at = vec![NONE; cap];
     let mut marks = Markers::ones(cap, 0);
     let mut next = 0usize;
     let mut seen = 0i64;
-    let mut counts = vec![0u64; n_objects.max(1)];
     let mut dist_hist = Log2Hist::default();
     let mut time_hist = Log2Hist::default();
     for (t, &o) in seq.iter().enumerate() {
         // Objects are random memory: ask for the line of an object a few
-        // accesses ahead, and for the marker slot of one nearer.
+        // accesses ahead.
         if let Some(&o2) = seq.get(t + 16) {
             embtier::hint::prefetch(of.as_ptr().wrapping_add(o2 as usize));
         }
-        if let Some(&o1) = seq.get(t + 8) {
-            let p1 = of[o1 as usize][0];
-            if p1 != NONE {
-                embtier::hint::prefetch(obj_at.as_ptr().wrapping_add(p1 as usize));
-            }
-        }
         if next == cap {
-            // Renumber the markers 0..seen in order; rebuild the tree.
-            let mut k = 0usize;
-            for i in 0..cap {
-                let x = obj_at[i];
-                if x != NONE {
-                    obj_at[i] = NONE;
-                    obj_at[k] = x;
-                    of[x as usize][0] = k as u32;
-                    k += 1;
-                }
+            // Renumber the markers 0..seen in order (each object's new
+            // position is its marker's rank), then rebuild the tree.
+            for x in of.iter_mut().filter(|x| x[0] != NONE) {
+                x[0] = (marks.upto(x[0] as usize) - 1) as u32;
             }
-            marks = Markers::ones(cap, k);
-            next = k;
+            marks = Markers::ones(cap, seen as usize);
+            next = seen as usize;
         }
         let [p, last_t] = of[o as usize];
         if p == NONE {
@@ -143,18 +207,16 @@ pub fn stack_distances(seq: &[u32], n_objects: usize) -> (Vec<u64>, Log2Hist, Lo
         } else {
             let p = p as usize;
             let d = (seen - marks.upto(p)) as u64;
-            counts[d as usize] += 1;
+            reuse(d);
             dist_hist.add(d);
             time_hist.add((t as u32 - last_t) as u64);
             marks.clear(p);
-            obj_at[p] = NONE;
         }
         marks.set(next);
-        obj_at[next] = o;
         of[o as usize] = [next as u32, t as u32];
         next += 1;
     }
-    (counts, dist_hist, time_hist)
+    (dist_hist, time_hist)
 }
 
 /// Reuse times (accesses since the previous access of the same object).
@@ -191,10 +253,15 @@ pub fn lru_hits_from_distances(counts: &[u64], sizes: &[u64]) -> Vec<u64> {
 
 /// The LRU miss-ratio curve at `sizes` from distance counts.
 pub fn mrc_from_distances(counts: &[u64], accesses: u64, sizes: &[u64]) -> Vec<MrcPoint> {
+    mrc_from_hits(sizes, &lru_hits_from_distances(counts, sizes), accesses)
+}
+
+/// The miss-ratio curve of `hits` at `sizes` (rows) out of `accesses`.
+pub fn mrc_from_hits(sizes: &[u64], hits: &[u64], accesses: u64) -> Vec<MrcPoint> {
     sizes
         .iter()
-        .zip(lru_hits_from_distances(counts, sizes))
-        .map(|(&c, hits)| MrcPoint {
+        .zip(hits)
+        .map(|(&c, &hits)| MrcPoint {
             cache_rows: c,
             cache_bytes: None,
             miss_ratio: if accesses == 0 {

@@ -21,8 +21,8 @@ use crate::trace::Trace;
 
 use curves::skew;
 pub use curves::{
-    byte_mrc, default_sizes, fit_zipf, lru_hits_from_distances, mrc_from_distances, reuse_times,
-    stack_distances,
+    byte_mrc, default_sizes, fit_zipf, lru_hits, lru_hits_from_distances, mrc_from_distances,
+    mrc_from_hits, reuse_times, stack_distances,
 };
 
 /// Upper edges of the access-count bins of Meta's dlrm_datasets
@@ -390,14 +390,14 @@ fn report(st: &Stream<'_>, opts: &Options) -> TableReport {
     let (sizes, row_sizes) = curve_sizes(opts, unique, st.row_bytes, mean_bytes);
     let window = opts.window.unwrap_or((accesses / 100).max(1000)).max(1);
     let (ws_batch, ws_window) = working_sets(st, window);
-    let (dist, dh, th) = stack_distances(seq, n_objects);
+    let (hits, dh, th) = lru_hits(seq, n_objects, &row_sizes);
     let (mrc, method) = if opts.bytes && st.row_bytes == 0 {
         // Overall: rows of different sizes, so weigh distances in bytes.
         let sz: Vec<u64> = st.object_bytes.iter().map(|&b| b.max(1)).collect();
         (byte_mrc(seq, &sz, &sizes), "exact, in bytes".to_string())
     } else {
         (
-            mrc_from_distances(&dist, accesses, &row_sizes),
+            mrc_from_hits(&row_sizes, &hits, accesses),
             "exact".to_string(),
         )
     };
@@ -767,6 +767,30 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!((v.len(), m.len()), (7, 7));
         assert!(matches!(v, DenseIds::Map(_)));
+    }
+
+    /// `lru_hits` counts, at sizes given in any order and repeated, the
+    /// hits of an LRU simulation, with the histograms of the full pass;
+    /// the objects are few against the accesses, so the marker tree is
+    /// renumbered many times.
+    #[test]
+    fn lru_hits_are_an_lru_simulations_at_any_sizes() {
+        let n = 257;
+        let s = seq(20_000, n as u64, 11);
+        let sizes = [300u64, 1, 64, 0, 64, 2, 128, 256, 257, 10_000, 3, 65];
+        let (hits, dh, th) = lru_hits(&s, n, &sizes);
+        let (_, dh_full, th_full) = stack_distances(&s, n);
+        assert_eq!((dh, th), (dh_full, th_full));
+        for (&c, &h) in sizes.iter().zip(&hits) {
+            // A cache of no rows hits nothing (the simulator refuses it).
+            let want = if c == 0 {
+                0
+            } else {
+                let mut cache = SimCache::new(PolicyKind::Lru, c as usize);
+                s.iter().filter(|&&o| cache.access(o as u64)).count() as u64
+            };
+            assert_eq!(h, want, "size {c}");
+        }
     }
 
     /// Byte MRC with equal sizes equals the row MRC at C / size.
