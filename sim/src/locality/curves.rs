@@ -112,7 +112,11 @@ impl Markers {
 /// without a counter per distance (random memory as large as the objects).
 pub fn stack_distances(seq: &[u32], n_objects: usize) -> (Vec<u64>, Log2Hist, Log2Hist) {
     let mut counts = vec![0u64; n_objects.max(1)];
-    let (dh, th) = distance_pass(seq, n_objects, |d| counts[d as usize] += 1);
+    let (dh, th, _) = distance_pass(seq, n_objects, |_, last, d| {
+        if last != FIRST {
+            counts[d as usize] += 1
+        }
+    });
     (counts, dh, th)
 }
 
@@ -125,7 +129,11 @@ pub fn stack_distances(seq: &[u32], n_objects: usize) -> (Vec<u64>, Log2Hist, Lo
 /// rather than at its distance (a counter per object, random memory).
 pub fn lru_hits(seq: &[u32], n_objects: usize, sizes: &[u64]) -> (Vec<u64>, Log2Hist, Log2Hist) {
     let mut b = SizeBuckets::new(sizes);
-    let (dh, th) = distance_pass(seq, n_objects, |d| b.add(d));
+    let (dh, th, _) = distance_pass(seq, n_objects, |_, last, d| {
+        if last != FIRST {
+            b.add(d)
+        }
+    });
     (b.hits(sizes), dh, th)
 }
 
@@ -133,7 +141,7 @@ pub fn lru_hits(seq: &[u32], n_objects: usize, sizes: &[u64]) -> (Vec<u64>, Log2
 /// reuses at a distance `d` with exactly `j` of the (sorted, distinct)
 /// sizes at most `d`, so a cache of `sorted[j]` rows hits the reuses of
 /// `at[0..=j]` (a reuse hits a cache of C rows when `d < C`).
-struct SizeBuckets {
+pub(super) struct SizeBuckets {
     sorted: Vec<u64>,
     /// `below[k]`: the sizes under the least distance of log2 bin `k`
     /// (0 for bin 0, which holds distance 0; `2^(k-1)` for bin `k`).
@@ -142,7 +150,7 @@ struct SizeBuckets {
 }
 
 impl SizeBuckets {
-    fn new(sizes: &[u64]) -> SizeBuckets {
+    pub(super) fn new(sizes: &[u64]) -> SizeBuckets {
         let mut sorted = sizes.to_vec();
         sorted.sort_unstable();
         sorted.dedup();
@@ -153,8 +161,8 @@ impl SizeBuckets {
         let at = vec![0; sorted.len() + 1];
         SizeBuckets { sorted, below, at }
     }
-    #[inline]
-    fn add(&mut self, d: u64) {
+    #[inline(always)]
+    pub(super) fn add(&mut self, d: u64) {
         let k = (64 - d.leading_zeros()) as usize;
         let mut j = self.below[k] as usize;
         while self.sorted.get(j).is_some_and(|&s| s <= d) {
@@ -163,7 +171,7 @@ impl SizeBuckets {
         self.at[j] += 1;
     }
     /// Hits at each of `sizes`, in their order.
-    fn hits(&self, sizes: &[u64]) -> Vec<u64> {
+    pub(super) fn hits(&self, sizes: &[u64]) -> Vec<u64> {
         let mut cum = Vec::with_capacity(self.sorted.len());
         let mut sum = 0u64;
         for &a in &self.at[..self.sorted.len()] {
@@ -177,27 +185,51 @@ impl SizeBuckets {
     }
 }
 
-/// The stack-distance pass over dense object ids `0..n_objects`: hands
-/// `reuse` each reuse's distance (distinct objects since the object's
-/// last access) in order and returns `(reuse_distance_hist,
-/// reuse_time_hist)`.
+/// What the stack-distance pass hands on as the last access of an
+/// object's first access.
+pub(super) const FIRST: u32 = u32::MAX;
+
+/// What the stack-distance pass tells of each access: `visit(t, last, d)`
+/// with `last` the object's previous access ([`FIRST`] for its first)
+/// and `d` a reuse's distance (distinct objects since `last`; 0 for a
+/// first access). A type of its own, not a closure, where its work must
+/// be inlined into the pass.
+pub(super) trait Visit {
+    fn visit(&mut self, t: usize, last: u32, d: u64);
+}
+
+impl<F: FnMut(usize, u32, u64)> Visit for F {
+    #[inline(always)]
+    fn visit(&mut self, t: usize, last: u32, d: u64) {
+        self(t, last, d)
+    }
+}
+
+/// The stack-distance pass over dense object ids `0..n_objects`: tells
+/// `visit` of each access in order ([`Visit`]) and returns `(reuse_distance_hist, reuse_time_hist, accesses_per_object)`.
 ///
 /// Each object keeps one marker at its last access in a Fenwick tree; the
 /// distance of a reuse is the markers after the previous one. The tree
 /// holds `4 x n_objects` positions, renumbered in order when full (every
-/// `3 x n_objects` accesses at least), as a bitmap and a tree over its words,
-/// so it stays small and in cache however long the sequence; the markers
-/// after a position are the objects seen minus those up to it: one prefix
-/// query per reuse.
-fn distance_pass(seq: &[u32], n_objects: usize, reuse: impl FnMut(u64)) -> (Log2Hist, Log2Hist) {
+/// `3 x n_objects` accesses at least), as a bitmap and a tree over its
+/// words, so it stays small and in cache however long the sequence; the
+/// markers after a position are the objects seen minus those up to it:
+/// one prefix query per reuse. An object's marker, last access and
+/// access count share one record: the pass's one random memory access
+/// per access.
+pub(super) fn distance_pass(
+    seq: &[u32],
+    n_objects: usize,
+    visit: impl Visit,
+) -> (Log2Hist, Log2Hist, Vec<u64>) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("popcnt") {
         // SAFETY: `distance_pass_popcnt` is compiled for one feature
         // beyond the build's target, POPCNT, and this CPU has it (asked
         // just above).
-        return unsafe { distance_pass_popcnt(seq, n_objects, reuse) };
+        return unsafe { distance_pass_popcnt(seq, n_objects, visit) };
     }
-    distance_pass_any(seq, n_objects, reuse)
+    distance_pass_any(seq, n_objects, visit)
 }
 
 /// [`distance_pass_any`] with the POPCNT instruction (the build's
@@ -207,9 +239,9 @@ fn distance_pass(seq: &[u32], n_objects: usize, reuse: impl FnMut(u64)) -> (Log2
 fn distance_pass_popcnt(
     seq: &[u32],
     n_objects: usize,
-    reuse: impl FnMut(u64),
-) -> (Log2Hist, Log2Hist) {
-    distance_pass_any(seq, n_objects, reuse)
+    visit: impl Visit,
+) -> (Log2Hist, Log2Hist, Vec<u64>) {
+    distance_pass_any(seq, n_objects, visit)
 }
 
 /// [`distance_pass`] for any CPU.
@@ -217,13 +249,13 @@ fn distance_pass_popcnt(
 fn distance_pass_any(
     seq: &[u32],
     n_objects: usize,
-    mut reuse: impl FnMut(u64),
-) -> (Log2Hist, Log2Hist) {
+    mut visit: impl Visit,
+) -> (Log2Hist, Log2Hist, Vec<u64>) {
     const NONE: u32 = u32::MAX;
     let cap = (4 * n_objects).max(1024);
-    // Per object: its marker's position and its last access (one cache
-    // line for both).
-    let mut of: Vec<[u32; 2]> = vec![[NONE, 0]; n_objects];
+    // Per object: its marker's position, its last access and its
+    // accesses (one cache line for all three).
+    let mut of: Vec<[u32; 4]> = vec![[NONE, FIRST, 0, 0]; n_objects];
     let mut marks = Markers::ones(cap, 0);
     let mut next = 0usize;
     let mut seen = 0i64;
@@ -244,24 +276,26 @@ fn distance_pass_any(
             marks = Markers::ones(cap, seen as usize);
             next = seen as usize;
         }
-        let [p, last_t] = of[o as usize];
+        let [p, last_t, n, _] = of[o as usize];
         if p == NONE {
             dist_hist.cold += 1;
             time_hist.cold += 1;
             seen += 1;
+            visit.visit(t, FIRST, 0);
         } else {
             let p = p as usize;
             let d = (seen - marks.upto(p)) as u64;
-            reuse(d);
+            visit.visit(t, last_t, d);
             dist_hist.add(d);
             time_hist.add((t as u32 - last_t) as u64);
             marks.clear(p);
         }
         marks.set(next);
-        of[o as usize] = [next as u32, t as u32];
+        of[o as usize] = [next as u32, t as u32, n + 1, 0];
         next += 1;
     }
-    (dist_hist, time_hist)
+    let counts = of.iter().map(|x| x[2] as u64).collect();
+    (dist_hist, time_hist, counts)
 }
 
 /// Reuse times (accesses since the previous access of the same object).

@@ -236,37 +236,98 @@ struct Stream<'a> {
     object_bytes: Vec<u64>,
 }
 
-fn working_sets(s: &Stream<'_>, window: u64) -> (Vec<u64>, Vec<u64>) {
-    let mut per_batch = vec![0u64; s.batches];
-    let mut seen_b = vec![u32::MAX; s.n_objects];
-    let mut seen_w = vec![u64::MAX; s.n_objects];
-    let mut per_window = Vec::new();
-    for (i, (&o, &b)) in s.seq.iter().zip(s.batch_of).enumerate() {
-        if seen_b[o as usize] != b {
-            seen_b[o as usize] = b;
-            per_batch[b as usize] += 1;
-        }
-        let w = i as u64 / window;
-        if w as usize == per_window.len() {
-            per_window.push(0);
-        }
-        if seen_w[o as usize] != w {
-            seen_w[o as usize] = w;
-            per_window[w as usize] += 1;
-        }
-    }
+/// What one pass over a table's accesses gives its exact report.
+struct TablePass {
+    /// LRU's hits at each of the sizes asked for.
+    hits: Vec<u64>,
+    dist: Log2Hist,
+    time: Log2Hist,
+    /// Accesses per object.
+    counts: Vec<u64>,
+    /// Distinct objects per batch the table occurs in.
+    ws_batch: Vec<u64>,
+    /// Distinct objects per window of `window` accesses.
+    ws_window: Vec<u64>,
+}
+
+/// The stack-distance pass of `s` with LRU's hits at `sizes` and the
+/// working sets counted in it: an access starts its object's count in a
+/// batch (or window) when its object's last access came before the
+/// batch's (window's) first, so the pass's record of each object's last
+/// access serves all three, and the accesses are read once.
+fn table_pass(s: &Stream<'_>, sizes: &[u64], window: u64) -> TablePass {
+    let mut v = TableVisit {
+        batch_of: s.batch_of,
+        buckets: curves::SizeBuckets::new(sizes),
+        per_batch: vec![0; s.batches],
+        touched: vec![false; s.batches],
+        per_window: Vec::new(),
+        batch: u32::MAX,
+        batch_start: 0,
+        window,
+        window_start: 0,
+        window_end: 0,
+    };
+    let (dist, time, counts) = curves::distance_pass(s.seq, s.n_objects, &mut v);
     // Batches in which the table has no access do not count.
-    let mut touched = vec![false; s.batches];
-    for &b in s.batch_of {
-        touched[b as usize] = true;
-    }
-    let per_batch = per_batch
+    let ws_batch = v
+        .per_batch
         .into_iter()
-        .zip(touched)
+        .zip(v.touched)
         .filter(|(_, t)| *t)
         .map(|(c, _)| c)
         .collect();
-    (per_batch, per_window)
+    TablePass {
+        hits: v.buckets.hits(sizes),
+        dist,
+        time,
+        counts,
+        ws_batch,
+        ws_window: v.per_window,
+    }
+}
+
+/// [`table_pass`]'s counters, told of each access by the pass.
+struct TableVisit<'a> {
+    batch_of: &'a [u32],
+    buckets: curves::SizeBuckets,
+    per_batch: Vec<u64>,
+    touched: Vec<bool>,
+    per_window: Vec<u64>,
+    /// The batch of the last access, and its first access.
+    batch: u32,
+    batch_start: u32,
+    window: u64,
+    /// The first access of the window, and the first of the next.
+    window_start: usize,
+    window_end: usize,
+}
+
+impl curves::Visit for &mut TableVisit<'_> {
+    #[inline(always)]
+    fn visit(&mut self, t: usize, last: u32, d: u64) {
+        let b = self.batch_of[t];
+        if b != self.batch {
+            self.batch = b;
+            self.batch_start = t as u32;
+            self.touched[b as usize] = true;
+        }
+        if t == self.window_end {
+            self.per_window.push(0);
+            self.window_start = t;
+            self.window_end = t + self.window as usize;
+        }
+        let first = last == curves::FIRST;
+        if first || last < self.batch_start {
+            self.per_batch[b as usize] += 1;
+        }
+        if first || (last as usize) < self.window_start {
+            *self.per_window.last_mut().expect("a window") += 1;
+        }
+        if !first {
+            self.buckets.add(d);
+        }
+    }
 }
 
 /// The figures that follow from per-row access counts alone.
@@ -379,18 +440,16 @@ fn sampled_curve(
 fn report(st: &Stream<'_>, opts: &Options) -> TableReport {
     let (name, rows, seq, n_objects) = (st.name, st.rows, st.seq, st.n_objects);
     let accesses = seq.len() as u64;
-    let mut counts = vec![0u64; n_objects];
-    for &o in seq {
-        counts[o as usize] += 1;
-    }
-    let cf = CountFigures::of(counts, accesses);
-    let unique = cf.unique;
+    // Every object of 0..n_objects occurs (the ids are dense).
+    let unique = n_objects as u64;
     let mean_bytes =
         (st.object_bytes.iter().sum::<u64>() / st.object_bytes.len().max(1) as u64).max(1);
     let (sizes, row_sizes) = curve_sizes(opts, unique, st.row_bytes, mean_bytes);
     let window = opts.window.unwrap_or((accesses / 100).max(1000)).max(1);
-    let (ws_batch, ws_window) = working_sets(st, window);
-    let (hits, dh, th) = lru_hits(seq, n_objects, &row_sizes);
+    let p = table_pass(st, &row_sizes, window);
+    let cf = CountFigures::of(p.counts, accesses);
+    debug_assert_eq!(cf.unique, unique, "{name}: ids not dense");
+    let (hits, dh, th, ws_batch, ws_window) = (p.hits, p.dist, p.time, p.ws_batch, p.ws_window);
     let (mrc, method) = if opts.bytes && st.row_bytes == 0 {
         // Overall: rows of different sizes, so weigh distances in bytes.
         let sz: Vec<u64> = st.object_bytes.iter().map(|&b| b.max(1)).collect();
@@ -484,16 +543,28 @@ fn assemble(p: Parts<'_>) -> TableReport {
     }
 }
 
-/// Row ids to dense ids in order of first appearance: a vector over the
-/// table's rows where they are few (at most `budget`), else the importers'
-/// id table.
+/// Row ids to dense ids in order of first appearance: the rows
+/// themselves while they come in that order (as the importers number
+/// them), else a vector over the table's rows where they are few (at
+/// most `budget`), else the importers' id table.
 enum DenseIds {
+    /// Every row so far was below the first `n` rows, or the `n`th, and
+    /// is its own id: `(n, rows, budget)`.
+    InOrder(u32, u64, u64),
     /// Dense id + 1 by row (0: not seen), and the ids given.
     Direct(Vec<u32>, u32),
     Map(crate::densify::IdTable),
 }
 
 impl DenseIds {
+    /// Ids that are the rows while the rows come in order of first
+    /// appearance, then [`DenseIds::new`]'s.
+    fn in_order(rows: u64, budget: u64) -> DenseIds {
+        DenseIds::InOrder(0, rows, budget)
+    }
+
+    /// Ids by vector or by table (`rows` of the table, at most `budget`
+    /// by vector).
     fn new(rows: u64, budget: u64) -> DenseIds {
         if rows <= budget {
             DenseIds::Direct(vec![0; rows as usize], 0)
@@ -506,6 +577,23 @@ impl DenseIds {
     #[inline]
     fn id(&mut self, row: u64) -> u32 {
         match self {
+            DenseIds::InOrder(n, rows, budget) => {
+                if row < *n as u64 {
+                    row as u32
+                } else if row == *n as u64 && *n < u32::MAX {
+                    *n += 1;
+                    row as u32
+                } else {
+                    // Out of order: the rows seen are 0..n, each its own
+                    // id; number them so again, then this one.
+                    let mut d = DenseIds::new(*rows, *budget);
+                    for r in 0..*n as u64 {
+                        d.id(r);
+                    }
+                    *self = d;
+                    self.id(row)
+                }
+            }
             DenseIds::Direct(v, n) => match v.get_mut(row as usize) {
                 Some(x) => {
                     if *x == 0 {
@@ -539,6 +627,7 @@ impl DenseIds {
     /// Ids given.
     fn len(&self) -> usize {
         match self {
+            DenseIds::InOrder(n, ..) => *n as usize,
             DenseIds::Direct(_, n) => *n as usize,
             DenseIds::Map(m) => m.len(),
         }
@@ -597,7 +686,7 @@ fn analyze_with(trace: &Trace, opts: &Options, share_single: bool) -> Report {
     let mut per_table_maps: Vec<DenseIds> = trace
         .tables
         .iter()
-        .map(|t| DenseIds::new(t.rows, direct_budget))
+        .map(|t| DenseIds::in_order(t.rows, direct_budget))
         .collect();
     let mut per_table_seq: Vec<Vec<u32>> = vec![Vec::new(); nt];
     let mut per_table_batch: Vec<Vec<u32>> = vec![Vec::new(); nt];
@@ -767,6 +856,106 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!((v.len(), m.len()), (7, 7));
         assert!(matches!(v, DenseIds::Map(_)));
+    }
+
+    /// Rows in order of first appearance are their own ids; the first
+    /// row out of that order moves to a vector or a table with the same
+    /// ids, which go on as the vector's and the table's do.
+    #[test]
+    fn dense_ids_in_order_until_they_are_not() {
+        let in_order = [0u64, 1, 0, 2, 1, 3, 3, 0];
+        let then = [7u64, 2, 9, 7, 4, 30, 0];
+        for budget in [100u64, 5] {
+            let mut o = DenseIds::in_order(10, budget);
+            let mut plain = DenseIds::new(10, budget);
+            for &r in &in_order {
+                assert_eq!(o.id(r), plain.id(r));
+                assert_eq!(o.id(r), r as u32);
+            }
+            assert!(matches!(o, DenseIds::InOrder(4, ..)));
+            assert_eq!(o.len(), 4);
+            for &r in &then {
+                assert_eq!(o.id(r), plain.id(r), "row {r}, budget {budget}");
+            }
+            assert!(!matches!(o, DenseIds::InOrder(..)));
+            assert_eq!(o.len(), plain.len());
+        }
+    }
+
+    /// One table pass gives the counts, working sets and LRU hits that
+    /// separate plain passes give, over batches of uneven sizes (some
+    /// empty) and windows that do not divide the accesses.
+    #[test]
+    fn a_table_pass_is_the_separate_passes() {
+        let n = 300;
+        let s = seq(9_001, n as u64, 13);
+        let mut batch_of = Vec::with_capacity(s.len());
+        let mut b = 0u32;
+        for i in 0..s.len() {
+            if i % 97 == 0 || i % 131 == 0 {
+                b += 1 + (i % 3 == 0) as u32;
+            }
+            batch_of.push(b);
+        }
+        let st = Stream {
+            name: "t",
+            rows: n as u64,
+            row_bytes: 8,
+            seq: &s,
+            batch_of: &batch_of,
+            batches: b as usize + 1,
+            n_objects: n,
+            object_bytes: Vec::new(),
+        };
+        let sizes = [1u64, 7, 50, 299, 300];
+        for window in [1u64, 64, 1000, 20_000] {
+            let p = table_pass(&st, &sizes, window);
+            let (ws_batch, ws_window) = working_sets(&st, window);
+            assert_eq!(
+                (&p.ws_batch, &p.ws_window),
+                (&ws_batch, &ws_window),
+                "window {window}"
+            );
+            let mut counts = vec![0u64; n];
+            s.iter().for_each(|&o| counts[o as usize] += 1);
+            assert_eq!(p.counts, counts);
+            let (hits, dh, th) = lru_hits(&s, n, &sizes);
+            assert_eq!((p.hits, p.dist, p.time), (hits, dh, th));
+        }
+    }
+
+    /// Working sets counted plainly: the reference for `table_pass`.
+    fn working_sets(s: &Stream<'_>, window: u64) -> (Vec<u64>, Vec<u64>) {
+        let mut per_batch = vec![0u64; s.batches];
+        let mut seen_b = vec![u32::MAX; s.n_objects];
+        let mut seen_w = vec![u64::MAX; s.n_objects];
+        let mut per_window = Vec::new();
+        for (i, (&o, &b)) in s.seq.iter().zip(s.batch_of).enumerate() {
+            if seen_b[o as usize] != b {
+                seen_b[o as usize] = b;
+                per_batch[b as usize] += 1;
+            }
+            let w = i as u64 / window;
+            if w as usize == per_window.len() {
+                per_window.push(0);
+            }
+            if seen_w[o as usize] != w {
+                seen_w[o as usize] = w;
+                per_window[w as usize] += 1;
+            }
+        }
+        // Batches in which the table has no access do not count.
+        let mut touched = vec![false; s.batches];
+        for &b in s.batch_of {
+            touched[b as usize] = true;
+        }
+        let per_batch = per_batch
+            .into_iter()
+            .zip(touched)
+            .filter(|(_, t)| *t)
+            .map(|(c, _)| c)
+            .collect();
+        (per_batch, per_window)
     }
 
     /// `lru_hits` counts, at sizes given in any order and repeated, the
