@@ -63,6 +63,12 @@ pub fn mean_row_bytes(t: &Trace, default: u64) -> u64 {
         .iter()
         .map(|tt| row_bytes_of(tt, default))
         .collect();
+    // Rows all of one size (one table, or tables alike) need no pass.
+    if let Some(&first) = rb.first() {
+        if rb.iter().all(|&b| b == first) {
+            return first.max(1);
+        }
+    }
     let total: u64 = t.accesses.iter().map(|a| rb[a.table as usize]).sum();
     (total / t.accesses.len().max(1) as u64).max(1)
 }

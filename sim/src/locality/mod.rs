@@ -228,8 +228,9 @@ struct Stream<'a> {
     row_bytes: u64,
     /// Dense object ids in time order.
     seq: &'a [u32],
-    /// Batch index of each access.
-    batch_of: &'a [u32],
+    /// The first access (in `seq`) of each batch the table occurs in.
+    batch_starts: &'a [u32],
+    /// Batches in the trace.
     batches: usize,
     n_objects: usize,
     /// Bytes of each object (overall only; empty for a table).
@@ -257,45 +258,34 @@ struct TablePass {
 /// access serves all three, and the accesses are read once.
 fn table_pass(s: &Stream<'_>, sizes: &[u64], window: u64) -> TablePass {
     let mut v = TableVisit {
-        batch_of: s.batch_of,
+        batch_starts: s.batch_starts,
         buckets: curves::SizeBuckets::new(sizes),
-        per_batch: vec![0; s.batches],
-        touched: vec![false; s.batches],
+        per_batch: Vec::with_capacity(s.batch_starts.len()),
         per_window: Vec::new(),
-        batch: u32::MAX,
         batch_start: 0,
         window,
         window_start: 0,
         window_end: 0,
     };
     let (dist, time, counts) = curves::distance_pass(s.seq, s.n_objects, &mut v);
-    // Batches in which the table has no access do not count.
-    let ws_batch = v
-        .per_batch
-        .into_iter()
-        .zip(v.touched)
-        .filter(|(_, t)| *t)
-        .map(|(c, _)| c)
-        .collect();
     TablePass {
         hits: v.buckets.hits(sizes),
         dist,
         time,
         counts,
-        ws_batch,
+        ws_batch: v.per_batch,
         ws_window: v.per_window,
     }
 }
 
 /// [`table_pass`]'s counters, told of each access by the pass.
 struct TableVisit<'a> {
-    batch_of: &'a [u32],
+    /// The batches' first accesses still to come.
+    batch_starts: &'a [u32],
     buckets: curves::SizeBuckets,
     per_batch: Vec<u64>,
-    touched: Vec<bool>,
     per_window: Vec<u64>,
-    /// The batch of the last access, and its first access.
-    batch: u32,
+    /// The first access of the batch.
     batch_start: u32,
     window: u64,
     /// The first access of the window, and the first of the next.
@@ -306,11 +296,12 @@ struct TableVisit<'a> {
 impl curves::Visit for &mut TableVisit<'_> {
     #[inline(always)]
     fn visit(&mut self, t: usize, last: u32, d: u64) {
-        let b = self.batch_of[t];
-        if b != self.batch {
-            self.batch = b;
-            self.batch_start = t as u32;
-            self.touched[b as usize] = true;
+        if let Some((&start, rest)) = self.batch_starts.split_first() {
+            if start as usize == t {
+                self.batch_start = start;
+                self.batch_starts = rest;
+                self.per_batch.push(0);
+            }
         }
         if t == self.window_end {
             self.per_window.push(0);
@@ -319,7 +310,7 @@ impl curves::Visit for &mut TableVisit<'_> {
         }
         let first = last == curves::FIRST;
         if first || last < self.batch_start {
-            self.per_batch[b as usize] += 1;
+            *self.per_batch.last_mut().expect("a batch") += 1;
         }
         if first || (last as usize) < self.window_start {
             *self.per_window.last_mut().expect("a window") += 1;
@@ -689,10 +680,13 @@ fn analyze_with(trace: &Trace, opts: &Options, share_single: bool) -> Report {
         .map(|t| DenseIds::in_order(t.rows, direct_budget))
         .collect();
     let mut per_table_seq: Vec<Vec<u32>> = vec![Vec::new(); nt];
-    let mut per_table_batch: Vec<Vec<u32>> = vec![Vec::new(); nt];
+    // Each table's batch starts, and the last batch it occurs in.
+    let mut per_table_starts: Vec<Vec<u32>> = vec![Vec::new(); nt];
+    let mut last_batch = vec![usize::MAX; nt];
     let mut overall_of_local: Vec<Vec<u32>> = vec![Vec::new(); nt];
     let mut overall_seq = Vec::with_capacity(trace.accesses.len());
-    let mut overall_batch = Vec::with_capacity(trace.accesses.len());
+    let mut overall_starts = Vec::with_capacity(trace.batch_ends.len());
+    let mut overall_last_batch = usize::MAX;
     let mut n_overall = 0u32;
     let mut b = 0usize;
     for (i, a) in trace.accesses.iter().enumerate() {
@@ -705,11 +699,17 @@ fn analyze_with(trace: &Trace, opts: &Options, share_single: bool) -> Report {
             overall_of_local[t].push(n_overall);
             n_overall += 1;
         }
+        if last_batch[t] != b {
+            last_batch[t] = b;
+            per_table_starts[t].push(per_table_seq[t].len() as u32);
+        }
         per_table_seq[t].push(local);
-        per_table_batch[t].push(b as u32);
         if !single {
+            if overall_last_batch != b {
+                overall_last_batch = b;
+                overall_starts.push(overall_seq.len() as u32);
+            }
             overall_seq.push(overall_of_local[t][local as usize]);
-            overall_batch.push(b as u32);
         }
     }
     let batches = trace.batch_ends.len().max(1);
@@ -726,7 +726,7 @@ fn analyze_with(trace: &Trace, opts: &Options, share_single: bool) -> Report {
                     rows: t.rows,
                     row_bytes: row_bytes(t),
                     seq: &per_table_seq[i],
-                    batch_of: &per_table_batch[i],
+                    batch_starts: &per_table_starts[i],
                     batches,
                     n_objects: per_table_maps[i].len(),
                     object_bytes: Vec::new(),
@@ -755,7 +755,7 @@ fn analyze_with(trace: &Trace, opts: &Options, share_single: bool) -> Report {
                 rows,
                 row_bytes: 0,
                 seq: &overall_seq,
-                batch_of: &overall_batch,
+                batch_starts: &overall_starts,
                 batches,
                 n_objects: n_overall as usize,
                 object_bytes,
@@ -882,6 +882,44 @@ mod tests {
         }
     }
 
+    /// Working sets per batch count the batches a table (or the trace)
+    /// occurs in, each once, where a batch is empty or a table sits a
+    /// batch out.
+    #[test]
+    fn working_sets_per_batch_skip_empty_batches() {
+        use crate::trace::{Access, AccessKind, TraceTable};
+        let table = |name: &str| TraceTable {
+            name: name.into(),
+            rows: 10,
+            dim: 0,
+            row_bytes: 8,
+        };
+        let acc = |table: u32, row: u64| Access {
+            table,
+            row,
+            kind: AccessKind::Lookup,
+        };
+        // Batches: [a0 a1 a0], [], [b5 b5 a1 b6], [b5].
+        let trace = Trace {
+            tables: vec![table("a"), table("b")],
+            batch_ends: vec![3, 3, 7, 8],
+            accesses: vec![
+                acc(0, 0),
+                acc(0, 1),
+                acc(0, 0),
+                acc(1, 5),
+                acc(1, 5),
+                acc(0, 1),
+                acc(1, 6),
+                acc(1, 5),
+            ],
+        };
+        let r = analyze(&trace, &Options::default());
+        assert_eq!(r.tables[0].working_set_per_batch, Series::of(&[2, 1]));
+        assert_eq!(r.tables[1].working_set_per_batch, Series::of(&[2, 1]));
+        assert_eq!(r.overall.working_set_per_batch, Series::of(&[2, 3, 1]));
+    }
+
     /// One table pass gives the counts, working sets and LRU hits that
     /// separate plain passes give, over batches of uneven sizes (some
     /// empty) and windows that do not divide the accesses.
@@ -897,12 +935,16 @@ mod tests {
             }
             batch_of.push(b);
         }
+        let starts: Vec<u32> = (0..s.len())
+            .filter(|&i| i == 0 || batch_of[i] != batch_of[i - 1])
+            .map(|i| i as u32)
+            .collect();
         let st = Stream {
             name: "t",
             rows: n as u64,
             row_bytes: 8,
             seq: &s,
-            batch_of: &batch_of,
+            batch_starts: &starts,
             batches: b as usize + 1,
             n_objects: n,
             object_bytes: Vec::new(),
@@ -910,7 +952,7 @@ mod tests {
         let sizes = [1u64, 7, 50, 299, 300];
         for window in [1u64, 64, 1000, 20_000] {
             let p = table_pass(&st, &sizes, window);
-            let (ws_batch, ws_window) = working_sets(&st, window);
+            let (ws_batch, ws_window) = working_sets(&st, &batch_of, window);
             assert_eq!(
                 (&p.ws_batch, &p.ws_window),
                 (&ws_batch, &ws_window),
@@ -925,12 +967,12 @@ mod tests {
     }
 
     /// Working sets counted plainly: the reference for `table_pass`.
-    fn working_sets(s: &Stream<'_>, window: u64) -> (Vec<u64>, Vec<u64>) {
+    fn working_sets(s: &Stream<'_>, batch_of: &[u32], window: u64) -> (Vec<u64>, Vec<u64>) {
         let mut per_batch = vec![0u64; s.batches];
         let mut seen_b = vec![u32::MAX; s.n_objects];
         let mut seen_w = vec![u64::MAX; s.n_objects];
         let mut per_window = Vec::new();
-        for (i, (&o, &b)) in s.seq.iter().zip(s.batch_of).enumerate() {
+        for (i, (&o, &b)) in s.seq.iter().zip(batch_of).enumerate() {
             if seen_b[o as usize] != b {
                 seen_b[o as usize] = b;
                 per_batch[b as usize] += 1;
@@ -946,7 +988,7 @@ mod tests {
         }
         // Batches in which the table has no access do not count.
         let mut touched = vec![false; s.batches];
-        for &b in s.batch_of {
+        for &b in batch_of {
             touched[b as usize] = true;
         }
         let per_batch = per_batch
