@@ -473,3 +473,52 @@ pub fn fit_zipf(counts_desc: &[u64]) -> f64 {
         -sxy / sxx
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The markers count as a plain vector of flags does: over several
+    /// spans, marked from a renumbered start, set in order and cleared at
+    /// random, with counts at random positions, at the block, row and
+    /// span edges and at the tail.
+    #[test]
+    fn markers_count_as_plain_flags() {
+        let n = 3 * 131_072 + 5_000;
+        for start in [0usize, 511, 8_192 * 3 + 17] {
+            let mut m = Markers::ones(n, start);
+            let mut plain = vec![false; n];
+            plain[..start].iter_mut().for_each(|f| *f = true);
+            let mut x = 7u64;
+            let mut rnd = |k: usize| {
+                x = embtier::init::mix64(x);
+                (x % k as u64) as usize
+            };
+            let check = |m: &Markers, plain: &[bool], i: usize| {
+                let want = plain[..=i].iter().filter(|&&f| f).count() as i64;
+                assert_eq!(m.upto(i), want, "start {start}, position {i}");
+            };
+            for next in start..n {
+                m.set(next);
+                plain[next] = true;
+                if rnd(3) == 0 {
+                    let p = rnd(next + 1);
+                    if plain[p] {
+                        m.clear(p);
+                        plain[p] = false;
+                    }
+                }
+                if next % 4_099 == 0 || next + 1 == n {
+                    for i in [rnd(next + 1), next, next.saturating_sub(1)] {
+                        check(&m, &plain, i);
+                    }
+                    for edge in [511usize, 512, 8_191, 8_192, 131_071, 131_072, 262_144] {
+                        if edge <= next {
+                            check(&m, &plain, edge);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
