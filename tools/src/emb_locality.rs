@@ -128,7 +128,7 @@ struct AnalyzeArgs {
     #[arg(long)]
     compare_dlrm: Option<PathBuf>,
     /// Memory the analysis may take, e.g. 8GiB (default: three quarters of
-    /// the machine's). The exact analysis holds the trace (about 56 bytes
+    /// the machine's). The exact analysis holds the trace (about 50 bytes
     /// an access) and is refused past it; with --sample the trace streams
     /// in memory bounded by its tables' rows.
     #[arg(long, value_parser = |s: &str| s.parse::<embtier::ByteSize>())]
