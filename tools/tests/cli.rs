@@ -318,7 +318,7 @@ fn max_memory_refuses_exact_and_streams_sampled() {
     let t = dir.path().join("t.etrace");
     gen_trace(&t, 40, 100, Some("a:5000:4:1.0,b:300:1:0.5"));
     let p = t.to_str().unwrap();
-    // 40 x 100 x 5 = 20,000 accesses: about 1.1 MB exact; 100 KB is too little.
+    // 40 x 100 x 5 = 20,000 accesses: about 1.0 MB exact; 100 KB is too little.
     for args in [
         &["analyze", p, "--max-memory", "100KiB"][..],
         &["plan", p, "--dram", "1MiB", "--max-memory", "100KiB"],
@@ -361,7 +361,7 @@ fn max_memory_refuses_exact_and_streams_sampled() {
         "--sample",
         "0.5",
         "--max-memory",
-        "1MiB",
+        "900KiB",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
@@ -385,7 +385,7 @@ fn max_memory_refuses_exact_and_streams_sampled() {
         "--sample",
         "0.5",
         "--max-memory",
-        "1MiB",
+        "900KiB",
         "--policies",
         "lru,sieve",
     ]);
