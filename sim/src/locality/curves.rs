@@ -206,7 +206,8 @@ impl<F: FnMut(usize, u32, u64)> Visit for F {
 }
 
 /// The stack-distance pass over dense object ids `0..n_objects`: tells
-/// `visit` of each access in order ([`Visit`]) and returns `(reuse_distance_hist, reuse_time_hist, accesses_per_object)`.
+/// `visit` of each access in order ([`Visit`]) and returns
+/// `(reuse_distance_hist, reuse_time_hist, accesses_per_object)`.
 ///
 /// Each object keeps one marker at its last access in a Fenwick tree; the
 /// distance of a reuse is the markers after the previous one. The tree
@@ -478,10 +479,10 @@ pub fn fit_zipf(counts_desc: &[u64]) -> f64 {
 mod tests {
     use super::*;
 
-    /// The markers count as a plain vector of flags does: over several
-    /// spans, marked from a renumbered start, set in order and cleared at
-    /// random, with counts at random positions, at the block, row and
-    /// span edges and at the tail.
+    /// The markers count as a plain vector of flags does: over 400,000
+    /// positions (800 blocks), marked from a renumbered start, set in
+    /// order and cleared at random, with counts at random positions, at
+    /// block edges near and far, and at the tail.
     #[test]
     fn markers_count_as_plain_flags() {
         let n = 3 * 131_072 + 5_000;
