@@ -17,7 +17,7 @@ pub mod shards;
 pub mod store_toml;
 pub mod stream;
 
-use crate::trace::Trace;
+use crate::trace::{Access, Trace, TraceTable};
 
 use curves::skew;
 pub use curves::{
@@ -669,105 +669,225 @@ fn analyze_with(trace: &Trace, opts: &Options, share_single: bool) -> Report {
         }
         return s.finish();
     }
-    // Dense ids once: overall over (table, row), and per table.
-    let nt = trace.tables.len();
-    // A one-table trace's trace-wide pass is its table's.
-    let single = share_single && nt == 1;
-    let direct_budget = 2 * trace.accesses.len() as u64 + 1024;
-    let mut per_table_maps: Vec<DenseIds> = trace
-        .tables
-        .iter()
-        .map(|t| DenseIds::in_order(t.rows, direct_budget))
-        .collect();
-    let mut per_table_seq: Vec<Vec<u32>> = vec![Vec::new(); nt];
-    // Each table's batch starts, and the last batch it occurs in.
-    let mut per_table_starts: Vec<Vec<u32>> = vec![Vec::new(); nt];
-    let mut last_batch = vec![usize::MAX; nt];
-    let mut overall_of_local: Vec<Vec<u32>> = vec![Vec::new(); nt];
-    let mut overall_seq = Vec::with_capacity(trace.accesses.len());
-    let mut overall_starts = Vec::with_capacity(trace.batch_ends.len());
-    let mut overall_last_batch = usize::MAX;
-    let mut n_overall = 0u32;
-    let mut b = 0usize;
-    for (i, a) in trace.accesses.iter().enumerate() {
-        while trace.batch_ends.get(b).is_some_and(|&end| i >= end) {
-            b += 1;
-        }
-        let t = a.table as usize;
-        let local = per_table_maps[t].id(a.row);
-        if local as usize == overall_of_local[t].len() {
-            overall_of_local[t].push(n_overall);
-            n_overall += 1;
-        }
-        if last_batch[t] != b {
-            last_batch[t] = b;
-            per_table_starts[t].push(per_table_seq[t].len() as u32);
-        }
-        per_table_seq[t].push(local);
-        if !single {
-            if overall_last_batch != b {
-                overall_last_batch = b;
-                overall_starts.push(overall_seq.len() as u32);
-            }
-            overall_seq.push(overall_of_local[t][local as usize]);
+    let mut x = ExactAnalysis::new(Some(&trace.tables), trace.accesses.len() as u64, u64::MAX);
+    x.share_single = share_single;
+    for b in trace.batches() {
+        x.batch(b);
+    }
+    x.finish(&trace.tables, opts)
+}
+
+/// The exact analysis fed a batch at a time, as a trace is read: each
+/// table's accesses as dense ids with the first access of each batch it
+/// occurs in (4 bytes an access), and the trace-wide sequence once a
+/// second table occurs (4 more); [`ExactAnalysis::finish`] reports. The
+/// trace itself is never held.
+pub struct ExactAnalysis {
+    /// A one-table trace's trace-wide report is its table's.
+    share_single: bool,
+    /// Each table's rows where a catalog came first (else unknown), and
+    /// the rows by vector at most when a table's rows come out of order.
+    rows: Vec<u64>,
+    budget: u64,
+    maps: Vec<DenseIds>,
+    seq: Vec<Vec<u32>>,
+    starts: Vec<Vec<u32>>,
+    /// The last batch each table occurs in.
+    last_batch: Vec<usize>,
+    /// The trace-wide id of each table's dense ids.
+    overall_of_local: Vec<Vec<u32>>,
+    n_overall: u32,
+    /// The first table that occurred, while it is the only one.
+    only: Option<usize>,
+    /// The trace-wide sequence and batch starts, once a second table
+    /// occurs (until then they are the only table's).
+    overall: Option<(Vec<u32>, Vec<u32>)>,
+    overall_last_batch: usize,
+    batches: usize,
+    accesses: u64,
+    limit: u64,
+}
+
+impl ExactAnalysis {
+    /// An analysis of a trace whose catalog (`tables`) and number of
+    /// accesses may be known ahead (they size its id maps; 0 accesses
+    /// when unknown), holding at most `limit` accesses: past it, it
+    /// drops what it holds and only counts ([`ExactAnalysis::over`]).
+    pub fn new(tables: Option<&[TraceTable]>, accesses: u64, limit: u64) -> ExactAnalysis {
+        ExactAnalysis {
+            share_single: true,
+            rows: tables.map_or(Vec::new(), |t| t.iter().map(|t| t.rows).collect()),
+            budget: 2 * accesses + 1024,
+            maps: Vec::new(),
+            seq: Vec::new(),
+            starts: Vec::new(),
+            last_batch: Vec::new(),
+            overall_of_local: Vec::new(),
+            n_overall: 0,
+            only: None,
+            overall: None,
+            overall_last_batch: usize::MAX,
+            batches: 0,
+            accesses: 0,
+            limit,
         }
     }
-    let batches = trace.batch_ends.len().max(1);
-    let default_rb = opts.row_bytes.unwrap_or(256);
-    let row_bytes = |t: &crate::trace::TraceTable| crate::trace::row_bytes_of(t, default_rb);
-    let tables: Vec<TableReport> = trace
-        .tables
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
+
+    /// Take the next batch.
+    pub fn batch(&mut self, batch: &[Access]) {
+        let b = self.batches;
+        self.batches += 1;
+        self.accesses += batch.len() as u64;
+        if self.accesses > self.limit {
+            if !self.seq.is_empty() {
+                *self = ExactAnalysis {
+                    batches: self.batches,
+                    accesses: self.accesses,
+                    ..ExactAnalysis::new(None, 0, self.limit)
+                };
+            }
+            return;
+        }
+        for a in batch {
+            let t = a.table as usize;
+            if t >= self.maps.len() {
+                self.add_tables(t + 1);
+            }
+            if self.only != Some(t) && self.overall.is_none() {
+                match self.only {
+                    None => self.only = Some(t),
+                    Some(k) => {
+                        self.overall = Some((self.seq[k].clone(), self.starts[k].clone()));
+                        self.overall_last_batch = self.last_batch[k];
+                    }
+                }
+            }
+            let local = self.maps[t].id(a.row);
+            if local as usize == self.overall_of_local[t].len() {
+                self.overall_of_local[t].push(self.n_overall);
+                self.n_overall += 1;
+            }
+            if self.last_batch[t] != b {
+                self.last_batch[t] = b;
+                self.starts[t].push(self.seq[t].len() as u32);
+            }
+            self.seq[t].push(local);
+            if let Some((seq, starts)) = &mut self.overall {
+                if self.overall_last_batch != b {
+                    self.overall_last_batch = b;
+                    starts.push(seq.len() as u32);
+                }
+                seq.push(self.overall_of_local[t][local as usize]);
+            }
+        }
+    }
+
+    fn add_tables(&mut self, n: usize) {
+        for t in self.maps.len()..n {
+            let rows = self.rows.get(t).copied().unwrap_or(u64::MAX);
+            self.maps.push(DenseIds::in_order(rows, self.budget));
+        }
+        self.seq.resize_with(n, Vec::new);
+        self.starts.resize_with(n, Vec::new);
+        self.last_batch.resize(n, usize::MAX);
+        self.overall_of_local.resize_with(n, Vec::new);
+    }
+
+    /// Accesses taken.
+    pub fn accesses(&self) -> u64 {
+        self.accesses
+    }
+
+    /// Batches taken.
+    pub fn batches(&self) -> u64 {
+        self.batches as u64
+    }
+
+    /// Whether the accesses went past the limit (then nothing is held
+    /// and [`ExactAnalysis::finish`] must not be asked).
+    pub fn over(&self) -> bool {
+        self.accesses > self.limit
+    }
+
+    /// Accesses of each of the first `n` tables.
+    pub fn per_table(&self, n: usize) -> Vec<u64> {
+        (0..n)
+            .map(|t| self.seq.get(t).map_or(0, |s| s.len() as u64))
+            .collect()
+    }
+
+    /// The report of the trace whose catalog is `tables` (every access's
+    /// table among them).
+    pub fn finish(mut self, tables: &[TraceTable], opts: &Options) -> Report {
+        assert!(!self.over(), "an exact analysis past its limit");
+        let nt = tables.len();
+        self.add_tables(nt.max(self.maps.len()));
+        // A one-table trace's trace-wide pass is its table's.
+        let single = self.share_single && nt == 1;
+        let (overall_seq, overall_starts) = match (self.overall.take(), self.only) {
+            (Some(o), _) => o,
+            (None, _) if single => (Vec::new(), Vec::new()),
+            (None, Some(k)) => (self.seq[k].clone(), self.starts[k].clone()),
+            (None, None) => (Vec::new(), Vec::new()),
+        };
+        let batches = self.batches.max(1);
+        let default_rb = opts.row_bytes.unwrap_or(256);
+        let row_bytes = |t: &TraceTable| crate::trace::row_bytes_of(t, default_rb);
+        let reports: Vec<TableReport> = tables
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                report(
+                    &Stream {
+                        name: &t.name,
+                        rows: t.rows,
+                        row_bytes: row_bytes(t),
+                        seq: &self.seq[i],
+                        batch_starts: &self.starts[i],
+                        batches,
+                        n_objects: self.maps[i].len(),
+                        object_bytes: Vec::new(),
+                    },
+                    opts,
+                )
+            })
+            .collect();
+        let rows: u64 = tables
+            .iter()
+            .map(|t| t.rows)
+            .fold(0u64, |a, b| a.saturating_add(b));
+        let mut object_bytes = vec![0u64; self.n_overall as usize];
+        for (t, ids) in self.overall_of_local.iter().enumerate().take(nt) {
+            for &o in ids {
+                object_bytes[o as usize] = row_bytes(&tables[t]);
+            }
+        }
+        let mut overall = if single {
+            single_overall(&reports[0], opts)
+        } else {
             report(
                 &Stream {
-                    name: &t.name,
-                    rows: t.rows,
-                    row_bytes: row_bytes(t),
-                    seq: &per_table_seq[i],
-                    batch_starts: &per_table_starts[i],
+                    name: "overall",
+                    rows,
+                    row_bytes: 0,
+                    seq: &overall_seq,
+                    batch_starts: &overall_starts,
                     batches,
-                    n_objects: per_table_maps[i].len(),
-                    object_bytes: Vec::new(),
+                    n_objects: self.n_overall as usize,
+                    object_bytes,
                 },
                 opts,
             )
-        })
-        .collect();
-    let rows: u64 = trace
-        .tables
-        .iter()
-        .map(|t| t.rows)
-        .fold(0u64, |a, b| a.saturating_add(b));
-    let mut object_bytes = vec![0u64; n_overall as usize];
-    for (t, ids) in overall_of_local.iter().enumerate() {
-        for &o in ids {
-            object_bytes[o as usize] = row_bytes(&trace.tables[t]);
+        };
+        // Overall bandwidth is the sum of the tables' (rows differ in size).
+        overall.bandwidth.bytes_per_s = reports.iter().map(|t| t.bandwidth.bytes_per_s).sum();
+        overall.bandwidth.unique_bytes_per_s =
+            reports.iter().map(|t| t.bandwidth.unique_bytes_per_s).sum();
+        Report {
+            overall,
+            tables: reports,
         }
     }
-    let mut overall = if single {
-        single_overall(&tables[0], opts)
-    } else {
-        report(
-            &Stream {
-                name: "overall",
-                rows,
-                row_bytes: 0,
-                seq: &overall_seq,
-                batch_starts: &overall_starts,
-                batches,
-                n_objects: n_overall as usize,
-                object_bytes,
-            },
-            opts,
-        )
-    };
-    // Overall bandwidth is the sum of the tables' (rows differ in size).
-    overall.bandwidth.bytes_per_s = tables.iter().map(|t| t.bandwidth.bytes_per_s).sum();
-    overall.bandwidth.unique_bytes_per_s =
-        tables.iter().map(|t| t.bandwidth.unique_bytes_per_s).sum();
-    Report { overall, tables }
 }
 
 #[cfg(test)]
@@ -918,6 +1038,81 @@ mod tests {
         assert_eq!(r.tables[0].working_set_per_batch, Series::of(&[2, 1]));
         assert_eq!(r.tables[1].working_set_per_batch, Series::of(&[2, 1]));
         assert_eq!(r.overall.working_set_per_batch, Series::of(&[2, 3, 1]));
+    }
+
+    /// An exact analysis fed batch by batch without the catalog ahead
+    /// reports what the analysis of the loaded trace does, whichever
+    /// table occurs first and however late a second one comes; past its
+    /// limit it holds nothing and says so.
+    #[test]
+    fn an_exact_analysis_fed_by_batches_is_the_loaded_ones() {
+        use crate::trace::gen::{GenSpec, GenTable};
+        let table = |name: &str, rows, alpha| GenTable {
+            name: String::from(name),
+            rows,
+            dim: 8,
+            pooling: 2.0,
+            alpha,
+            drift: 0.01,
+        };
+        let mut t = GenSpec {
+            seed: 4,
+            batches: 40,
+            batch_size: 32,
+            tables: vec![
+                table("a", 900, 0.9),
+                table("b", 300, 1.1),
+                table("c", 50, 0.5),
+            ],
+        }
+        .generate();
+        // Table 2 alone for the first ten batches and a half, then all
+        // three (the second table comes inside a batch).
+        let cut = (t.batch_ends[9] + t.batch_ends[10]) / 2;
+        assert_ne!(t.accesses[cut].table, 2);
+        t.accesses[..cut].iter_mut().for_each(|a| a.table = 2);
+        let opts = Options::default();
+        let want = analyze(&t, &opts);
+        let mut x = ExactAnalysis::new(None, 0, u64::MAX);
+        t.batches().for_each(|b| x.batch(b));
+        assert_eq!((x.accesses(), x.batches()), (t.accesses.len() as u64, 40));
+        assert_eq!(
+            x.per_table(3)[2],
+            t.accesses.iter().filter(|a| a.table == 2).count() as u64
+        );
+        let got = x.finish(&t.tables, &opts);
+        assert_eq!(got, want);
+        // The trace-wide report is that of a one-table trace keyed by
+        // (table, row), made without the trace-wide sequence.
+        let mut one = t.clone();
+        one.tables = vec![TraceTable {
+            name: "keys".into(),
+            rows: 1 << 48,
+            dim: 8,
+            row_bytes: 0,
+        }];
+        one.accesses.iter_mut().for_each(|a| {
+            a.row = a.key();
+            a.table = 0;
+        });
+        let plain = &analyze(&one, &opts).tables[0];
+        let o = &got.overall;
+        assert_eq!(o.working_set_per_batch, plain.working_set_per_batch);
+        assert_eq!(o.working_set_per_window, plain.working_set_per_window);
+        assert_eq!(
+            (&o.reuse_distance, &o.reuse_time),
+            (&plain.reuse_distance, &plain.reuse_time)
+        );
+        assert_eq!(
+            (o.unique_rows, &o.count_hist_rows),
+            (plain.unique_rows, &plain.count_hist_rows)
+        );
+        assert_eq!(o.mrc, plain.mrc);
+        let mut x = ExactAnalysis::new(Some(&t.tables), t.accesses.len() as u64, 100);
+        t.batches().for_each(|b| x.batch(b));
+        assert!(x.over());
+        assert_eq!(x.accesses(), t.accesses.len() as u64);
+        assert!(x.seq.is_empty());
     }
 
     /// One table pass gives the counts, working sets and LRU hits that
