@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use embtier_sim::profile::{self, DeviceProfile, Profiles, TierDevices};
-use embtier_sim::trace::{import_noting, row_bytes_of, CsvSpec, Format, Note, Trace};
+use embtier_sim::trace::{import_noting, row_bytes_of, CsvSpec, Format, Note, Trace, TraceTable};
 
 /// A failure: exit status (2 usage, 1 data) and a one-line message.
 #[derive(Debug)]
@@ -58,19 +58,37 @@ pub const DEFAULT_ROW_BYTES: u64 = 256;
 /// The mean bytes per access of `t` (rows of `default` bytes where the
 /// trace does not say).
 pub fn mean_row_bytes(t: &Trace, default: u64) -> u64 {
-    let rb: Vec<u64> = t
-        .tables
-        .iter()
-        .map(|tt| row_bytes_of(tt, default))
-        .collect();
-    // Rows all of one size (one table, or tables alike) need no pass.
-    if let Some(&first) = rb.first() {
-        if rb.iter().all(|&b| b == first) {
-            return first.max(1);
+    let mut per_table = vec![0u64; t.tables.len()];
+    if !all_one_size(&t.tables, default) {
+        for a in &t.accesses {
+            per_table[a.table as usize] += 1;
         }
     }
-    let total: u64 = t.accesses.iter().map(|a| rb[a.table as usize]).sum();
-    (total / t.accesses.len().max(1) as u64).max(1)
+    mean_row_bytes_by_table(&t.tables, &per_table, default)
+}
+
+/// Whether the rows of `tables` are all one size.
+fn all_one_size(tables: &[TraceTable], default: u64) -> bool {
+    tables
+        .iter()
+        .all(|t| row_bytes_of(t, default) == tables.first().map_or(0, |f| row_bytes_of(f, default)))
+}
+
+/// The mean bytes per access over tables with `per_table` accesses each
+/// (rows of `default` bytes where a table does not say).
+pub fn mean_row_bytes_by_table(tables: &[TraceTable], per_table: &[u64], default: u64) -> u64 {
+    // Rows all of one size (one table, or tables alike) need no counts.
+    if let Some(first) = tables.first() {
+        if all_one_size(tables, default) {
+            return row_bytes_of(first, default).max(1);
+        }
+    }
+    let total: u64 = tables
+        .iter()
+        .zip(per_table)
+        .map(|(t, &n)| row_bytes_of(t, default) * n)
+        .sum();
+    (total / per_table.iter().sum::<u64>().max(1)).max(1)
 }
 
 /// Cache sizes in rows from `--sizes`: rows (`1000`), bytes (`64MiB`, a

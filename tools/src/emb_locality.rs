@@ -19,16 +19,18 @@ use embtier_sim::locality::plan::{plan, Budgets, Decision, Plan};
 use embtier_sim::locality::shards::Sampling;
 use embtier_sim::locality::store_toml::{round_size, store_config, store_toml, Policies};
 use embtier_sim::locality::stream::{analyze_etrace, analyze_file, StreamAnalysis};
-use embtier_sim::locality::{analyze, Log2Hist, Options, Report, TableReport, COUNT_BIN_EDGES};
+use embtier_sim::locality::{
+    analyze, ExactAnalysis, Log2Hist, Options, Report, TableReport, COUNT_BIN_EDGES,
+};
 use embtier_sim::minisim::with_policy_curves;
 use embtier_sim::replay::simulate_store;
 use embtier_sim::table::Table;
 use embtier_sim::trace::gen::{GenSpec, GenTable};
-use embtier_sim::trace::{detect, row_bytes_of, Format, TraceReader, TraceTable};
+use embtier_sim::trace::{detect, import_stream, row_bytes_of, Format, TraceReader, TraceTable};
 use embtier_sim::SimPolicy;
 use embtier_tools::cli::{
-    check_sizes, data, emit, load, main_with, mean_row_bytes, parse_rate, parse_sizes, progress,
-    say_read, usage, Devices, Fail, Input, Output, DEFAULT_ROW_BYTES,
+    check_sizes, data, emit, load, main_with, mean_row_bytes_by_table, parse_rate, parse_sizes,
+    progress, say_read, usage, Devices, Fail, Input, Output, DEFAULT_ROW_BYTES,
 };
 use embtier_tools::plot;
 use rayon::prelude::*;
@@ -128,9 +130,10 @@ struct AnalyzeArgs {
     #[arg(long)]
     compare_dlrm: Option<PathBuf>,
     /// Memory the analysis may take, e.g. 8GiB (default: three quarters of
-    /// the machine's). The exact analysis holds the trace (about 50 bytes
-    /// an access) and is refused past it; with --sample the trace streams
-    /// in memory bounded by its tables' rows.
+    /// the machine's). The exact analysis streams the trace but holds each
+    /// access as dense ids (about 32 bytes an access with what it derives)
+    /// and is refused past it; with --sample the trace streams in memory
+    /// bounded by its tables' rows.
     #[arg(long, value_parser = |s: &str| s.parse::<embtier::ByteSize>())]
     max_memory: Option<embtier::ByteSize>,
 }
@@ -200,7 +203,8 @@ struct PlanArgs {
     /// Tables the charts draw beside the overall curve: the most accessed.
     #[arg(long, default_value_t = plot::DEFAULT_TOP, value_parser = clap::value_parser!(u64).range(1..))]
     top: u64,
-    /// Memory the analysis may take (as analyze --max-memory).
+    /// Memory the analysis may take (as analyze --max-memory; plan holds
+    /// the trace to replay it, about 50 bytes an access).
     #[arg(long, value_parser = |s: &str| s.parse::<embtier::ByteSize>())]
     max_memory: Option<embtier::ByteSize>,
 }

@@ -392,3 +392,34 @@ fn max_memory_refuses_exact_and_streams_sampled() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--policies"), "{}", stderr(&o));
 }
+
+/// A text trace says nothing of its size ahead, so the exact analysis
+/// reads it through, holds no more than `--max-memory` allows, and then
+/// refuses in one line naming the file and `--sample`; with room, the
+/// same file is analysed exactly.
+#[test]
+fn a_text_trace_past_max_memory_is_refused_after_its_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("ids.txt");
+    let ids: String = (0..20_000u64)
+        .map(|i| format!("{}\n", (i * 7919) % 3000))
+        .collect();
+    std::fs::write(&t, ids).unwrap();
+    let p = t.to_str().unwrap();
+    // 20,000 accesses at 32 bytes: 640 KB.
+    let o = bin(&["analyze", p, "--max-memory", "500KiB"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    let last = e.trim().lines().last().unwrap();
+    assert!(
+        last.contains("ids.txt")
+            && last.contains("20000 accesses")
+            && last.contains("--sample 0.01"),
+        "{e}"
+    );
+    let o = bin(&["analyze", p, "--max-memory", "1MiB", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["overall"]["accesses"], 20_000);
+    assert_eq!(v["tables"][0]["unique_rows"], 3000);
+}

@@ -385,6 +385,63 @@ impl<'a> Builder<'a> {
     }
 }
 
+/// A file's accesses in one pass without holding them, in any format:
+/// `each` gets the accesses batch by batch (the same accesses, rows and
+/// batches as [`import_noting`] gives), and the catalog comes at the end
+/// (the readers number each table's ids as they go, so the tables' rows
+/// are known only then). Returns the format read, the catalog and the
+/// reader's notes.
+pub fn import_stream(
+    path: &Path,
+    format: Format,
+    csv: &CsvSpec,
+    batch: usize,
+    mut each: impl FnMut(&[Access]),
+) -> Result<(Format, Vec<TraceTable>, Vec<Note>), TraceError> {
+    let format = if format == Format::Auto {
+        detect(path)?
+    } else {
+        format
+    };
+    let batch = batch.max(1);
+    let mut notes = Vec::new();
+    let mut any = false;
+    let mut each = |b: &[Access]| {
+        any |= !b.is_empty();
+        each(b)
+    };
+    let tables = match format {
+        Format::Etrace => {
+            let f = std::fs::File::open(path).map_err(|source| TraceError::Io {
+                path: path.into(),
+                source,
+            })?;
+            let fmt = |source| TraceError::Format {
+                path: path.into(),
+                source,
+            };
+            let mut r =
+                crate::trace::TraceReader::new(std::io::BufReader::with_capacity(1 << 20, f))
+                    .map_err(fmt)?;
+            let mut b = Vec::new();
+            while r.next_batch(&mut b).map_err(fmt)? {
+                each(&b);
+            }
+            r.tables().to_vec()
+        }
+        Format::OracleGeneral => readers::oracle_general_stream(path, batch, &mut each)?,
+        Format::Auto => unreachable!("resolved above"),
+        _ => {
+            let b = Builder::with_sink(batch, Sink::Feed(&mut each));
+            read_with(path, format, csv, b, &mut notes)?.0.tables
+        }
+    };
+    if !any {
+        return Err(TraceError::Empty { path: path.into() });
+    }
+    Ok((format, tables, notes))
+}
+
 /// A file's accesses without holding them, for the formats read through a
 /// [`Builder`] (all but `.etrace`; oracleGeneral has its own two passes,
 /// [`oracle_general_batches`], the same in effect): a first pass reads the

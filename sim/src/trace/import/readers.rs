@@ -123,6 +123,37 @@ pub fn oracle_general_batches(
     Ok(())
 }
 
+/// An oracleGeneral file's accesses in one pass, handed to `each` in
+/// batches of `batch` (the same accesses, rows and batches as [`import`]
+/// gives); returns the catalog, known at the end.
+pub(super) fn oracle_general_stream(
+    path: &Path,
+    batch: usize,
+    mut each: impl FnMut(&[Access]),
+) -> Result<Vec<TraceTable>, TraceError> {
+    let records = og_records(path)?;
+    let mut ids = IdTable::with_capacity(records.min(1 << 24) / 8);
+    let batch = batch.max(1);
+    let mut b: Vec<Access> = Vec::with_capacity(batch.min(records.max(1)));
+    og_blocks(path, records, |block| {
+        og_number(&mut ids, block, |row| {
+            b.push(Access {
+                table: 0,
+                row,
+                kind: AccessKind::Lookup,
+            });
+            if b.len() == batch {
+                each(&b);
+                b.clear();
+            }
+        })
+    })?;
+    if !b.is_empty() {
+        each(&b);
+    }
+    Ok(single_table("objects", ids.len() as u64))
+}
+
 pub(super) fn txt(path: &Path, mut b: Builder<'_>) -> Result<(Trace, Counts), TraceError> {
     let r = open_text(path)?;
     let mut ids = crate::densify::IdTable::default();
