@@ -83,7 +83,7 @@ pub(super) struct Analysed {
 /// Analyse `input`: a sampled analysis of a `.etrace` streams (memory
 /// bounded by the tables' rows), and one of any other file reads it twice
 /// (memory bounded by its distinct ids); the exact analysis reads the file
-/// whole. The exact
+/// once, holding each access as dense ids but not the trace. The exact
 /// analysis is refused, naming `--sample`, where it would take more than
 /// `max_memory`. `sizes` turns a mean row size into the MRC sizes.
 pub(super) fn analysed(
