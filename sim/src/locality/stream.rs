@@ -615,17 +615,10 @@ pub fn analyze_etrace(
     path: &std::path::Path,
     opts: &Options,
 ) -> Result<Report, crate::trace::TraceError> {
-    use crate::trace::{TraceError, TraceReader};
+    use crate::trace::TraceError;
     use std::sync::mpsc;
-    let f = std::fs::File::open(path).map_err(|source| TraceError::Io {
-        path: path.into(),
-        source,
-    })?;
-    let fmt = |source| TraceError::Format {
-        path: path.into(),
-        source,
-    };
-    let mut r = TraceReader::new(std::io::BufReader::with_capacity(1 << 20, f)).map_err(fmt)?;
+    let fmt = crate::trace::etrace_err(path);
+    let mut r = crate::trace::open_etrace(path)?;
     let (_, accesses) = r.totals().map_err(fmt)?;
     if accesses == 0 {
         return Err(TraceError::Empty { path: path.into() });

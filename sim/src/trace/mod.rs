@@ -78,6 +78,23 @@ pub struct Trace {
     pub accesses: Vec<Access>,
 }
 
+/// A `.etrace` file opened for reading, its header read.
+pub fn open_etrace(path: &Path) -> Result<TraceReader<BufReader<File>>, TraceError> {
+    let f = File::open(path).map_err(|source| TraceError::Io {
+        path: path.into(),
+        source,
+    })?;
+    TraceReader::new(BufReader::with_capacity(1 << 20, f)).map_err(etrace_err(path))
+}
+
+/// A `.etrace` reader's error as `path`'s.
+pub fn etrace_err(path: &Path) -> impl Fn(embtier_format::FormatError) -> TraceError + Copy + '_ {
+    move |source| TraceError::Format {
+        path: path.into(),
+        source,
+    }
+}
+
 impl Trace {
     /// Batches as slices.
     pub fn batches(&self) -> impl Iterator<Item = &[Access]> {
@@ -91,15 +108,8 @@ impl Trace {
 
     /// Read a `.etrace` file whole.
     pub fn read_etrace(path: &Path) -> Result<Trace, TraceError> {
-        let f = File::open(path).map_err(|source| TraceError::Io {
-            path: path.into(),
-            source,
-        })?;
-        let fmt = |source| TraceError::Format {
-            path: path.into(),
-            source,
-        };
-        let mut r = TraceReader::new(BufReader::with_capacity(1 << 20, f)).map_err(fmt)?;
+        let fmt = etrace_err(path);
+        let mut r = open_etrace(path)?;
         let mut t = Trace {
             tables: r.tables().to_vec(),
             ..Trace::default()

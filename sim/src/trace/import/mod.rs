@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::str::FromStr;
 
-use super::{Access, AccessKind, Trace, TraceError, TraceTable};
+use super::{etrace_err, Access, AccessKind, Trace, TraceError, TraceTable};
 use crate::densify::Densify;
 
 mod readers;
@@ -249,6 +249,15 @@ pub struct Note {
     pub text: String,
 }
 
+/// `format`, or the one [`detect`] finds for `Auto`.
+fn resolve(path: &Path, format: Format) -> Result<Format, TraceError> {
+    if format == Format::Auto {
+        detect(path)
+    } else {
+        Ok(format)
+    }
+}
+
 /// [`import`], with the notes a tool shows its user.
 pub fn import_noting(
     path: &Path,
@@ -256,11 +265,7 @@ pub fn import_noting(
     csv: &CsvSpec,
     batch: usize,
 ) -> Result<Imported, TraceError> {
-    let format = if format == Format::Auto {
-        detect(path)?
-    } else {
-        format
-    };
+    let format = resolve(path, format)?;
     let batch = batch.max(1);
     let mut notes = Vec::new();
     let t = match format {
@@ -398,11 +403,7 @@ pub fn import_stream(
     batch: usize,
     mut each: impl FnMut(&[Access]),
 ) -> Result<(Format, Vec<TraceTable>, Vec<Note>), TraceError> {
-    let format = if format == Format::Auto {
-        detect(path)?
-    } else {
-        format
-    };
+    let format = resolve(path, format)?;
     let batch = batch.max(1);
     let mut notes = Vec::new();
     let mut any = false;
@@ -412,19 +413,9 @@ pub fn import_stream(
     };
     let tables = match format {
         Format::Etrace => {
-            let f = std::fs::File::open(path).map_err(|source| TraceError::Io {
-                path: path.into(),
-                source,
-            })?;
-            let fmt = |source| TraceError::Format {
-                path: path.into(),
-                source,
-            };
-            let mut r =
-                crate::trace::TraceReader::new(std::io::BufReader::with_capacity(1 << 20, f))
-                    .map_err(fmt)?;
+            let mut r = crate::trace::open_etrace(path)?;
             let mut b = Vec::new();
-            while r.next_batch(&mut b).map_err(fmt)? {
+            while r.next_batch(&mut b).map_err(etrace_err(path))? {
                 each(&b);
             }
             r.tables().to_vec()
@@ -458,11 +449,7 @@ pub fn import_batches(
     start: impl FnOnce(&[TraceTable], &[u64]),
     mut each: impl FnMut(&[Access]),
 ) -> Result<(Format, Vec<Note>), TraceError> {
-    let format = if format == Format::Auto {
-        detect(path)?
-    } else {
-        format
-    };
+    let format = resolve(path, format)?;
     if format == Format::Etrace {
         return Err(TraceError::Unrecognised {
             path: path.into(),

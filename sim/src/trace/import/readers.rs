@@ -96,16 +96,42 @@ pub fn oracle_general_batches(
     path: &Path,
     batch: usize,
     start: impl FnOnce(&[TraceTable], u64),
-    mut each: impl FnMut(&[Access]),
+    each: impl FnMut(&[Access]),
 ) -> Result<(), TraceError> {
     let records = og_records(path)?;
     let mut ids = IdTable::with_capacity(records.min(1 << 24) / 8);
     og_blocks(path, records, |block| og_number(&mut ids, block, |_| {}))?;
     start(&single_table("objects", ids.len() as u64), records as u64);
+    og_feed(path, records, &mut ids, batch, each)
+}
+
+/// An oracleGeneral file's accesses in one pass, handed to `each` in
+/// batches of `batch` (the same accesses, rows and batches as [`import`]
+/// gives); returns the catalog, known at the end.
+pub(super) fn oracle_general_stream(
+    path: &Path,
+    batch: usize,
+    each: impl FnMut(&[Access]),
+) -> Result<Vec<TraceTable>, TraceError> {
+    let records = og_records(path)?;
+    let mut ids = IdTable::with_capacity(records.min(1 << 24) / 8);
+    og_feed(path, records, &mut ids, batch, each)?;
+    Ok(single_table("objects", ids.len() as u64))
+}
+
+/// The first `records` records of `path`, numbered by `ids`, handed to
+/// `each` in batches of `batch`.
+fn og_feed(
+    path: &Path,
+    records: usize,
+    ids: &mut IdTable,
+    batch: usize,
+    mut each: impl FnMut(&[Access]),
+) -> Result<(), TraceError> {
     let batch = batch.max(1);
     let mut b: Vec<Access> = Vec::with_capacity(batch.min(records.max(1)));
     og_blocks(path, records, |block| {
-        og_number(&mut ids, block, |row| {
+        og_number(ids, block, |row| {
             b.push(Access {
                 table: 0,
                 row,
@@ -121,37 +147,6 @@ pub fn oracle_general_batches(
         each(&b);
     }
     Ok(())
-}
-
-/// An oracleGeneral file's accesses in one pass, handed to `each` in
-/// batches of `batch` (the same accesses, rows and batches as [`import`]
-/// gives); returns the catalog, known at the end.
-pub(super) fn oracle_general_stream(
-    path: &Path,
-    batch: usize,
-    mut each: impl FnMut(&[Access]),
-) -> Result<Vec<TraceTable>, TraceError> {
-    let records = og_records(path)?;
-    let mut ids = IdTable::with_capacity(records.min(1 << 24) / 8);
-    let batch = batch.max(1);
-    let mut b: Vec<Access> = Vec::with_capacity(batch.min(records.max(1)));
-    og_blocks(path, records, |block| {
-        og_number(&mut ids, block, |row| {
-            b.push(Access {
-                table: 0,
-                row,
-                kind: AccessKind::Lookup,
-            });
-            if b.len() == batch {
-                each(&b);
-                b.clear();
-            }
-        })
-    })?;
-    if !b.is_empty() {
-        each(&b);
-    }
-    Ok(single_table("objects", ids.len() as u64))
 }
 
 pub(super) fn txt(path: &Path, mut b: Builder<'_>) -> Result<(Trace, Counts), TraceError> {
