@@ -260,8 +260,8 @@ fn distance_pass_any(
     let mut marks = Markers::ones(cap, 0);
     let mut next = 0usize;
     let mut seen = 0i64;
-    let mut dist_hist = Log2Hist::default();
-    let mut time_hist = Log2Hist::default();
+    let mut dist_hist = Bins::default();
+    let mut time_hist = Bins::default();
     for (t, &o) in seq.iter().enumerate() {
         // Objects are random memory: ask for the line of an object a few
         // accesses ahead.
@@ -296,7 +296,39 @@ fn distance_pass_any(
         next += 1;
     }
     let counts = of.iter().map(|x| x[2] as u64).collect();
-    (dist_hist, time_hist, counts)
+    (dist_hist.into(), time_hist.into(), counts)
+}
+
+/// A [`Log2Hist`] of fixed size, for the pass (no bound to grow).
+struct Bins {
+    bins: [u64; 65],
+    cold: u64,
+}
+
+impl Default for Bins {
+    fn default() -> Bins {
+        Bins {
+            bins: [0; 65],
+            cold: 0,
+        }
+    }
+}
+
+impl Bins {
+    #[inline(always)]
+    fn add(&mut self, v: u64) {
+        self.bins[(64 - v.leading_zeros()) as usize] += 1;
+    }
+}
+
+impl From<Bins> for Log2Hist {
+    fn from(b: Bins) -> Log2Hist {
+        let len = b.bins.iter().rposition(|&c| c != 0).map_or(0, |k| k + 1);
+        Log2Hist {
+            bins: b.bins[..len].to_vec(),
+            cold: b.cold,
+        }
+    }
 }
 
 /// Reuse times (accesses since the previous access of the same object).
