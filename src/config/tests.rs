@@ -2,6 +2,12 @@
 
 use super::*;
 
+/// A config of one table ("a": 1000 rows of 4) with `set` applied: the
+/// frame of the tests of one setting.
+fn one_table(set: impl FnOnce(StoreConfigBuilder) -> StoreConfigBuilder) -> StoreConfig {
+    set(StoreConfig::builder().table(TableConfig::new("a", 1000, 4))).build()
+}
+
 #[test]
 fn byte_sizes_parse() {
     assert_eq!("64MiB".parse::<ByteSize>().unwrap().0, 64 << 20);
@@ -156,10 +162,7 @@ fn budgets_split_by_size() {
 
 #[test]
 fn simulation_only_policies_are_refused() {
-    let cfg = StoreConfig::builder()
-        .table(TableConfig::new("a", 1000, 4))
-        .dram_policy(PolicyKind::Slru)
-        .build();
+    let cfg = one_table(|b| b.dram_policy(PolicyKind::Slru));
     assert!(cfg
         .plan()
         .unwrap_err()
@@ -169,34 +172,22 @@ fn simulation_only_policies_are_refused() {
 
 #[test]
 fn an_empty_merge_list_is_refused() {
-    let cfg = StoreConfig::builder()
-        .table(TableConfig::new("a", 1000, 4))
-        .merge_list_rows(0)
-        .build();
+    let cfg = one_table(|b| b.merge_list_rows(0));
     let e = cfg.plan().unwrap_err().to_string();
     assert!(e.contains("ssd.merge_list_rows 0"), "{e}");
-    let ok = StoreConfig::builder()
-        .table(TableConfig::new("a", 1000, 4))
-        .merge_list_rows(1)
-        .build();
+    let ok = one_table(|b| b.merge_list_rows(1));
     ok.plan().unwrap();
 }
 
 #[test]
 fn a_checkpoint_rest_out_of_range_is_refused() {
     for bad in [-0.5, f64::NAN, f64::INFINITY, 101.0] {
-        let cfg = StoreConfig::builder()
-            .table(TableConfig::new("a", 1000, 4))
-            .checkpoint_rest(bad)
-            .build();
+        let cfg = one_table(|b| b.checkpoint_rest(bad));
         let e = cfg.plan().unwrap_err().to_string();
         assert!(e.contains("ssd.checkpoint_rest"), "{bad}: {e}");
     }
     for good in [0.0, 1.0, 3.5] {
-        let cfg = StoreConfig::builder()
-            .table(TableConfig::new("a", 1000, 4))
-            .checkpoint_rest(good)
-            .build();
+        let cfg = one_table(|b| b.checkpoint_rest(good));
         cfg.plan().unwrap();
     }
     let toml: StoreConfig = toml::from_str(
@@ -209,18 +200,12 @@ fn a_checkpoint_rest_out_of_range_is_refused() {
 #[test]
 fn a_merge_start_out_of_range_is_refused() {
     for bad in [0.0, -0.1, 0.76, 1.0, f64::NAN, f64::INFINITY] {
-        let cfg = StoreConfig::builder()
-            .table(TableConfig::new("a", 1000, 4))
-            .merge_start(bad)
-            .build();
+        let cfg = one_table(|b| b.merge_start(bad));
         let e = cfg.plan().unwrap_err().to_string();
         assert!(e.contains("ssd.merge_start"), "{bad}: {e}");
     }
     for good in [0.01, 0.25, 0.5, 0.75] {
-        let cfg = StoreConfig::builder()
-            .table(TableConfig::new("a", 1000, 4))
-            .merge_start(good)
-            .build();
+        let cfg = one_table(|b| b.merge_start(good));
         cfg.plan().unwrap();
     }
     assert_eq!(StoreConfig::default().ssd.merge_start, 0.5);
