@@ -241,3 +241,72 @@ fn a_checkpoint_of_a_dirty_cache_allocates_little_beyond_it() {
     );
     assert!(after < 16.0, "{after:.1} MiB held after the checkpoint");
 }
+
+/// A snapshot checkpoint while training goes on (W5 in miniature: a
+/// thread looks up and updates a hot set larger than the cache, so that
+/// rows are evicted dirty, written while old, and read back meanwhile):
+/// what the checkpoint holds beyond the cache is its copies of old rows
+/// and the rows evicted during it, each held once. The write-back used to
+/// copy every pending row into one buffer before writing: twice them.
+#[test]
+fn a_checkpoint_beside_training_holds_each_pending_row_once() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let (dim, cache) = (64u32, 32usize << 20);
+    let rb = dim as usize * 4;
+    let rows = (cache / rb) as u64;
+    let cfg = StoreConfig::builder()
+        .table(TableConfig::new("t", rows * 8, dim).init(Init::Zeros))
+        .dram_capacity(cache as u64)
+        .io_engine(IoEngineKind::Psync)
+        .build();
+    let store = Store::create(dir.path().join("s"), cfg).unwrap();
+    // A hot set of 1.5x the cache, spread over the groups; the cache fills
+    // with dirty rows first.
+    let hot: Vec<u64> = (0..rows * 3 / 2)
+        .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) % (rows * 8))
+        .collect();
+    let vals = vec![0.25f32; 4096 * dim as usize];
+    let train = |k: usize, out: &mut [f32]| {
+        let chunk = &hot[(k * 4096) % (hot.len() - 4096)..][..4096];
+        store.lookup("t", chunk, out).unwrap();
+        store.update("t", chunk, &vals).unwrap();
+    };
+    let mut out = vec![0f32; 4096 * dim as usize];
+    for k in 0..2 * hot.len() / 4096 {
+        train(k, &mut out);
+    }
+    let before = LIVE.load(Ordering::SeqCst);
+    PEAK.store(before, Ordering::SeqCst);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (c, steps) = std::thread::scope(|s| {
+        let t = s.spawn(|| {
+            let mut k = 0;
+            while !done.load(Ordering::SeqCst) {
+                train(k, &mut out);
+                k += 1;
+            }
+            k
+        });
+        // Let training run into the checkpoint's window.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let c = store.checkpoint().unwrap();
+        done.store(true, Ordering::SeqCst);
+        (c, t.join().unwrap())
+    });
+    let st = store.stats();
+    let t = st.table("t").unwrap();
+    let peak = (PEAK.load(Ordering::SeqCst) - before) as f64 / (1 << 20) as f64;
+    eprintln!(
+        "checkpoint beside {steps} training steps: heap peak {peak:.1} MiB above the store's \
+         (cache {} MiB, pending limit {} rows; {c:?})",
+        cache >> 20,
+        t.ssd.pending_limit_rows
+    );
+    assert!(steps > 0, "training ran beside the checkpoint");
+    assert!(
+        peak < (cache >> 20) as f64 * 0.6,
+        "a checkpoint beside training peaked {peak:.1} MiB beyond a {} MiB cache",
+        cache >> 20
+    );
+}

@@ -143,9 +143,12 @@ pub(crate) enum TableKind {
     },
 }
 
+/// A dirty row out of the cache tiers, waiting to be written. Shared, so
+/// that a write-back writes from these very bytes (the row stays readable
+/// in its map meanwhile) instead of copying every pending row first.
 struct PendingRow {
     gen: u64,
-    bytes: Box<[u8]>,
+    bytes: std::sync::Arc<[u8]>,
 }
 
 pub(crate) struct Shard {

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::io::pace::Pacer;
+use std::sync::Arc;
 
 /// What a write home carries, for the row log's map.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -51,17 +52,16 @@ impl Table {
             return Ok(());
         };
         let mut buf = self.wb_lock.lock();
-        // id, gen, offset in bytes, whether the log holds a copy of it.
-        // Sized from the pending bytes (updates may add a few meanwhile),
-        // so that the copy is not a doubling vector's twice its size.
+        // id, gen, the row's bytes (shared with the pending map: no copy),
+        // whether the log holds a copy of it. Sized from the pending bytes
+        // (updates may add a few meanwhile), not a doubling vector's.
         let pending = self.pending_bytes.load(Ordering::Relaxed).max(0) as usize;
-        let mut snap: Vec<(u64, u64, usize, bool)> = Vec::with_capacity(pending / self.row_bytes);
-        let mut bytes: Vec<u8> = Vec::with_capacity(pending);
+        let mut snap: Vec<(u64, u64, Arc<[u8]>, bool)> =
+            Vec::with_capacity(pending / self.row_bytes);
         for sh in shards {
             let sh = sh.lock();
             for (&id, p) in &sh.pending {
-                snap.push((id, p.gen, bytes.len(), sh.in_log(id)));
-                bytes.extend_from_slice(&p.bytes);
+                snap.push((id, p.gen, p.bytes.clone(), sh.in_log(id)));
             }
         }
         if snap.is_empty() {
@@ -70,10 +70,7 @@ impl Table {
         let layout = self.entry.layout;
         snap.sort_unstable_by_key(|s| layout.locate(s.0));
         let rb = self.row_bytes;
-        let rows: Vec<(u64, &[u8])> = snap
-            .iter()
-            .map(|&(id, _, o, _)| (id, &bytes[o..o + rb]))
-            .collect();
+        let rows: Vec<(u64, &[u8])> = snap.iter().map(|(id, _, b, _)| (*id, &b[..])).collect();
         // Rows of partly covered groups are appended to the row log while
         // it has room, in chunks of at most WB_CHUNK_BYTES of log blocks.
         // Whole groups (a bulk load, a dense table) go home: their write
@@ -131,6 +128,7 @@ impl Table {
             start = end;
         }
         let mut freed = 0;
+        drop(rows);
         for &(id, gen, _, _) in &snap {
             let mut sh = shards[self.shard_of(id, shards.len())].lock();
             if sh.pending.get(&id).is_some_and(|p| p.gen == gen) {
