@@ -196,6 +196,17 @@ fn the_row_log_map_costs_at_most_16_bytes_a_logged_row_and_is_reported() {
     );
 }
 
+/// A store of one zero-initialised table "t" of `rows` rows of `dim`
+/// floats, with a DRAM cache of `cache` bytes, created in `dir`.
+fn one_table_store(dir: &std::path::Path, dim: u32, cache: usize, rows: u64) -> Store {
+    let cfg = StoreConfig::builder()
+        .table(TableConfig::new("t", rows, dim).init(Init::Zeros))
+        .dram_capacity(cache as u64)
+        .io_engine(IoEngineKind::Psync)
+        .build();
+    Store::create(dir.join("s"), cfg).unwrap()
+}
+
 /// A checkpoint of a cache whose every row is dirty (a training step
 /// writes every row it reads) holds little beyond the cache while it
 /// writes them: the flush takes rows a few MiB at a time, and the pending
@@ -207,12 +218,7 @@ fn a_checkpoint_of_a_dirty_cache_allocates_little_beyond_it() {
     let dir = tempfile::tempdir().unwrap();
     let (dim, cache) = (64u32, 64usize << 20);
     let rows = (cache / (dim as usize * 4)) as u64;
-    let cfg = StoreConfig::builder()
-        .table(TableConfig::new("t", rows * 4, dim).init(Init::Zeros))
-        .dram_capacity(cache as u64)
-        .io_engine(IoEngineKind::Psync)
-        .build();
-    let store = Store::create(dir.path().join("s"), cfg).unwrap();
+    let store = one_table_store(dir.path(), dim, cache, rows * 4);
     // Every other row of twice the cache: spread over the groups, as a
     // hashed hot set is, so the flush cannot write whole groups home.
     let ids: Vec<u64> = (0..rows).map(|i| 2 * i).collect();
@@ -253,14 +259,8 @@ fn a_checkpoint_beside_training_holds_each_pending_row_once() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let (dim, cache) = (64u32, 32usize << 20);
-    let rb = dim as usize * 4;
-    let rows = (cache / rb) as u64;
-    let cfg = StoreConfig::builder()
-        .table(TableConfig::new("t", rows * 8, dim).init(Init::Zeros))
-        .dram_capacity(cache as u64)
-        .io_engine(IoEngineKind::Psync)
-        .build();
-    let store = Store::create(dir.path().join("s"), cfg).unwrap();
+    let rows = (cache / (dim as usize * 4)) as u64;
+    let store = one_table_store(dir.path(), dim, cache, rows * 8);
     // A hot set of 1.5x the cache, spread over the groups; the cache fills
     // with dirty rows first.
     let hot: Vec<u64> = (0..rows * 3 / 2)

@@ -446,55 +446,38 @@ trait MergedSet<K>: Default {
     fn bytes(&self) -> usize;
 }
 
-impl MergedSet<u32> for roaring::RoaringBitmap {
-    fn has(&self, k: u32) -> bool {
-        self.contains(k)
-    }
-    fn put(&mut self, k: u32) {
-        self.insert(k);
-    }
-    fn take(&mut self, k: u32) -> bool {
-        self.remove(k)
-    }
-    fn count(&self) -> u64 {
-        self.len()
-    }
-    fn ids(&self) -> Box<dyn Iterator<Item = u64> + '_> {
-        Box::new(self.iter().map(u64::from))
-    }
-    fn bytes(&self) -> usize {
-        if self.is_empty() {
-            0
-        } else {
-            self.serialized_size()
+/// [`MergedSet`] for a roaring set of `$k`.
+macro_rules! roaring_merged_set {
+    ($set:ty, $k:ty) => {
+        impl MergedSet<$k> for $set {
+            fn has(&self, k: $k) -> bool {
+                self.contains(k)
+            }
+            fn put(&mut self, k: $k) {
+                self.insert(k);
+            }
+            fn take(&mut self, k: $k) -> bool {
+                self.remove(k)
+            }
+            fn count(&self) -> u64 {
+                self.len()
+            }
+            fn ids(&self) -> Box<dyn Iterator<Item = u64> + '_> {
+                Box::new(self.iter().map(u64::from))
+            }
+            fn bytes(&self) -> usize {
+                if self.is_empty() {
+                    0
+                } else {
+                    self.serialized_size()
+                }
+            }
         }
-    }
+    };
 }
 
-impl MergedSet<u64> for roaring::RoaringTreemap {
-    fn has(&self, k: u64) -> bool {
-        self.contains(k)
-    }
-    fn put(&mut self, k: u64) {
-        self.insert(k);
-    }
-    fn take(&mut self, k: u64) -> bool {
-        self.remove(k)
-    }
-    fn count(&self) -> u64 {
-        self.len()
-    }
-    fn ids(&self) -> Box<dyn Iterator<Item = u64> + '_> {
-        Box::new(self.iter())
-    }
-    fn bytes(&self) -> usize {
-        if self.is_empty() {
-            0
-        } else {
-            self.serialized_size()
-        }
-    }
-}
+roaring_merged_set!(roaring::RoaringBitmap, u32);
+roaring_merged_set!(roaring::RoaringTreemap, u64);
 
 /// A map's entries: live ones by key, [`MERGED`] ones in a set. An id is
 /// in at most one of them.
