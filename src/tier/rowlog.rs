@@ -379,200 +379,53 @@ impl RowLog {
 }
 
 /// A cached table shard's row-log map: each row whose newest written copy
-/// is in the log, and its block (or [`MERGED`]). Live entries are a hash
-/// map; the [`MERGED`] ones (a background pass's rows, kept until the
-/// checkpoint after it) a compressed bitmap of ids, about a bit a row
-/// where they are dense, not a hash entry each: after a pass they are
-/// most of the map. A table of at most 2^32 rows keys it by `u32`: 8 bytes
-/// an entry, where `(u64, u32)` entries are padded to 16. The map grows
-/// with the log, not with the cache, and the cache budget does not count
-/// it.
+/// is in the log, and its block (or [`MERGED`]), with a count of the
+/// [`MERGED`] entries. A table of at most 2^32 rows keys it by `u32`: 8
+/// bytes an entry, where `(u64, u32)` entries are padded to 16, so the map
+/// costs about half the DRAM (it grows with the log, not with the cache,
+/// and the cache budget does not count it).
 pub(crate) struct LogMap {
-    inner: Inner,
+    keys: Keys,
+    /// Entries that are [`MERGED`].
+    merged: usize,
 }
 
-enum Inner {
+enum Keys {
     /// Ids below 2^32.
-    Narrow(Entries<u32, roaring::RoaringBitmap>),
+    Narrow(HashMap<u32, u32>),
     /// Any id.
-    Wide(Entries<u64, roaring::RoaringTreemap>),
-}
-
-/// Dispatch to the map's entries, whichever their key.
-macro_rules! entries {
-    ($inner:expr, $e:ident => $body:expr) => {
-        match $inner {
-            Inner::Narrow($e) => $body,
-            Inner::Wide($e) => $body,
-        }
-    };
-}
-
-/// A key of the live map.
-trait Key: Copy + Eq + std::hash::Hash {
-    fn of(id: u64) -> Self;
-    fn id(self) -> u64;
-}
-
-impl Key for u32 {
-    /// Every id of a narrow map's table fits (`LogMap::new`).
-    fn of(id: u64) -> u32 {
-        debug_assert!(id <= u32::MAX as u64, "id {id} in a narrow log map");
-        id as u32
-    }
-    fn id(self) -> u64 {
-        self as u64
-    }
-}
-
-impl Key for u64 {
-    fn of(id: u64) -> u64 {
-        id
-    }
-    fn id(self) -> u64 {
-        self
-    }
-}
-
-/// The set of [`MERGED`] ids.
-trait MergedSet<K>: Default {
-    fn has(&self, k: K) -> bool;
-    fn put(&mut self, k: K);
-    /// Whether it held `k`.
-    fn take(&mut self, k: K) -> bool;
-    fn count(&self) -> u64;
-    fn ids(&self) -> Box<dyn Iterator<Item = u64> + '_>;
-    /// About its heap bytes (its serialised size: the containers' data).
-    fn bytes(&self) -> usize;
-}
-
-/// [`MergedSet`] for a roaring set of `$k`.
-macro_rules! roaring_merged_set {
-    ($set:ty, $k:ty) => {
-        impl MergedSet<$k> for $set {
-            fn has(&self, k: $k) -> bool {
-                self.contains(k)
-            }
-            fn put(&mut self, k: $k) {
-                self.insert(k);
-            }
-            fn take(&mut self, k: $k) -> bool {
-                self.remove(k)
-            }
-            fn count(&self) -> u64 {
-                self.len()
-            }
-            fn ids(&self) -> Box<dyn Iterator<Item = u64> + '_> {
-                Box::new(self.iter().map(u64::from))
-            }
-            fn bytes(&self) -> usize {
-                if self.is_empty() {
-                    0
-                } else {
-                    self.serialized_size()
-                }
-            }
-        }
-    };
-}
-
-roaring_merged_set!(roaring::RoaringBitmap, u32);
-roaring_merged_set!(roaring::RoaringTreemap, u64);
-
-/// A map's entries: live ones by key, [`MERGED`] ones in a set. An id is
-/// in at most one of them.
-struct Entries<K, S> {
-    live: HashMap<K, u32>,
-    merged: S,
-}
-
-impl<K: Key, S: MergedSet<K>> Entries<K, S> {
-    fn new() -> Self {
-        Entries {
-            live: HashMap::new(),
-            merged: S::default(),
-        }
-    }
-    fn get(&self, id: u64) -> Option<u32> {
-        let k = K::of(id);
-        match self.live.get(&k) {
-            Some(&b) => Some(b),
-            None if self.merged.count() > 0 && self.merged.has(k) => Some(MERGED),
-            None => None,
-        }
-    }
-    fn insert(&mut self, id: u64, b: u32) {
-        let k = K::of(id);
-        if self.live.insert(k, b).is_none() && self.merged.count() > 0 {
-            self.merged.take(k);
-        }
-    }
-    fn remove(&mut self, id: u64) -> bool {
-        let k = K::of(id);
-        self.live.remove(&k).is_some() || (self.merged.count() > 0 && self.merged.take(k))
-    }
-    fn mark_merged(&mut self, id: u64) {
-        let k = K::of(id);
-        if self.live.remove(&k).is_some() {
-            self.merged.put(k);
-        }
-    }
-    fn iter(&self) -> Box<dyn Iterator<Item = (u64, u32)> + '_> {
-        Box::new(
-            self.live
-                .iter()
-                .map(|(&k, &b)| (k.id(), b))
-                .chain(self.merged.ids().map(|id| (id, MERGED))),
-        )
-    }
-    fn drop_merged(&mut self) {
-        self.merged = S::default();
-        // A pass moved its entries out of the live map, which keeps the
-        // room they had: give it back once the map is a quarter full.
-        if self.live.capacity() > 4 * self.live.len() {
-            self.live.shrink_to(2 * self.live.len());
-        }
-    }
-    /// The live map's heap bytes, from its capacity and entry size
-    /// (hashbrown: a power-of-two count of buckets at most 7/8 full, each
-    /// an entry and a control byte, and one group of control bytes more),
-    /// and the merged set's.
-    fn heap_bytes(&self) -> usize {
-        let cap = self.live.capacity();
-        let live = if cap == 0 {
-            0
-        } else {
-            let buckets = if cap < 8 {
-                (cap + 1).next_power_of_two()
-            } else {
-                (cap * 8 / 7).next_power_of_two()
-            };
-            buckets * (std::mem::size_of::<(K, u32)>() + 1) + 16
-        };
-        live + self.merged.bytes()
-    }
+    Wide(HashMap<u64, u32>),
 }
 
 impl LogMap {
     /// An empty map for a table of `rows` rows.
     pub fn new(rows: u64) -> LogMap {
-        let inner = if rows <= 1 << 32 {
-            Inner::Narrow(Entries::new())
+        let keys = if rows <= 1 << 32 {
+            Keys::Narrow(HashMap::new())
         } else {
-            Inner::Wide(Entries::new())
+            Keys::Wide(HashMap::new())
         };
-        LogMap { inner }
+        LogMap { keys, merged: 0 }
+    }
+
+    /// A narrow map's key: every id of its table fits (`LogMap::new`).
+    fn narrow(id: u64) -> u32 {
+        debug_assert!(id <= u32::MAX as u64, "id {id} in a narrow log map");
+        id as u32
     }
 
     /// Entries, [`MERGED`] ones included.
     pub fn len(&self) -> usize {
-        entries!(&self.inner, e => e.live.len() + e.merged.count() as usize)
+        match &self.keys {
+            Keys::Narrow(m) => m.len(),
+            Keys::Wide(m) => m.len(),
+        }
     }
 
     /// Entries that are not [`MERGED`]: rows whose newest written copy is
     /// in the log only.
     pub fn live(&self) -> usize {
-        entries!(&self.inner, e => e.live.len())
+        self.len() - self.merged
     }
 
     /// Whether it has no entry.
@@ -582,46 +435,105 @@ impl LogMap {
 
     /// `id`'s entry.
     pub fn get(&self, id: u64) -> Option<u32> {
-        entries!(&self.inner, e => e.get(id))
+        match &self.keys {
+            Keys::Narrow(m) => m.get(&Self::narrow(id)).copied(),
+            Keys::Wide(m) => m.get(&id).copied(),
+        }
     }
 
     /// Set `id`'s entry to block `b` (not [`MERGED`]).
     pub fn insert(&mut self, id: u64, b: u32) {
         debug_assert_ne!(b, MERGED);
-        entries!(&mut self.inner, e => e.insert(id, b))
+        let old = match &mut self.keys {
+            Keys::Narrow(m) => m.insert(Self::narrow(id), b),
+            Keys::Wide(m) => m.insert(id, b),
+        };
+        if old == Some(MERGED) {
+            self.merged -= 1;
+        }
     }
 
     /// Drop `id`'s entry; whether it had one.
     pub fn remove(&mut self, id: u64) -> bool {
-        entries!(&mut self.inner, e => e.remove(id))
+        let old = match &mut self.keys {
+            Keys::Narrow(m) => m.remove(&Self::narrow(id)),
+            Keys::Wide(m) => m.remove(&id),
+        };
+        if old == Some(MERGED) {
+            self.merged -= 1;
+        }
+        old.is_some()
     }
 
     /// Make `id`'s entry [`MERGED`], if it has one that is not.
     pub fn mark_merged(&mut self, id: u64) {
-        entries!(&mut self.inner, e => e.mark_merged(id))
+        let b = match &mut self.keys {
+            Keys::Narrow(m) => m.get_mut(&Self::narrow(id)),
+            Keys::Wide(m) => m.get_mut(&id),
+        };
+        if let Some(b) = b.filter(|b| **b != MERGED) {
+            *b = MERGED;
+            self.merged += 1;
+        }
     }
 
     /// Every entry, `(id, block)`, in no order.
     pub fn iter(&self) -> Box<dyn Iterator<Item = (u64, u32)> + '_> {
-        entries!(&self.inner, e => e.iter())
+        match &self.keys {
+            Keys::Narrow(m) => Box::new(m.iter().map(|(&id, &b)| (id as u64, b))),
+            Keys::Wide(m) => Box::new(m.iter().map(|(&id, &b)| (id, b))),
+        }
     }
 
     /// Drop the [`MERGED`] entries (the log's start has moved past their
-    /// copies), giving back the room of a live map that shrank to a
-    /// quarter.
+    /// copies), giving back the room of a map that shrank to a quarter.
     pub fn drop_merged(&mut self) {
-        entries!(&mut self.inner, e => e.drop_merged())
+        if self.merged == 0 {
+            return;
+        }
+        match &mut self.keys {
+            Keys::Narrow(m) => {
+                m.retain(|_, b| *b != MERGED);
+                if m.capacity() > 4 * m.len() {
+                    m.shrink_to(2 * m.len());
+                }
+            }
+            Keys::Wide(m) => {
+                m.retain(|_, b| *b != MERGED);
+                if m.capacity() > 4 * m.len() {
+                    m.shrink_to(2 * m.len());
+                }
+            }
+        }
+        self.merged = 0;
     }
 
     /// Drop every entry and give the memory back.
     pub fn clear(&mut self) {
-        entries!(&mut self.inner, e => *e = Entries::new())
+        self.keys = match self.keys {
+            Keys::Narrow(_) => Keys::Narrow(HashMap::new()),
+            Keys::Wide(_) => Keys::Wide(HashMap::new()),
+        };
+        self.merged = 0;
     }
 
-    /// The heap bytes the map holds, about: the live map's from its
-    /// capacity and entry size, the merged set's from its size.
+    /// The heap bytes the map holds, from its capacity and entry size
+    /// (hashbrown: a power-of-two count of buckets at most 7/8 full, each
+    /// an entry and a control byte, and one group of control bytes more).
     pub fn heap_bytes(&self) -> usize {
-        entries!(&self.inner, e => e.heap_bytes())
+        let (cap, entry) = match &self.keys {
+            Keys::Narrow(m) => (m.capacity(), std::mem::size_of::<(u32, u32)>()),
+            Keys::Wide(m) => (m.capacity(), std::mem::size_of::<(u64, u32)>()),
+        };
+        if cap == 0 {
+            return 0;
+        }
+        let buckets = if cap < 8 {
+            (cap + 1).next_power_of_two()
+        } else {
+            (cap * 8 / 7).next_power_of_two()
+        };
+        buckets * (entry + 1) + 16
     }
 }
 
@@ -685,31 +597,5 @@ mod tests {
                 }
             }
         }
-    }
-
-    /// A pass's [`MERGED`] entries cost no hash slots: after 100,000 rows
-    /// are merged and 100,000 others logged, the map holds the room of
-    /// 100,000 hash entries and a bitmap, not of 200,000 entries (2.4 MB
-    /// in hashbrown's buckets of 9 bytes).
-    #[test]
-    fn merged_entries_cost_a_bit_not_a_hash_entry() {
-        let mut m = LogMap::new(1 << 20);
-        for id in 0..100_000 {
-            m.insert(id, 7);
-        }
-        for id in 0..100_000 {
-            m.mark_merged(id);
-        }
-        for id in 100_000..200_000 {
-            m.insert(id, 8);
-        }
-        assert_eq!((m.len(), m.live()), (200_000, 100_000));
-        let bytes = m.heap_bytes();
-        assert!(bytes < 1_400_000, "{bytes} heap bytes");
-        m.drop_merged();
-        assert_eq!(
-            (m.len(), m.get(5), m.get(150_000)),
-            (100_000, None, Some(8))
-        );
     }
 }
