@@ -241,6 +241,13 @@ fn a_checkpoint_of_a_dirty_cache_allocates_little_beyond_it() {
         (dirty * dim as u64 * 4) >> 20
     );
     assert_eq!(store.dirty_rows(), 0);
+    // What it reports waiting: at least one flush chunk (8 MiB), and no
+    // more than the heap it took (a row's bytes are part of its cost).
+    let waited = c.pending_peak_bytes as f64 / (1 << 20) as f64;
+    assert!(
+        (8.0..=peak).contains(&waited),
+        "reported {waited:.1} MiB waiting at once, heap peak {peak:.1} MiB"
+    );
     assert!(
         peak < 40.0,
         "a checkpoint's heap peak of {peak:.1} MiB beyond the cache"
@@ -304,6 +311,11 @@ fn a_checkpoint_beside_training_holds_each_pending_row_once() {
         t.ssd.pending_limit_rows
     );
     assert!(steps > 0, "training ran beside the checkpoint");
+    let waited = c.pending_peak_bytes as f64 / (1 << 20) as f64;
+    assert!(
+        waited > 0.0 && waited <= peak,
+        "reported {waited:.1} MiB waiting at once, heap peak {peak:.1} MiB"
+    );
     assert!(
         peak < (cache >> 20) as f64 * 0.6,
         "a checkpoint beside training peaked {peak:.1} MiB beyond a {} MiB cache",

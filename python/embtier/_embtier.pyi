@@ -155,10 +155,13 @@ class Store:
         ``row_log_blocks`` (the log's committed blocks),
         ``row_log_blocks_freed`` (blocks the log's start moved past after a
         background pass), ``row_log_bytes_released``, ``hot_rows``,
-        ``hot_row_bytes`` and ``paused_seconds`` (a float: how long other
+        ``hot_row_bytes``, ``paused_seconds`` (a float: how long other
         threads' calls were held back; a snapshot checkpoint, the default,
         holds them only while it marks the dirty rows and commits, and
-        commits the state as it was when it began)."""
+        commits the state as it was when it began) and
+        ``pending_peak_bytes`` (the most bytes of rows that waited in memory
+        to be written at once while it ran, summed over the tables: memory
+        beyond the cache budget)."""
     def begin_checkpoint(self) -> PendingCheckpoint:
         """Begin a :meth:`checkpoint` and return once its moment has
         passed: it commits exactly the updates made before this returned,

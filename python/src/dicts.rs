@@ -19,6 +19,7 @@ pub(crate) fn checkpoint_dict<'py>(
     d.set_item("row_log_bytes_released", c.row_log_bytes_released)?;
     d.set_item("row_log_blocks_freed", c.row_log_blocks_freed)?;
     d.set_item("paused_seconds", c.paused.as_secs_f64())?;
+    d.set_item("pending_peak_bytes", c.pending_peak_bytes)?;
     Ok(d)
 }
 

@@ -209,6 +209,8 @@ def test_begin_checkpoint_commits_the_state_at_its_moment(store_dir):
         c = p.wait()
         assert p.done and c["generation"] == 1
         assert isinstance(c["paused_seconds"], float) and c["paused_seconds"] >= 0.0
+        # Its flush took the cache's dirty rows (16 bytes each) into memory.
+        assert c["pending_peak_bytes"] >= 16
         assert p.wait() == c  # idempotent
         np.testing.assert_array_equal(s.lookup("t", every), 2.0)
     # Closed without another checkpoint: the reopen holds its moment.

@@ -103,6 +103,14 @@ pub struct Checkpoint {
     /// queue) and holding it exclusively. All of it unless
     /// `[ssd] snapshot_checkpoints` let training go on while it wrote.
     pub paused: std::time::Duration,
+    /// The most bytes of rows that waited in memory to be written at once
+    /// while it ran, summed over the tables (whose peaks need not
+    /// coincide: an upper bound): the dirty rows its flush had taken and
+    /// not yet written, and, while a snapshot checkpoint wrote, the old
+    /// rows copied before a write and the rows evicted meanwhile. Memory
+    /// beyond the cache budget (each row also costs its map entry and
+    /// allocation).
+    pub pending_peak_bytes: u64,
 }
 
 struct State {
@@ -461,6 +469,7 @@ impl Durable {
             row_log_bytes_released: 0,
             row_log_blocks_freed: 0,
             paused: std::time::Duration::ZERO,
+            pending_peak_bytes: 0,
         };
         st.epoch = st.sb.next_epoch;
         self.current

@@ -532,6 +532,9 @@ impl Store {
     fn begin(&self, force: bool, what: &'static str) -> Result<CheckpointInProgress<'_>> {
         // One checkpoint (or bulk import) at a time.
         let one = self.ssd.checkpointing(what)?;
+        for t in &self.tables {
+            t.take_pending_peak();
+        }
         // Training is held from here: new calls queue behind the wait for
         // the ones in flight.
         let began = std::time::Instant::now();
@@ -827,7 +830,15 @@ impl CheckpointInProgress<'_> {
             Begun::Ran(done) => done,
         };
         give_back_freed_memory();
-        done
+        done.map(|mut d| {
+            d.pending_peak_bytes = self
+                .store
+                .tables
+                .iter()
+                .map(|t| t.take_pending_peak())
+                .sum();
+            d
+        })
     }
 }
 

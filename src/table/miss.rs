@@ -156,11 +156,17 @@ impl Table {
     /// zero for a moment; it is read clamped at zero.
     pub(super) fn publish_pending(&self, ctx: &mut Ctx) -> usize {
         let l = std::mem::take(&mut ctx.later_delta) as i64;
-        if l != 0 {
-            self.later_bytes.fetch_add(l, Ordering::Relaxed);
-        }
+        let later = match l {
+            0 => self.later_bytes.load(Ordering::Relaxed),
+            l => self.later_bytes.fetch_add(l, Ordering::Relaxed) + l,
+        };
         let d = std::mem::take(&mut ctx.pending_delta) as i64;
-        (self.pending_bytes.fetch_add(d, Ordering::Relaxed) + d).max(0) as usize
+        let pending = self.pending_bytes.fetch_add(d, Ordering::Relaxed) + d;
+        if d > 0 || l > 0 {
+            self.pending_peak
+                .fetch_max(pending.max(0) + later.max(0), Ordering::Relaxed);
+        }
+        pending.max(0) as usize
     }
 
     /// Read missed rows from SSD, install them in DRAM, and call

@@ -110,6 +110,9 @@ pub(crate) struct Table {
     /// Bytes in the shards' `later` maps (dirty rows evicted while a
     /// checkpoint writes its snapshot).
     later_bytes: AtomicI64,
+    /// The most `pending_bytes + later_bytes` has been since
+    /// [`Table::take_pending_peak`] last read it.
+    pending_peak: AtomicI64,
     /// Whether a checkpoint is writing this table's snapshot (being
     /// finished), and the updates waiting for it to end while `later` is
     /// over the limit; `snapshot_open` says whether one has begun.
@@ -411,6 +414,7 @@ impl Table {
             wb_epoch: AtomicU64::new(0),
             pending_bytes: AtomicI64::new(0),
             later_bytes: AtomicI64::new(0),
+            pending_peak: AtomicI64::new(0),
             snapshot: parking_lot::Mutex::new(false),
             snapshot_ended: parking_lot::Condvar::new(),
             snapshot_open: std::sync::atomic::AtomicBool::new(false),
@@ -462,6 +466,18 @@ impl Table {
 
     /// Displaced dirty rows waiting for a write-back, and the limit past
     /// which updates write back first (and fail if that fails).
+    /// The most bytes of rows that waited to be written at once (pending,
+    /// and evicted during a snapshot checkpoint's window) since the last
+    /// call; the count starts again from what waits now.
+    pub(crate) fn take_pending_peak(&self) -> u64 {
+        let now = self.pending_bytes.load(Ordering::Relaxed).max(0)
+            + self.later_bytes.load(Ordering::Relaxed).max(0);
+        self.pending_peak
+            .swap(now, Ordering::Relaxed)
+            .max(now)
+            .max(0) as u64
+    }
+
     pub(crate) fn pending(&self) -> (u64, u64) {
         let rb = self.row_bytes.max(1) as u64;
         let bytes = self.pending_bytes.load(Ordering::Relaxed).max(0) as u64

@@ -261,12 +261,13 @@ fn sync_checkpoints() -> bool {
 fn log_checkpoint(store: &embtier::Store, c: &embtier::Checkpoint, secs: f64) {
     let s = store.stats();
     eprintln!(
-        "checkpoint {}: {:.2} s, training held {:.3} s; row log: {} rows merged inside it, \
-         {} blocks freed by a pass, {} blocks committed of {}; {} whole-log merges and {} \
-         passes since open",
+        "checkpoint {}: {:.2} s, training held {:.3} s, rows waiting in memory at most {:.1} MiB; \
+         row log: {} rows merged inside it, {} blocks freed by a pass, {} blocks committed of {}; \
+         {} whole-log merges and {} passes since open",
         c.generation,
         secs,
         c.paused.as_secs_f64(),
+        c.pending_peak_bytes as f64 / (1 << 20) as f64,
         c.row_log_merged_rows,
         c.row_log_blocks_freed,
         c.row_log_blocks,
