@@ -464,20 +464,17 @@ impl Table {
         crate::precision::encode(self.elem, w, &mut row[..self.weight_bytes], rounding)
     }
 
-    /// Displaced dirty rows waiting for a write-back, and the limit past
-    /// which updates write back first (and fail if that fails).
     /// The most bytes of rows that waited to be written at once (pending,
     /// and evicted during a snapshot checkpoint's window) since the last
     /// call; the count starts again from what waits now.
     pub(crate) fn take_pending_peak(&self) -> u64 {
         let now = self.pending_bytes.load(Ordering::Relaxed).max(0)
             + self.later_bytes.load(Ordering::Relaxed).max(0);
-        self.pending_peak
-            .swap(now, Ordering::Relaxed)
-            .max(now)
-            .max(0) as u64
+        self.pending_peak.swap(now, Ordering::Relaxed).max(now) as u64
     }
 
+    /// Displaced dirty rows waiting for a write-back, and the limit past
+    /// which updates write back first (and fail if that fails).
     pub(crate) fn pending(&self) -> (u64, u64) {
         let rb = self.row_bytes.max(1) as u64;
         let bytes = self.pending_bytes.load(Ordering::Relaxed).max(0) as u64

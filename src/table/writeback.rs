@@ -128,7 +128,6 @@ impl Table {
             start = end;
         }
         let mut freed = 0;
-        drop(rows);
         for &(id, gen, _, _) in &snap {
             let mut sh = shards[self.shard_of(id, shards.len())].lock();
             if sh.pending.get(&id).is_some_and(|p| p.gen == gen) {
