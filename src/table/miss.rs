@@ -156,13 +156,14 @@ impl Table {
     /// zero for a moment; it is read clamped at zero.
     pub(super) fn publish_pending(&self, ctx: &mut Ctx) -> usize {
         let l = std::mem::take(&mut ctx.later_delta) as i64;
-        let later = match l {
-            0 => self.later_bytes.load(Ordering::Relaxed),
-            l => self.later_bytes.fetch_add(l, Ordering::Relaxed) + l,
-        };
+        if l != 0 {
+            self.later_bytes.fetch_add(l, Ordering::Relaxed);
+        }
         let d = std::mem::take(&mut ctx.pending_delta) as i64;
         let pending = self.pending_bytes.fetch_add(d, Ordering::Relaxed) + d;
+        // Only a call that added rows can raise the peak (most add none).
         if d > 0 || l > 0 {
+            let later = self.later_bytes.load(Ordering::Relaxed);
             self.pending_peak
                 .fetch_max(pending.max(0) + later.max(0), Ordering::Relaxed);
         }
