@@ -228,7 +228,8 @@ pub struct RunResult {
     /// Median rows/s of the last third of `per_second`.
     #[serde(default)]
     pub steady_rows_per_s: Option<f64>,
-    /// Seconds from the open to 90% of `steady_rows_per_s`.
+    /// Seconds from the open to 90% of `steady_rows_per_s`, to a tenth
+    /// (`series::t90`).
     #[serde(default)]
     pub t90_s: Option<f64>,
     /// A restart run: how the store was reopened.
@@ -906,6 +907,7 @@ fn child(a: &Args, k: EngineKind) -> Result<(), String> {
     }
     let secs = run.elapsed().as_secs_f64();
     let per_second = series.per_second();
+    let per_tenth = series.per_tenth();
     let cache = eng.cache();
     let rss1 = proc_status("VmRSS:");
     let update_bytes = updated as f64 * ds.row_bytes() as f64;
@@ -948,7 +950,7 @@ fn child(a: &Args, k: EngineKind) -> Result<(), String> {
         persist_s,
         verified_batches: st.verified,
         note,
-        t90_s: steady.and_then(|s| series::t90(&per_second, s)),
+        t90_s: steady.and_then(|s| series::t90(&per_tenth, s)),
         steady_rows_per_s: steady,
         per_second,
         restart: None,
@@ -1113,6 +1115,7 @@ fn w5_run(
     }
     let seconds = t0.elapsed().as_secs_f64();
     let per_second = series.per_second();
+    let per_tenth = series.per_tenth();
     let merges = eng.merges();
     let cache = eng.cache();
     let rss1 = proc_status("VmRSS:");
@@ -1160,7 +1163,7 @@ fn w5_run(
         persist_s: Some(persist_s),
         verified_batches: 0,
         note,
-        t90_s: steady.and_then(|s| series::t90(&per_second, s)),
+        t90_s: steady.and_then(|s| series::t90(&per_tenth, s)),
         steady_rows_per_s: steady,
         restart: None,
         w5: Some(W5Result {

@@ -479,7 +479,7 @@ impl Report {
         };
         let _ = writeln!(
             o,
-            "{w} from the open ({run}; steady = median of the last third of the seconds from the open; t90 = end of the first second from which 3 seconds average 90% of it):\n"
+            "{w} from the open ({run}; steady = median of the last third of the seconds from the open; t90 = end of the first tenth of a second from which the next second averages 90% of it):\n"
         );
         let mut t = Table::new([
             "engine",
@@ -627,7 +627,7 @@ fn cold_cells(x: &RunResult) -> Vec<String> {
         series::first(ps, 10).map_or("-".into(), si),
         series::first(ps, 30).map_or("-".into(), si),
         x.steady_rows_per_s.map_or("-".into(), si),
-        x.t90_s.map_or("-".into(), |v| format!("{v:.0}")),
+        x.t90_s.map_or("-".into(), |v| format!("{v:.1}")),
         ps.len().to_string(),
     ]
 }
