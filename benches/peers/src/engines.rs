@@ -108,6 +108,13 @@ pub trait Engine {
     fn checkpoint_running(&self) -> bool {
         false
     }
+    /// Seconds each checkpoint that finished beside training took, from
+    /// its call to its commit, in order, since the last time asked (empty
+    /// for an engine whose `checkpoint` returns when it is done: then the
+    /// call's time is the checkpoint's).
+    fn checkpoints_finished(&mut self) -> Vec<f64> {
+        Vec::new()
+    }
     /// Row-log merges run since the engine opened (embtier: whole-log
     /// merges in a checkpoint and background passes a checkpoint
     /// committed); `None` for an engine without one.
@@ -235,8 +242,12 @@ impl Engine for Flat {
 /// An embtier store, one table per dataset table.
 pub struct Embtier {
     store: std::sync::Arc<embtier::Store>,
-    /// The checkpoint finishing on its thread (snapshot checkpoints).
-    finishing: Option<std::thread::JoinHandle<Result<()>>>,
+    /// The checkpoint finishing on its thread (snapshot checkpoints); it
+    /// returns the seconds from its call to its commit.
+    finishing: Option<std::thread::JoinHandle<Result<f64>>>,
+    /// Seconds each checkpoint that finished on its thread took, from its
+    /// call to its commit, in order.
+    finished_s: Vec<f64>,
     /// `row_log_merges + row_log_passes` when it opened.
     merges0: u64,
     names: Vec<String>,
@@ -377,6 +388,7 @@ impl Embtier {
             },
             store: std::sync::Arc::new(store),
             finishing: None,
+            finished_s: Vec::new(),
             names: (0..s.ds.rows.len() as u32)
                 .map(Dataset::table_name)
                 .collect(),
@@ -389,12 +401,13 @@ impl Embtier {
 impl Embtier {
     /// Wait for the checkpoint finishing on its thread, if any.
     fn join_checkpoint(&mut self) -> Result<()> {
-        match self.finishing.take() {
-            Some(h) => h
+        if let Some(h) = self.finishing.take() {
+            let s = h
                 .join()
-                .map_err(|_| "the checkpoint thread panicked".to_string())?,
-            None => Ok(()),
+                .map_err(|_| "the checkpoint thread panicked".to_string())??;
+            self.finished_s.push(s);
         }
+        Ok(())
     }
 }
 
@@ -456,8 +469,9 @@ impl Engine for Embtier {
                 let begun = store.begin_checkpoint().map_err(emb_err);
                 let _ = begun_tx.send(());
                 let c = begun?.finish().map_err(emb_err)?;
-                log_checkpoint(&store, &c, t.elapsed().as_secs_f64());
-                Ok(())
+                let s = t.elapsed().as_secs_f64();
+                log_checkpoint(&store, &c, s);
+                Ok(s)
             })
             .map_err(|e| format!("spawn the checkpoint thread: {e}"))?;
         // Its moment passed (or it failed, which the join reports).
@@ -468,6 +482,10 @@ impl Engine for Embtier {
 
     fn checkpoint_running(&self) -> bool {
         self.finishing.as_ref().is_some_and(|h| !h.is_finished())
+    }
+
+    fn checkpoints_finished(&mut self) -> Vec<f64> {
+        std::mem::take(&mut self.finished_s)
     }
 
     fn merges(&self) -> Option<u64> {

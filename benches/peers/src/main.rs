@@ -225,6 +225,10 @@ pub struct RunResult {
     /// (warm-up included).
     #[serde(default)]
     pub per_second: Vec<f64>,
+    /// Rows/s of every whole tenth of a second from the open (what the
+    /// time to 90% is read from).
+    #[serde(default)]
+    pub per_tenth: Vec<f64>,
     /// Median rows/s of the last third of `per_second`.
     #[serde(default)]
     pub steady_rows_per_s: Option<f64>,
@@ -255,8 +259,13 @@ pub struct W5Result {
     pub p99_checkpoint_us: Option<f64>,
     /// p99 of the other batches, µs.
     pub p99_other_us: f64,
-    /// Seconds each periodic checkpoint took.
+    /// Seconds each periodic checkpoint took, from its call to its commit
+    /// (for one that finished beside training, its thread's time too).
     pub checkpoint_s: Vec<f64>,
+    /// Seconds training waited in each periodic checkpoint's call (the
+    /// same as `checkpoint_s` for an engine that checkpoints in the call).
+    #[serde(default)]
+    pub checkpoint_held_s: Vec<f64>,
     /// Row-log merges (embtier) during the window.
     pub merges: Option<u64>,
     /// Whether `--w5-max-duration` ended the run before the merges.
@@ -951,6 +960,7 @@ fn child(a: &Args, k: EngineKind) -> Result<(), String> {
         verified_batches: st.verified,
         note,
         t90_s: steady.and_then(|s| series::t90(&per_tenth, s)),
+        per_tenth,
         steady_rows_per_s: steady,
         per_second,
         restart: None,
@@ -1128,6 +1138,13 @@ fn w5_run(
     let t = Instant::now();
     eng.persist()?;
     let persist_s = t.elapsed().as_secs_f64();
+    // Checkpoints that finished beside training: their whole time, and the
+    // call's as what training waited.
+    let finished = eng.checkpoints_finished();
+    let checkpoint_held_s = checkpoint_s.clone();
+    if !finished.is_empty() {
+        checkpoint_s = finished;
+    }
     let write_amp = wa_now();
     let note = note(&*eng, &cache);
     let (mut write_amp_settled, mut settle_s) = (None, None);
@@ -1164,6 +1181,7 @@ fn w5_run(
         verified_batches: 0,
         note,
         t90_s: steady.and_then(|s| series::t90(&per_tenth, s)),
+        per_tenth,
         steady_rows_per_s: steady,
         restart: None,
         w5: Some(W5Result {
@@ -1174,6 +1192,7 @@ fn w5_run(
             p99_checkpoint_us: (!ck_hist.is_empty()).then(|| q(&ck_hist, 0.99)),
             p99_other_us: q(&other, 0.99),
             checkpoint_s,
+            checkpoint_held_s,
             merges,
             capped,
             close_s,

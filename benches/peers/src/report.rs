@@ -519,7 +519,7 @@ impl Report {
             "p99.9 ms",
             "p99 ms, batches with a checkpoint",
             "p99 ms, other batches",
-            "checkpoints: n, mean s, max s",
+            "checkpoints: n, mean s, max s (training held, max s)",
             "merges",
             "write amp. (window + final persist)",
             "write amp., nothing deferred",
@@ -534,6 +534,7 @@ impl Report {
             let n = f.checkpoint_s.len();
             let mean = f.checkpoint_s.iter().sum::<f64>() / n.max(1) as f64;
             let max = f.checkpoint_s.iter().copied().fold(0.0, f64::max);
+            let held = f.checkpoint_held_s.iter().copied().fold(0.0, f64::max);
             t.row([
                 x.engine.clone(),
                 format!(
@@ -548,7 +549,7 @@ impl Report {
                 ms(f.p999_us),
                 f.p99_checkpoint_us.map_or("-".into(), ms),
                 ms(f.p99_other_us),
-                format!("{n}, {mean:.2}, {max:.2}"),
+                format!("{n}, {mean:.2}, {max:.2} ({held:.3})"),
                 f.merges.map_or("-".into(), |m| m.to_string()),
                 x.write_amp.map_or("-".into(), |v| format!("{v:.2}")),
                 match (x.write_amp_settled, x.settle_s) {

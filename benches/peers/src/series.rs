@@ -5,7 +5,9 @@
 //! third of the run (whole seconds only; at least 6 of them). **Time to
 //! 90%** is the end of the first tenth of a second from which the mean
 //! rate of the next second (ten tenths) reaches 90% of the steady state,
-//! in seconds from the open (the open itself included). Both depend on
+//! in seconds from the open (the open itself included), and never before
+//! the end of the first tenth in which a batch completed (a fast second
+//! after a slow open would otherwise make up for the open). Both depend on
 //! the run being long enough for its last third to be warm; the report
 //! says how long it was. (Until 2026-11-26 the time to 90% was counted in
 //! whole seconds, the first of three that averaged 90%: 1 s was the least
@@ -96,10 +98,11 @@ pub fn steady(per_second: &[f64]) -> Option<f64> {
 /// Seconds from the open to 90% of `steady`, from the rates of each tenth
 /// of a second ([`Series::per_tenth`]; see the module's note).
 pub fn t90(per_tenth: &[f64], steady: f64) -> Option<f64> {
+    let served = per_tenth.iter().position(|&r| r > 0.0)?;
     per_tenth
         .windows(10)
         .position(|w| w.iter().sum::<f64>() / 10.0 >= 0.9 * steady)
-        .map(|b| (b + 1) as f64 / 10.0)
+        .map(|b| (b.max(served) + 1) as f64 / 10.0)
 }
 
 /// Mean rows/s of each whole minute.
@@ -132,10 +135,14 @@ mod tests {
         // 89.5; the window from tenth 86 ends its first tenth at 8.7 s.
         let tenths: Vec<f64> = (0..=100).map(|i| i as f64).chain([100.0; 20]).collect();
         assert_eq!(t90(&tenths, s), Some(8.7));
-        // Half a second of open, then steady: 90% from the tenth whose
-        // second holds one idle tenth.
+        // Half a second of open, then steady: the second from tenth 4
+        // averages 90%, but nothing was served before tenth 5.
         let open: Vec<f64> = [0.0; 5].into_iter().chain([100.0; 30]).collect();
-        assert_eq!(t90(&open, 100.0), Some(0.5));
+        assert_eq!(t90(&open, 100.0), Some(0.6));
+        // A fast first second makes up for the open in the average: still
+        // not before the first rows.
+        let fast: Vec<f64> = [0.0; 7].into_iter().chain([150.0; 30]).collect();
+        assert_eq!(t90(&fast, 100.0), Some(0.8));
         assert_eq!(t90(&[100.0; 9], 100.0), None);
         assert_eq!(first(&v, 2), Some(5.0));
         assert_eq!(per_minute(&v), Vec::<f64>::new());
