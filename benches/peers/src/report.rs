@@ -534,7 +534,10 @@ impl Report {
             let n = f.checkpoint_s.len();
             let mean = f.checkpoint_s.iter().sum::<f64>() / n.max(1) as f64;
             let max = f.checkpoint_s.iter().copied().fold(0.0, f64::max);
-            let held = f.checkpoint_held_s.iter().copied().fold(0.0, f64::max);
+            // A report saved before the held times were kept has none.
+            let held = (f.checkpoint_held_s.iter().copied())
+                .reduce(f64::max)
+                .map_or(String::new(), |h| format!(" ({h:.3})"));
             t.row([
                 x.engine.clone(),
                 format!(
@@ -549,7 +552,7 @@ impl Report {
                 ms(f.p999_us),
                 f.p99_checkpoint_us.map_or("-".into(), ms),
                 ms(f.p99_other_us),
-                format!("{n}, {mean:.2}, {max:.2} ({held:.3})"),
+                format!("{n}, {mean:.2}, {max:.2}{held}"),
                 f.merges.map_or("-".into(), |m| m.to_string()),
                 x.write_amp.map_or("-".into(), |v| format!("{v:.2}")),
                 match (x.write_amp_settled, x.settle_s) {
