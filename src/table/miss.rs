@@ -156,16 +156,14 @@ impl Table {
     /// zero for a moment; it is read clamped at zero.
     pub(super) fn publish_pending(&self, ctx: &mut Ctx) -> usize {
         let l = std::mem::take(&mut ctx.later_delta) as i64;
-        if l != 0 {
-            self.later_bytes.fetch_add(l, Ordering::Relaxed);
-        }
+        let later = (l != 0).then(|| self.later_bytes.fetch_add(l, Ordering::Relaxed) + l);
         let d = std::mem::take(&mut ctx.pending_delta) as i64;
         let pending = self.pending_bytes.fetch_add(d, Ordering::Relaxed) + d;
         // Only a call that added rows can raise the peak (most add none).
         if d > 0 || l > 0 {
-            let later = self.later_bytes.load(Ordering::Relaxed);
+            let later = later.unwrap_or_else(|| self.later_bytes.load(Ordering::Relaxed));
             self.pending_peak
-                .fetch_max(pending.max(0) + later.max(0), Ordering::Relaxed);
+                .fetch_max(waiting_bytes(pending, later), Ordering::Relaxed);
         }
         pending.max(0) as usize
     }

@@ -90,6 +90,13 @@ const LOAD_BATCH_GROUPS: usize = 1024;
 /// A miss whose read raced with writes this many times gives up.
 const MAX_MISS_RETRIES: usize = 1000;
 
+/// Bytes of rows waiting to be written, from a table's `pending_bytes`
+/// and `later_bytes`, each read clamped at zero (calls publish their
+/// deltas in any order, so either can dip below zero for a moment).
+fn waiting_bytes(pending: i64, later: i64) -> i64 {
+    pending.max(0) + later.max(0)
+}
+
 pub(crate) struct Table {
     pub name: String,
     pub entry: TableEntry,
@@ -468,8 +475,10 @@ impl Table {
     /// and evicted during a snapshot checkpoint's window) since the last
     /// call; the count starts again from what waits now.
     pub(crate) fn take_pending_peak(&self) -> u64 {
-        let now = self.pending_bytes.load(Ordering::Relaxed).max(0)
-            + self.later_bytes.load(Ordering::Relaxed).max(0);
+        let now = waiting_bytes(
+            self.pending_bytes.load(Ordering::Relaxed),
+            self.later_bytes.load(Ordering::Relaxed),
+        );
         self.pending_peak.swap(now, Ordering::Relaxed).max(now) as u64
     }
 
