@@ -535,7 +535,10 @@ impl Report {
             let mean = f.checkpoint_s.iter().sum::<f64>() / n.max(1) as f64;
             let max = f.checkpoint_s.iter().copied().fold(0.0, f64::max);
             // A report saved before the held times were kept has none.
-            let held = (f.checkpoint_held_s.iter().copied())
+            let held = f
+                .checkpoint_held_s
+                .iter()
+                .copied()
                 .reduce(f64::max)
                 .map_or(String::new(), |h| format!(" ({h:.3})"));
             t.row([

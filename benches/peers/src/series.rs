@@ -51,25 +51,26 @@ impl Series {
     /// Rows/s of every whole second so far (a last, partial second is left
     /// out; seconds in which no batch completed count as 0).
     pub fn per_second(&self) -> Vec<f64> {
-        let whole = self.t0.elapsed().as_secs() as usize;
-        let mut v: Vec<f64> = self.bins.iter().take(whole).map(|&r| r as f64).collect();
-        v.resize(whole, 0.0);
-        v
+        rates(&self.bins, self.t0.elapsed().as_secs() as usize, 1.0)
     }
 
     /// Rows/s of every whole tenth of a second so far (as
     /// [`Series::per_second`], ten times finer).
     pub fn per_tenth(&self) -> Vec<f64> {
-        let whole = (self.t0.elapsed().as_millis() / 100) as usize;
-        let mut v: Vec<f64> = self
-            .tenths
-            .iter()
-            .take(whole)
-            .map(|&r| r as f64 * 10.0)
-            .collect();
-        v.resize(whole, 0.0);
-        v
+        rates(
+            &self.tenths,
+            (self.t0.elapsed().as_millis() / 100) as usize,
+            10.0,
+        )
     }
+}
+
+/// Rows/s of the first `whole` bins of `bins` (rows each), `per_s` bins a
+/// second; bins past the last row count as 0.
+fn rates(bins: &[u64], whole: usize, per_s: f64) -> Vec<f64> {
+    let mut v: Vec<f64> = bins.iter().take(whole).map(|&r| r as f64 * per_s).collect();
+    v.resize(whole, 0.0);
+    v
 }
 
 /// Median of `v` (the mean of the middle two for an even count).
@@ -144,6 +145,9 @@ mod tests {
         let fast: Vec<f64> = [0.0; 7].into_iter().chain([150.0; 30]).collect();
         assert_eq!(t90(&fast, 100.0), Some(0.8));
         assert_eq!(t90(&[100.0; 9], 100.0), None);
+        // Rates of whole bins: a partial last bin left out, empty ones 0.
+        assert_eq!(rates(&[1, 2, 3], 2, 1.0), vec![1.0, 2.0]);
+        assert_eq!(rates(&[3, 4], 4, 10.0), vec![30.0, 40.0, 0.0, 0.0]);
         assert_eq!(first(&v, 2), Some(5.0));
         assert_eq!(per_minute(&v), Vec::<f64>::new());
         assert_eq!(median(&[3.0, 1.0, 2.0, 10.0]), Some(2.5));
