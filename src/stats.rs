@@ -49,6 +49,7 @@ counters!(
     lookups, updates, pending_hits, ssd_rows_read, ssd_rows_written,
     ssd_read_ops, ssd_write_ops, ssd_bytes_read, ssd_bytes_written, writeback_errors,
     prefetched, prefetch_pinned, filled, warmed, log_rows_read, log_rows_written, log_blocks_written, log_rows_merged,
+    log_rows_spilled,
     } per tier {
     /// Rows found in the tier (for a pinned table: every access).
     hits,
@@ -166,6 +167,11 @@ pub struct SsdStats {
     pub log_blocks_written: u64,
     /// Logged rows written to their home groups by merges.
     pub log_rows_merged: u64,
+    /// Rows a background pass read back from its spill files, rather than
+    /// from the log, to write home (`[ssd] merge_scan`: one walk of the
+    /// pass's blocks for all of a table's ranges of ids). The spill's
+    /// bytes are counted in `bytes_written` and `bytes_read`.
+    pub log_rows_spilled: u64,
     /// Rows whose newest written copy is in the row log now.
     pub logged_rows: u64,
     /// DRAM the row log's map holds now, in bytes (from the maps'

@@ -106,6 +106,9 @@ fn a_background_merge_in_ranges_of_ids_merges_every_row() {
 /// `merge_start`), merged by the thread while other rows are updated,
 /// then the checkpoint after the pass frees its blocks.
 fn background_merge(cfg: StoreConfig, start: f64) {
+    // A pass in several ranges of ids walks the log once and reads each
+    // range's rows back from its spill file.
+    let spills = cfg.ssd.merge_scan && cfg.ssd.merge_list_rows < 1000;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
     let s = Store::create(&path, cfg).unwrap();
@@ -166,6 +169,23 @@ fn background_merge(cfg: StoreConfig, start: f64) {
         "{c:?}"
     );
     check(&s, &model, "after the checkpoint");
+    let spilled = s.stats().table("t").unwrap().ssd.log_rows_spilled;
+    if spills {
+        assert!(
+            spilled > 0 && spilled <= merged(&s),
+            "{spilled} of {} merged rows read back from spill files",
+            merged(&s)
+        );
+    } else {
+        assert_eq!(spilled, 0, "one range: no spill");
+    }
+    let left: Vec<_> = std::fs::read_dir(&path)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("merge-spill-"))
+        .collect();
+    assert!(left.is_empty(), "spill files left after the pass: {left:?}");
     drop(s);
     let s = Store::open(&path).unwrap();
     check(&s, &model, "reopened");

@@ -97,6 +97,7 @@ pub(crate) fn stats_dict<'py>(
         x.set_item("log_rows_written", q.log_rows_written)?;
         x.set_item("log_blocks_written", q.log_blocks_written)?;
         x.set_item("log_rows_merged", q.log_rows_merged)?;
+        x.set_item("log_rows_spilled", q.log_rows_spilled)?;
         x.set_item("logged_rows", q.logged_rows)?;
         x.set_item("log_map_bytes", q.log_map_bytes)?;
         td.set_item("ssd", x)?;

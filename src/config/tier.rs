@@ -172,6 +172,15 @@ pub struct SsdConfig {
     /// off, every row's block is read on its own (the behaviour before).
     #[serde(default = "default_true")]
     pub merge_scan: bool,
+    /// With `merge_scan`, a background pass that takes a table in more
+    /// than one range of ids walks the log's blocks once and spills each
+    /// range's live rows to its own file in the store directory
+    /// (`merge-spill-*.tmp`, direct I/O, about the live logged rows'
+    /// bytes while the pass runs), then reads each range back from its
+    /// file, instead of walking the blocks once per range. On by default;
+    /// off, each range walks the log (the behaviour before).
+    #[serde(default = "default_true")]
+    pub merge_spill: bool,
     /// Checkpoints that do not stop training: a checkpoint holds lookups
     /// and updates back only while it marks the dirty rows (a scan of the
     /// cache tiers' keys) and writes the dirty groups of pinned tables,
@@ -252,6 +261,7 @@ impl Default for SsdConfig {
             warm_rows: true,
             merge_list_rows: default_merge_list_rows(),
             merge_scan: true,
+            merge_spill: true,
             snapshot_checkpoints: true,
             checkpoint_rest: default_checkpoint_rest(),
             merge_start: default_merge_start(),

@@ -43,13 +43,19 @@ impl Store {
         let ssd = Arc::clone(&self.ssd);
         let tables: Vec<Arc<Table>> = self.tables.iter().map(Arc::clone).collect();
         let scan = self.config.ssd.merge_scan;
+        let spill = scan && self.config.ssd.merge_spill;
+        // A pass a crash cut short left its spill files.
+        crate::table::remove_spills(&self.dir);
+        let dir = self.dir.clone();
         let w = Worker::spawn(
             &self.dir,
             "embtier-merge",
             "spawn row-log merge thread",
             move |stop| {
                 while !stop.load(Ordering::Relaxed) {
-                    if !ssd.log().wants_merge() || merge_cycle(&ssd, &tables, scan, stop).is_err() {
+                    if !ssd.log().wants_merge()
+                        || merge_cycle(&ssd, &tables, &dir, scan, spill, stop).is_err()
+                    {
                         // Nothing to do, or a failed write (it left the
                         // rows logged; the checkpoint's merge reports it).
                         std::thread::park_timeout(POLL);
@@ -80,7 +86,14 @@ fn merge_rest(ssd: &Ssd, work: Duration) {
 /// table's rows whose newest copy is there, in place order. Ends early when
 /// the store is closing or the log's start moved since it began (a
 /// checkpoint merged the whole log).
-fn merge_cycle(ssd: &Ssd, tables: &[Arc<Table>], scan: bool, stop: &AtomicBool) -> Result<()> {
+fn merge_cycle(
+    ssd: &Ssd,
+    tables: &[Arc<Table>],
+    dir: &std::path::Path,
+    scan: bool,
+    spill: bool,
+    stop: &AtomicBool,
+) -> Result<()> {
     // Under the gate: a checkpoint that woke the thread (its flush took
     // the log past half full) commits first, and the pass takes its log.
     let (span, to, resets) = {
@@ -105,6 +118,23 @@ fn merge_cycle(ssd: &Ssd, tables: &[Arc<Table>], scan: bool, stop: &AtomicBool) 
         };
         let ranges = t.merge_ranges(list_rows);
         let count = ranges.len();
+        // Ranges dense enough that each would walk the pass's blocks:
+        // walk them once, spilling each range's rows to its own file
+        // (`table/spill.rs`), rather than once per range.
+        let spilled_rows = if spill
+            && count > 1
+            && (count as u64 - 1) * list_rows as u64 * SCAN_DENSITY >= span.blocks()
+        {
+            let moved = || ssd.log().resets() != resets || stop.load(Ordering::Relaxed);
+            let mut rest_after = |d: Duration| merge_rest(ssd, d);
+            match t.spill_logged_in_span(ssd, span, &ranges, dir, &moved, &mut rest_after)? {
+                Some(s) => Some(s),
+                None if moved() => return Ok(()),
+                None => None,
+            }
+        } else {
+            None
+        };
         for (ri, ids) in ranges.into_iter().enumerate() {
             let last = ti + 1 == tables.len() && ri + 1 == count;
             // Under the gate: not in the middle of a checkpoint's flush.
@@ -124,7 +154,12 @@ fn merge_cycle(ssd: &Ssd, tables: &[Arc<Table>], scan: bool, stop: &AtomicBool) 
             let parts = logged.len().div_ceil(part_rows);
             for (pi, part) in logged.chunks(part_rows).enumerate() {
                 let last = last && pi + 1 == parts;
-                let scanned = if scan && part.len() as u64 * SCAN_DENSITY >= span.blocks() {
+                let spilled = spilled_rows
+                    .as_ref()
+                    .and_then(|sp| t.read_spilled(sp, ri, part, &mut |d| merge_rest(ssd, d)));
+                let scanned = if spilled.is_some() {
+                    spilled
+                } else if scan && part.len() as u64 * SCAN_DENSITY >= span.blocks() {
                     let moved = || ssd.log().resets() != resets || stop.load(Ordering::Relaxed);
                     let mut rest_after = |d: Duration| merge_rest(ssd, d);
                     match t.read_logged_in_span(ssd, part, span, &moved, &mut rest_after)? {

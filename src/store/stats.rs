@@ -91,6 +91,7 @@ impl Store {
                         log_rows_written: c.log_rows_written,
                         log_blocks_written: c.log_blocks_written,
                         log_rows_merged: c.log_rows_merged,
+                        log_rows_spilled: c.log_rows_spilled,
                         logged_rows: t.logged_rows(),
                         log_map_bytes: t.log_map_bytes(),
                     },

@@ -71,10 +71,12 @@ mod miss;
 mod pinned;
 mod shard;
 mod snapshot;
+mod spill;
 mod writeback;
 
 use shard::{by_shard, part, shard_count};
 pub use shard::{shard_capacities, shard_of};
+pub(crate) use spill::remove_spills;
 
 pub(crate) use many::{lookup_many, Part};
 

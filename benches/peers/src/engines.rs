@@ -316,6 +316,11 @@ impl Embtier {
         {
             c.ssd.row_log = Some(embtier::ByteSize(mib << 20));
         }
+        // `EMBTIER_PEERS_MERGE_SPILL=0`: an experiment with each range of
+        // a background pass walking the log (`[ssd] merge_spill` off).
+        if std::env::var("EMBTIER_PEERS_MERGE_SPILL").is_ok_and(|v| v == "0") {
+            c.ssd.merge_spill = false;
+        }
         // `EMBTIER_PEERS_WARM_ROWS=0`: an experiment without the hot rows'
         // copy (`[ssd] warm_rows` off), else embtier's default.
         if std::env::var("EMBTIER_PEERS_WARM_ROWS").is_ok_and(|v| v == "0") {
