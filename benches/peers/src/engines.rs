@@ -515,9 +515,13 @@ impl Engine for Embtier {
         let logged: u64 = st.tables.iter().map(|t| t.ssd.log_rows_written).sum();
         let live: u64 = st.tables.iter().map(|t| t.ssd.logged_rows).sum();
         let map: u64 = st.tables.iter().map(|t| t.ssd.log_map_bytes).sum();
+        let merged: u64 = st.tables.iter().map(|t| t.ssd.log_rows_merged).sum();
+        let spilled: u64 = st.tables.iter().map(|t| t.ssd.log_rows_spilled).sum();
+        let read: u64 = st.tables.iter().map(|t| t.ssd.bytes_read).sum();
         let mut note = format!(
             "{} ({}), direct I/O {}; row log: {} rows appended, {} of {} blocks used, \
-             {} rows live in it, its map {:.1} MiB",
+             {} rows live in it, its map {:.1} MiB, {} rows merged ({} read back from \
+             spill files); {:.1} GiB read from SSD since open",
             st.io_engine,
             st.io_engine_reason,
             st.direct_io,
@@ -525,7 +529,10 @@ impl Engine for Embtier {
             st.row_log_used_blocks,
             st.row_log_capacity_blocks,
             live,
-            map as f64 / (1 << 20) as f64
+            map as f64 / (1 << 20) as f64,
+            merged,
+            spilled,
+            read as f64 / (1u64 << 30) as f64
         );
         if let Some(cp) = &self.last {
             note += &format!(
