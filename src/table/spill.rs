@@ -253,22 +253,9 @@ impl Table {
             while at < first + len {
                 let n = WINDOW.min(first + len - at);
                 let began = std::time::Instant::now();
-                {
-                    let _gate = ssd.read_gate();
-                    if moved() {
-                        return Ok(None);
-                    }
-                    let off = ssd.log_block(at as u32) * BLOCK_SIZE as u64;
-                    ssd.read_extents_each(
-                        &[off],
-                        n as usize * BLOCK_SIZE,
-                        &mut buf,
-                        &mut |_, _| {},
-                    )?;
+                if !self.read_log_window(ssd, at, n, &mut buf, moved)? {
+                    return Ok(None);
                 }
-                c.ssd_read_ops.fetch_add(1, Ordering::Relaxed);
-                c.ssd_bytes_read
-                    .fetch_add(n * BLOCK_SIZE as u64, Ordering::Relaxed);
                 rows.clear();
                 let base = buf.as_slice().as_ptr() as usize;
                 for i in 0..n as usize {

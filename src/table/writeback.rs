@@ -341,23 +341,9 @@ impl Table {
                     continue;
                 }
                 let began = std::time::Instant::now();
-                {
-                    let _gate = ssd.read_gate();
-                    if moved() {
-                        return Ok(None);
-                    }
-                    let off = ssd.log_block(at as u32) * BLOCK_SIZE as u64;
-                    ssd.read_extents_each(
-                        &[off],
-                        n as usize * BLOCK_SIZE,
-                        &mut buf,
-                        &mut |_, _| {},
-                    )?;
+                if !self.read_log_window(ssd, at, n, &mut buf, moved)? {
+                    return Ok(None);
                 }
-                let c = &self.counters;
-                c.ssd_read_ops.fetch_add(1, Ordering::Relaxed);
-                c.ssd_bytes_read
-                    .fetch_add(n * BLOCK_SIZE as u64, Ordering::Relaxed);
                 let mut k = lo;
                 while k < hi {
                     let b = logged[by_block[k] as usize].1;
@@ -391,6 +377,32 @@ impl Table {
             }
         }
         Ok(Some(out))
+    }
+
+    /// Read ring blocks `at..at + n` of the log into `buf` under the read
+    /// gate, counted as one read: `false`, with nothing read, when
+    /// `moved` says the pass must stop.
+    pub(super) fn read_log_window(
+        &self,
+        ssd: &Ssd,
+        at: u64,
+        n: u64,
+        buf: &mut AlignedBuf,
+        moved: &dyn Fn() -> bool,
+    ) -> Result<bool> {
+        {
+            let _gate = ssd.read_gate();
+            if moved() {
+                return Ok(false);
+            }
+            let off = ssd.log_block(at as u32) * BLOCK_SIZE as u64;
+            ssd.read_extents_each(&[off], n as usize * BLOCK_SIZE, buf, &mut |_, _| {})?;
+        }
+        let c = &self.counters;
+        c.ssd_read_ops.fetch_add(1, Ordering::Relaxed);
+        c.ssd_bytes_read
+            .fetch_add(n * BLOCK_SIZE as u64, Ordering::Relaxed);
+        Ok(true)
     }
 
     /// Write the rows of `chunk` (entries from
