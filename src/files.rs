@@ -26,5 +26,5 @@ pub const BOOT_FILE: &str = "boot.emb";
 /// The start of a background merge pass's spill files
 /// (`merge-spill-<table>-<range>.tmp`): the live rows of the pass's log
 /// blocks, one file per range of ids, removed when the pass is done with
-/// them (and at the next pass's start after a crash). Never the only copy.
+/// them (and by the next open, after a crash). Never the only copy.
 pub const MERGE_SPILL_PREFIX: &str = "merge-spill-";

@@ -37,6 +37,8 @@ impl Store {
     /// Start the background merge, if the config asks for it and the
     /// store has a row log.
     pub(super) fn start_merger(&self) -> Result<()> {
+        // Spill files a pass that a crash cut short left behind.
+        crate::table::remove_spills(&self.dir);
         if !self.config.ssd.merge_in_background || self.ssd.log().capacity == 0 {
             return Ok(());
         }
@@ -44,8 +46,6 @@ impl Store {
         let tables: Vec<Arc<Table>> = self.tables.iter().map(Arc::clone).collect();
         let scan = self.config.ssd.merge_scan;
         let spill = scan && self.config.ssd.merge_spill;
-        // A pass a crash cut short left its spill files.
-        crate::table::remove_spills(&self.dir);
         let dir = self.dir.clone();
         let w = Worker::spawn(
             &self.dir,
@@ -121,7 +121,7 @@ fn merge_cycle(
         // Ranges dense enough that each would walk the pass's blocks:
         // walk them once, spilling each range's rows to its own file
         // (`table/spill.rs`), rather than once per range.
-        let spilled_rows = if spill
+        let pass_spill = if spill
             && count > 1
             && (count as u64 - 1) * list_rows as u64 * SCAN_DENSITY >= span.blocks()
         {
@@ -154,7 +154,7 @@ fn merge_cycle(
             let parts = logged.len().div_ceil(part_rows);
             for (pi, part) in logged.chunks(part_rows).enumerate() {
                 let last = last && pi + 1 == parts;
-                let spilled = spilled_rows
+                let spilled = pass_spill
                     .as_ref()
                     .and_then(|sp| t.read_spilled(sp, ri, part, &mut |d| merge_rest(ssd, d)));
                 let scanned = if spilled.is_some() {

@@ -15,7 +15,7 @@
 //! to reading the log, and a row is written home only if the log map
 //! still names the block its record came from
 //! ([`Table::merge_chunk_from`]). The files are removed when the pass is
-//! done with them, and at the next pass's start after a crash.
+//! done with them, and by the next open after a crash.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -53,7 +53,7 @@ struct SpillFile {
     len: u64,
 }
 
-/// Remove every spill file in `dir` (a pass a crash cut short left them).
+/// Remove every spill file in `dir` (a pass a crash cut short left them): every open and create does, whether or not it starts the merge thread.
 pub(crate) fn remove_spills(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
