@@ -311,6 +311,9 @@ impl Table {
                 Ok(w) => wrote += w,
                 Err(_) => return Ok(None),
             }
+            // Written out: the ranges read their files back with a buffer
+            // of their own, so the write buffers (1 MiB a range) go now.
+            f.buf = AlignedBuf::new(BLOCK_SIZE);
         }
         c.ssd_bytes_written.fetch_add(wrote, Ordering::Relaxed);
         Ok(Some(spill))
