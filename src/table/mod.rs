@@ -89,6 +89,10 @@ const WB_CHUNK_BYTES: usize = 4 << 20;
 const GROUPS_PER_CHUNK: u64 = 16;
 /// Groups read per batch when loading a pinned table.
 const LOAD_BATCH_GROUPS: usize = 1024;
+/// Log blocks a pass reads at a time when it walks its blocks in order
+/// (`WB_CHUNK_BYTES` of them).
+const LOG_WINDOW_BLOCKS: u64 = (WB_CHUNK_BYTES / BLOCK_SIZE) as u64;
+
 /// A miss whose read raced with writes this many times gives up.
 const MAX_MISS_RETRIES: usize = 1000;
 

@@ -37,7 +37,6 @@ const RECORD_HEADER: usize = 16;
 /// The spill files of one table's pass, one per range of ids.
 pub(crate) struct PassSpill {
     files: Vec<SpillFile>,
-    row_bytes: usize,
 }
 
 struct SpillFile {
@@ -222,36 +221,26 @@ impl Table {
         moved: &dyn Fn() -> bool,
         rest: &mut dyn FnMut(std::time::Duration),
     ) -> Result<Option<PassSpill>> {
-        const WINDOW: u64 = (WB_CHUNK_BYTES / BLOCK_SIZE) as u64;
         let TableKind::Cached { shards, .. } = &self.kind else {
             return Ok(None);
         };
-        let mut files = Vec::with_capacity(ranges.len());
+        // Dropped on any way out, removing the files made so far.
+        let mut spill = PassSpill {
+            files: Vec::with_capacity(ranges.len()),
+        };
         for k in 0..ranges.len() {
             let path = dir.join(format!("{MERGE_SPILL_PREFIX}{}-{k}.tmp", self.index));
             match SpillFile::create(path) {
-                Ok(f) => files.push(f),
-                Err(_) => {
-                    drop(PassSpill {
-                        files,
-                        row_bytes: self.row_bytes,
-                    });
-                    return Ok(None);
-                }
+                Ok(f) => spill.files.push(f),
+                Err(_) => return Ok(None),
             }
         }
-        let mut spill = PassSpill {
-            files,
-            row_bytes: self.row_bytes,
-        };
         let c = &self.counters;
         let mut buf = AlignedBuf::new(BLOCK_SIZE);
         // (shard, id, block, the row's offset in `buf`) of a window's rows.
         let mut rows: Vec<(u32, u64, u32, u32)> = Vec::new();
-        for (first, len) in span.runs() {
-            let mut at = first;
-            while at < first + len {
-                let n = WINDOW.min(first + len - at);
+        for (at, n) in span.windows(LOG_WINDOW_BLOCKS) {
+            {
                 let began = std::time::Instant::now();
                 if !self.read_log_window(ssd, at, n, &mut buf, moved)? {
                     return Ok(None);
@@ -301,7 +290,6 @@ impl Table {
                 if failed {
                     return Ok(None);
                 }
-                at += n;
                 rest(began.elapsed());
             }
         }
@@ -333,7 +321,7 @@ impl Table {
         rest: &mut dyn FnMut(std::time::Duration),
     ) -> Option<Vec<u8>> {
         let f = spill.files.get(k)?;
-        let rb = spill.row_bytes;
+        let rb = self.row_bytes;
         let layout = self.entry.layout;
         let mut out = vec![0u8; part.len() * rb];
         let mut got = vec![false; part.len()];

@@ -323,21 +323,17 @@ impl Table {
         moved: &dyn Fn() -> bool,
         rest: &mut dyn FnMut(std::time::Duration),
     ) -> Result<Option<Vec<u8>>> {
-        const WINDOW: u64 = (WB_CHUNK_BYTES / BLOCK_SIZE) as u64;
         let rb = self.row_bytes;
         let mut out = vec![0u8; logged.len() * rb];
         // Positions in `logged`, by block.
         let mut by_block: Vec<u32> = (0..logged.len() as u32).collect();
         by_block.sort_unstable_by_key(|&i| logged[i as usize].1);
         let mut buf = AlignedBuf::new(BLOCK_SIZE);
-        for (first, len) in span.runs() {
-            let mut at = first;
-            while at < first + len {
-                let n = WINDOW.min(first + len - at);
+        for (at, n) in span.windows(LOG_WINDOW_BLOCKS) {
+            {
                 let lo = by_block.partition_point(|&i| (logged[i as usize].1 as u64) < at);
                 let hi = by_block.partition_point(|&i| (logged[i as usize].1 as u64) < at + n);
                 if lo == hi {
-                    at += n;
                     continue;
                 }
                 let began = std::time::Instant::now();
@@ -372,7 +368,6 @@ impl Table {
                     }
                     k = end;
                 }
-                at += n;
                 rest(began.elapsed());
             }
         }

@@ -79,6 +79,18 @@ impl LogSpan {
         v.retain(|r| r.1 > 0);
         v
     }
+
+    /// The span's blocks as windows `(first, blocks)` of at most `w`
+    /// blocks, in log order, none across the ring's end (not for
+    /// [`LogSpan::all`]).
+    pub fn windows(&self, w: u64) -> impl Iterator<Item = (u64, u64)> {
+        let w = w.max(1);
+        self.runs().into_iter().flat_map(move |(first, len)| {
+            (first..first + len)
+                .step_by(w as usize)
+                .map(move |at| (at, w.min(first + len - at)))
+        })
+    }
 }
 
 /// What a checkpoint commits of the log (see [`RowLog::commit_point`]).
@@ -540,6 +552,26 @@ impl LogMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A span's windows cover its blocks once, in log order, at most `w`
+    /// each, and none runs across the ring's end.
+    #[test]
+    fn a_span_walks_in_windows_that_stop_at_the_rings_end() {
+        let span = LogSpan {
+            first: 7,
+            len: 10,
+            ring: 12,
+        };
+        let got: Vec<(u64, u64)> = span.windows(3).collect();
+        assert_eq!(got, vec![(7, 3), (10, 2), (0, 3), (3, 2)]);
+        let whole = LogSpan {
+            first: 0,
+            len: 6,
+            ring: 12,
+        };
+        assert_eq!(whole.windows(4).collect::<Vec<_>>(), vec![(0, 4), (4, 2)]);
+        assert_eq!(whole.windows(0).count(), 6, "a window of at least a block");
+    }
 
     /// The log map against a plain map of `(id, block or MERGED)`, under
     /// random appends, writes home, merges, a pass's end and clears, on
