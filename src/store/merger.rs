@@ -108,6 +108,10 @@ fn merge_cycle(
         std::thread::park_timeout(POLL);
         return Ok(());
     }
+    // Whether the pass must stop (the log's start moved, or the store is
+    // closing), and its rest after each step of work.
+    let moved = || ssd.log().resets() != resets || stop.load(Ordering::Relaxed);
+    let mut rest_after = |d: Duration| merge_rest(ssd, d);
     for (ti, t) in tables.iter().enumerate() {
         let list_rows = match scan {
             true => ssd
@@ -125,8 +129,6 @@ fn merge_cycle(
             && count > 1
             && (count as u64 - 1) * list_rows as u64 * SCAN_DENSITY >= span.blocks()
         {
-            let moved = || ssd.log().resets() != resets || stop.load(Ordering::Relaxed);
-            let mut rest_after = |d: Duration| merge_rest(ssd, d);
             match t.spill_logged_in_span(ssd, span, &ranges, dir, &moved, &mut rest_after)? {
                 Some(s) => Some(s),
                 None if moved() => return Ok(()),
@@ -156,12 +158,10 @@ fn merge_cycle(
                 let last = last && pi + 1 == parts;
                 let spilled = pass_spill
                     .as_ref()
-                    .and_then(|sp| t.read_spilled(sp, ri, part, &mut |d| merge_rest(ssd, d)));
+                    .and_then(|sp| t.read_spilled(sp, ri, part, &mut rest_after));
                 let scanned = if spilled.is_some() {
                     spilled
                 } else if scan && part.len() as u64 * SCAN_DENSITY >= span.blocks() {
-                    let moved = || ssd.log().resets() != resets || stop.load(Ordering::Relaxed);
-                    let mut rest_after = |d: Duration| merge_rest(ssd, d);
                     match t.read_logged_in_span(ssd, part, span, &moved, &mut rest_after)? {
                         Some(bytes) => Some(bytes),
                         None => return Ok(()),
@@ -212,7 +212,7 @@ fn merge_cycle(
                             ssd.log().set_swept(resets, to);
                         }
                     }
-                    merge_rest(ssd, began.elapsed());
+                    rest_after(began.elapsed());
                 }
             }
         }
