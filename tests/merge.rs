@@ -596,3 +596,62 @@ fn a_version_4_store_opens_and_its_log_becomes_a_ring() {
     assert!(freed > 64, "{freed} blocks freed: the log did not wrap");
     assert_eq!(s.superblock().version, embtier::format::FormatVersion::V5);
 }
+
+/// With `[ssd] overhead_in_budget`, the log's map has a share of the
+/// DRAM budget: once it holds more than a 24th of the cached bytes, a
+/// pass begins although the log is far from `merge_start` full, writes
+/// the logged rows home, and the checkpoint after it frees their blocks
+/// and their map entries. Every row keeps its value, and across a reopen.
+#[test]
+fn a_log_map_past_its_share_of_the_budget_begins_a_pass() {
+    let mut c = StoreConfig::builder()
+        .table(TableConfig::new("t", ROWS, DIM as u32).init(Init::Zeros))
+        .dram_capacity(128 << 10)
+        .overhead_in_budget(true)
+        .build();
+    c.ssd.row_log = Some(embtier::ByteSize(4096 * 4096));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let s = Store::create(&path, c).unwrap();
+    let st = s.stats();
+    let t = st.table("t").unwrap();
+    // 128 KiB at 240 + 50 + 16 bytes a row.
+    let cap = t.dram().capacity_rows;
+    let charged = embtier::config::charged_row_bytes(240, true);
+    assert_eq!(charged, 306);
+    assert!(
+        cap <= (128 << 10) / charged && cap + 8 >= (128 << 10) / charged,
+        "{cap} rows cached"
+    );
+    let share = cap * 240 / 24;
+    let mut model = HashMap::new();
+    let mut rng = Rng(23);
+    let mut round = 0;
+    // Checkpoints log scattered rows until the map is past its share.
+    while s.stats().table("t").unwrap().ssd.log_map_bytes <= share {
+        round += 1;
+        assert!(round < 200, "the map never grew past {share} bytes");
+        let ids: Vec<u64> = (0..200).map(|_| rng.below(LOGGED)).collect();
+        let v = round as f32;
+        s.update("t", &ids, &vec![v; ids.len() * DIM]).unwrap();
+        for &id in &ids {
+            model.insert(id, v);
+        }
+        s.checkpoint().unwrap();
+    }
+    let used = s.stats().row_log_used_blocks;
+    assert!(used * 8 < 4096, "the log is {used} of 4096 blocks full");
+    wait_until(
+        30,
+        || merged(&s) > 0,
+        || format!("no pass began with the map at {share}+ bytes"),
+    );
+    let c = checkpoint_after_the_pass(&s);
+    assert!(c.row_log_blocks_freed > 0, "{c:?}");
+    let map = s.stats().table("t").unwrap().ssd.log_map_bytes;
+    assert!(map <= share, "the map holds {map} bytes after the pass");
+    check(&s, &model, "after the pass");
+    drop(s);
+    let s = Store::open(&path).unwrap();
+    check(&s, &model, "reopened");
+}

@@ -33,7 +33,10 @@ mod tier;
 pub use crate::io::IoEngineKind;
 pub use bytes::ByteSize;
 pub use table::{Init, Placement, RoundingMode, TableConfig};
-pub use tier::{MemoryKind, SsdConfig, TierConfig, MAX_TIERS};
+pub use tier::{
+    charged_row_bytes, MemoryKind, SsdConfig, TierConfig, CACHE_ROW_OVERHEAD, MAX_TIERS,
+    OVERHEAD_SHARE,
+};
 
 /// `[dram]` of `store.toml`, the form written before tier lists (and still
 /// written for a DRAM tier optionally followed by a PMem tier).
@@ -321,6 +324,13 @@ impl StoreConfigBuilder {
         self
     }
 
+    /// Count the store's memory beyond the rows' bytes against the first
+    /// DRAM tier ([`SsdConfig::overhead_in_budget`]).
+    pub fn overhead_in_budget(mut self, on: bool) -> Self {
+        self.cfg.ssd.overhead_in_budget = on;
+        self
+    }
+
     /// Live logged rows a merge lists at once
     /// ([`SsdConfig::merge_list_rows`]).
     pub fn merge_list_rows(mut self, rows: usize) -> Self {
@@ -540,6 +550,12 @@ fn split_budget(cfg: &StoreConfig, tier_index: usize) -> Result<Vec<u64>> {
         Placement::Cached => false,
     };
     let explicit = |t: &TableConfig| cfg.explicit_share(t, tier_index);
+    // What a cached row costs this tier: its bytes, and with
+    // `overhead_in_budget` in the first DRAM tier, what the store keeps
+    // for it beyond them.
+    let charged =
+        cfg.ssd.overhead_in_budget && cfg.first_tier_of(MemoryKind::Dram) == Some(tier_index);
+    let cost = |t: &TableConfig| charged_row_bytes(t.row_bytes(), charged);
     let mut left = cfg.tiers[tier_index].capacity.0;
     let mut out = vec![0u64; cfg.tables.len()];
     let too_small = |t: &TableConfig, cap: u64, needed: u64| Error::TierTooSmall {
@@ -572,7 +588,7 @@ fn split_budget(cfg: &StoreConfig, tier_index: usize) -> Result<Vec<u64>> {
                 )));
             }
             left -= b.0;
-            out[i] = (b.0 / t.row_bytes()).min(cache_cap(t.rows));
+            out[i] = (b.0 / cost(t)).min(cache_cap(t.rows));
             if out[i] == 0 && first {
                 return Err(too_small(t, b.0, t.row_bytes()));
             }
@@ -591,7 +607,7 @@ fn split_budget(cfg: &StoreConfig, tier_index: usize) -> Result<Vec<u64>> {
         let t = &cfg.tables[i];
         let size = t.rows as u128 * t.row_bytes() as u128;
         let share = (left as u128 * size / total.max(1)) as u64;
-        out[i] = (share / t.row_bytes()).min(cache_cap(t.rows));
+        out[i] = (share / cost(t)).min(cache_cap(t.rows));
         // Every cached table needs at least one row in the first tier to
         // stage rows through.
         if out[i] == 0 && first {

@@ -211,10 +211,45 @@ pub struct SsdConfig {
     /// Default 0.5; more than 0 and at most 0.75.
     #[serde(default = "default_merge_start")]
     pub merge_start: f64,
+    /// Count what the store keeps in DRAM for its rows beyond their bytes
+    /// against the first DRAM tier's capacity, so that the capacity bounds
+    /// the store's memory rather than its cached rows' payload. Off (the
+    /// default), the capacity is the rows' bytes and the rest comes on top
+    /// (up to about as much again in `docs/benchmarks.md`'s W5). On, each
+    /// cached row of that tier is charged its bytes, the cache's
+    /// bookkeeping ([`CACHE_ROW_OVERHEAD`] bytes) and [`OVERHEAD_SHARE`] of
+    /// its bytes again, which is what the write path may hold: rows
+    /// waiting to be written (a twelfth of the cached bytes, where it is a
+    /// quarter when off), the row log's map (a pass of the background
+    /// merge begins when the map holds more than a twenty-fourth) and a
+    /// pass's buffer (at most a twenty-fourth, at most 64 MiB). Fewer rows
+    /// are cached for the same capacity, and the log is merged sooner.
+    #[serde(default)]
+    pub overhead_in_budget: bool,
 }
 
 fn default_checkpoint_rest() -> f64 {
     1.0
+}
+
+/// Bytes of a cache's bookkeeping per row (`tier::cache`: its key, its
+/// index entry, the policy's links), rounded up: what
+/// [`SsdConfig::overhead_in_budget`] charges a cached row beyond its bytes.
+pub const CACHE_ROW_OVERHEAD: u64 = 16;
+
+/// With [`SsdConfig::overhead_in_budget`], the write path's share of a
+/// cached row's bytes charged beside them, in 24ths: rows waiting to be
+/// written (2), the row log's map (2) and a merge pass's buffer (1).
+pub const OVERHEAD_SHARE: (u64, u64) = (5, 24);
+
+/// Bytes the first DRAM tier charges a cached row of `row_bytes` under
+/// `overhead_in_budget` (see [`SsdConfig::overhead_in_budget`]).
+pub fn charged_row_bytes(row_bytes: u64, overhead_in_budget: bool) -> u64 {
+    if overhead_in_budget {
+        row_bytes + (row_bytes * OVERHEAD_SHARE.0).div_ceil(OVERHEAD_SHARE.1) + CACHE_ROW_OVERHEAD
+    } else {
+        row_bytes
+    }
 }
 
 fn default_merge_start() -> f64 {
@@ -265,6 +300,7 @@ impl Default for SsdConfig {
             snapshot_checkpoints: true,
             checkpoint_rest: default_checkpoint_rest(),
             merge_start: default_merge_start(),
+            overhead_in_budget: false,
         }
     }
 }

@@ -25,7 +25,43 @@ const POLL: Duration = Duration::from_millis(200);
 /// Bytes of logged rows a pass holds at once when it reads them by walking
 /// the log's blocks in order (`Table::read_logged_in_span`): a table's ids
 /// are taken in ranges of about this many logged bytes, one walk each.
+/// With `[ssd] overhead_in_budget`, a 24th of the first tier's bytes of
+/// the cached tables, between 1 and 64 MiB ([`MergeLimits`]).
 const SCAN_BYTES: usize = 64 << 20;
+
+/// What bounds a pass's memory, and when the log's map alone begins one.
+#[derive(Clone, Copy, Debug)]
+struct MergeLimits {
+    /// Bytes of logged rows a pass holds at once (see [`SCAN_BYTES`]); its
+    /// spill files' buffers share them too.
+    scan_bytes: usize,
+    /// With `[ssd] overhead_in_budget`: a pass begins when the log's maps
+    /// hold more than this many bytes (a 24th of the first tier's bytes of
+    /// the cached tables), whatever the log's fill.
+    map_bytes: Option<u64>,
+}
+
+impl MergeLimits {
+    fn new(config: &StoreConfig, tables: &[Arc<Table>]) -> MergeLimits {
+        if !config.ssd.overhead_in_budget {
+            return MergeLimits {
+                scan_bytes: SCAN_BYTES,
+                map_bytes: None,
+            };
+        }
+        let cached: u64 = tables.iter().map(|t| t.first_tier_bytes()).sum();
+        MergeLimits {
+            scan_bytes: ((cached / 24) as usize).clamp(1 << 20, SCAN_BYTES),
+            map_bytes: Some((cached / 24).max(1)),
+        }
+    }
+
+    /// Whether the log's maps are past their share (never without one).
+    fn map_full(&self, tables: &[Arc<Table>]) -> bool {
+        self.map_bytes
+            .is_some_and(|m| tables.iter().map(|t| t.log_map_bytes()).sum::<u64>() > m)
+    }
+}
 
 /// A range's rows are read by walking the pass's blocks in order when it
 /// holds at least one row per this many blocks: a sequential read of a
@@ -47,14 +83,18 @@ impl Store {
         let scan = self.config.ssd.merge_scan;
         let spill = scan && self.config.ssd.merge_spill;
         let dir = self.dir.clone();
+        let limits = MergeLimits::new(&self.config, &tables);
         let w = Worker::spawn(
             &self.dir,
             "embtier-merge",
             "spawn row-log merge thread",
             move |stop| {
                 while !stop.load(Ordering::Relaxed) {
-                    if !ssd.log().wants_merge()
-                        || merge_cycle(&ssd, &tables, &dir, scan, spill, stop).is_err()
+                    // The log past its start, or (with the overhead in the
+                    // budget) its map past its share and blocks to merge.
+                    let due = ssd.log().wants_merge()
+                        || (limits.map_full(&tables) && ssd.log().pass_span().0.blocks() > 0);
+                    if !due || merge_cycle(&ssd, &tables, &dir, scan, spill, limits, stop).is_err()
                     {
                         // Nothing to do, or a failed write (it left the
                         // rows logged; the checkpoint's merge reports it).
@@ -92,6 +132,7 @@ fn merge_cycle(
     dir: &std::path::Path,
     scan: bool,
     spill: bool,
+    limits: MergeLimits,
     stop: &AtomicBool,
 ) -> Result<()> {
     // Under the gate: a checkpoint that woke the thread (its flush took
@@ -117,7 +158,7 @@ fn merge_cycle(
             true => ssd
                 .log()
                 .merge_list_rows
-                .min((SCAN_BYTES / t.row_bytes).max(1)),
+                .min((limits.scan_bytes / t.row_bytes).max(1)),
             false => ssd.log().merge_list_rows,
         };
         let ranges = t.merge_ranges(list_rows);
@@ -129,7 +170,12 @@ fn merge_cycle(
             && count > 1
             && (count as u64 - 1) * list_rows as u64 * SCAN_DENSITY >= span.blocks()
         {
-            match t.spill_logged_in_span(ssd, span, &ranges, dir, &moved, &mut rest_after)? {
+            // The pass's buffer bytes shared among the ranges' files.
+            let to = crate::table::SpillTo {
+                dir,
+                buf_bytes: (limits.scan_bytes / count) & !4095,
+            };
+            match t.spill_logged_in_span(ssd, span, &ranges, to, &moved, &mut rest_after)? {
                 Some(s) => Some(s),
                 None if moved() => return Ok(()),
                 None => None,

@@ -358,6 +358,7 @@ impl Store {
                 pin_tier,
                 shards: config.shards,
                 cold_fill: config.ssd.cold_fill,
+                overhead_in_budget: config.ssd.overhead_in_budget,
                 memory: &mut memory,
                 ssd: &ssd,
                 fresh,

@@ -76,7 +76,7 @@ mod writeback;
 
 use shard::{by_shard, part, shard_count};
 pub use shard::{shard_capacities, shard_of};
-pub(crate) use spill::remove_spills;
+pub(crate) use spill::{remove_spills, SpillTo};
 
 pub(crate) use many::{lookup_many, Part};
 
@@ -309,6 +309,9 @@ pub(crate) struct TableSetup<'a> {
     pub shards: Option<usize>,
     /// Whether misses fill a cold first tier (`SsdConfig::cold_fill`).
     pub cold_fill: bool,
+    /// `SsdConfig::overhead_in_budget`: the pending limit is the share of
+    /// the first tier's bytes it was charged.
+    pub overhead_in_budget: bool,
     /// Each tier's memory.
     pub memory: &'a mut [TierMemory],
     pub ssd: &'a Ssd,
@@ -398,7 +401,10 @@ impl Table {
             }
         };
         let top_rows = s.tier_rows.first().copied().unwrap_or(0);
-        let pending_limit = ((top_rows as usize).saturating_mul(rb) / 4).max(64 * rb);
+        // Rows waiting to be written: a quarter of the first tier's bytes,
+        // or with the overhead in the budget, the twelfth it was charged.
+        let pending_div = if s.overhead_in_budget { 12 } else { 4 };
+        let pending_limit = ((top_rows as usize).saturating_mul(rb) / pending_div).max(64 * rb);
         let wb_batch = (pending_limit / 4).clamp(rb, 4 << 20);
         // The log packs rows of cached tables whose groups are one block;
         // rows too large to share a log block gain nothing from it.

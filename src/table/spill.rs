@@ -25,8 +25,12 @@ use std::path::{Path, PathBuf};
 use super::*;
 use crate::files::MERGE_SPILL_PREFIX;
 
-/// Bytes a range's file buffers before writing (a multiple of 4096).
-const SPILL_BUF: usize = 1 << 20;
+/// Most bytes a range's file buffers before writing (a multiple of 4096):
+/// the pass's buffer bytes shared among its ranges, between
+/// [`SPILL_BUF_MIN`] and this.
+pub(crate) const SPILL_BUF: usize = 1 << 20;
+/// Fewest bytes a range's file buffers before writing.
+pub(crate) const SPILL_BUF_MIN: usize = 64 << 10;
 
 /// Bytes of a spill file read back at a time (a multiple of 4096).
 const SPILL_READ: usize = 4 << 20;
@@ -75,7 +79,7 @@ fn record_crc(id: u64, block: u32, row: &[u8]) -> u32 {
 }
 
 impl SpillFile {
-    fn create(path: PathBuf) -> io::Result<SpillFile> {
+    fn create(path: PathBuf, buf_bytes: usize) -> io::Result<SpillFile> {
         let open = |direct: bool| {
             let mut o = OpenOptions::new();
             o.read(true).write(true).create(true).truncate(true);
@@ -90,7 +94,7 @@ impl SpillFile {
         Ok(SpillFile {
             path,
             file,
-            buf: AlignedBuf::new(SPILL_BUF),
+            buf: AlignedBuf::new(buf_bytes.clamp(SPILL_BUF_MIN, SPILL_BUF)),
             used: 0,
             written: 0,
             len: 0,
@@ -198,6 +202,15 @@ impl SpillFile {
     }
 }
 
+/// Where a pass spills, and how much each range's file buffers.
+#[derive(Clone, Copy)]
+pub(crate) struct SpillTo<'a> {
+    /// The store's directory.
+    pub dir: &'a Path,
+    /// About this many bytes a file (see [`SPILL_BUF`]).
+    pub buf_bytes: usize,
+}
+
 impl Drop for PassSpill {
     fn drop(&mut self) {
         for f in &self.files {
@@ -209,7 +222,8 @@ impl Drop for PassSpill {
 impl Table {
     /// The live rows of the pass's blocks (`span`), spilled to a file per
     /// range of `ranges` in one walk of the log, 4 MiB at a time under the
-    /// read gate, with `rest` after each step. `None` when the log moved
+    /// read gate, with `rest` after each step; each file buffers about
+    /// `buf_bytes` (see [`SPILL_BUF`]). `None` when the log moved
     /// (`moved`) or a spill file could not be written (the pass then reads
     /// the log per range). An error is the log's: a read that failed.
     pub(crate) fn spill_logged_in_span(
@@ -217,7 +231,7 @@ impl Table {
         ssd: &Ssd,
         span: LogSpan,
         ranges: &[std::ops::Range<u64>],
-        dir: &Path,
+        to: SpillTo<'_>,
         moved: &dyn Fn() -> bool,
         rest: &mut dyn FnMut(std::time::Duration),
     ) -> Result<Option<PassSpill>> {
@@ -229,8 +243,10 @@ impl Table {
             files: Vec::with_capacity(ranges.len()),
         };
         for k in 0..ranges.len() {
-            let path = dir.join(format!("{MERGE_SPILL_PREFIX}{}-{k}.tmp", self.index));
-            match SpillFile::create(path) {
+            let path = to
+                .dir
+                .join(format!("{MERGE_SPILL_PREFIX}{}-{k}.tmp", self.index));
+            match SpillFile::create(path, to.buf_bytes) {
                 Ok(f) => spill.files.push(f),
                 Err(_) => return Ok(None),
             }
@@ -365,7 +381,7 @@ mod tests {
         let rb = 200;
         let n = 30_000u64; // 6.5 MB: past two reads of 4 MiB and six buffers
         let row = |i: u64| -> Vec<u8> { (0..rb).map(|k| (i as usize * 7 + k) as u8).collect() };
-        let mut f = SpillFile::create(dir.path().join("x.tmp")).unwrap();
+        let mut f = SpillFile::create(dir.path().join("x.tmp"), SPILL_BUF).unwrap();
         let mut wrote = 0;
         for i in 0..n {
             wrote += f.push(i * 3, (i % 1000) as u32, &row(i)).unwrap();

@@ -541,6 +541,17 @@ impl Table {
         }
     }
 
+    /// Bytes of rows the first tier holds at capacity (0 for a pinned
+    /// table).
+    pub(crate) fn first_tier_bytes(&self) -> u64 {
+        match &self.kind {
+            TableKind::Cached { tier_rows, .. } => {
+                tier_rows.first().copied().unwrap_or(0) * self.row_bytes as u64
+            }
+            TableKind::Pinned { .. } => 0,
+        }
+    }
+
     /// Heap bytes of the shards' row-log maps.
     pub(crate) fn log_map_bytes(&self) -> u64 {
         match &self.kind {

@@ -321,6 +321,13 @@ impl Embtier {
         if std::env::var("EMBTIER_PEERS_MERGE_SPILL").is_ok_and(|v| v == "0") {
             c.ssd.merge_spill = false;
         }
+        // `EMBTIER_PEERS_OVERHEAD_IN_BUDGET=1`: the store's memory beyond
+        // the rows' bytes counted against the DRAM budget (`[ssd]
+        // overhead_in_budget`), so that the budget bounds its RSS as the
+        // cgroup bounds mmap's.
+        if std::env::var("EMBTIER_PEERS_OVERHEAD_IN_BUDGET").is_ok_and(|v| v == "1") {
+            c.ssd.overhead_in_budget = true;
+        }
         // `EMBTIER_PEERS_WARM_ROWS=0`: an experiment without the hot rows'
         // copy (`[ssd] warm_rows` off), else embtier's default.
         if std::env::var("EMBTIER_PEERS_WARM_ROWS").is_ok_and(|v| v == "0") {

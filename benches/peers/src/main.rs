@@ -272,6 +272,51 @@ pub struct W5Result {
     pub capped: bool,
     /// Seconds the engine took to close (`None`: not closed, foyer).
     pub close_s: Option<f64>,
+    /// RSS of the process every half second from the open to the close:
+    /// (seconds from the open, bytes). Where in the run the peak falls.
+    #[serde(default)]
+    pub rss_series: Vec<(f64, u64)>,
+    /// Seconds from the open at which training ended and the final
+    /// persist began, the deferred writes (`settle`) began, and the close
+    /// began: the phases of `rss_series` after training.
+    #[serde(default)]
+    pub phases_s: Vec<(String, f64)>,
+}
+
+/// Samples the process's RSS every half second on its own thread until
+/// dropped (W5's `rss_series`).
+struct RssSampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handle: Option<std::thread::JoinHandle<Vec<(f64, u64)>>>,
+}
+
+impl RssSampler {
+    fn start(t0: Instant) -> RssSampler {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s = stop.clone();
+        let handle = std::thread::spawn(move || {
+            let mut v = Vec::new();
+            while !s.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Some(r) = proc_status("VmRSS:") {
+                    v.push((t0.elapsed().as_secs_f64(), r));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(500));
+            }
+            v
+        });
+        RssSampler {
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    fn finish(mut self) -> Vec<(f64, u64)> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.handle
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
+    }
 }
 
 /// One load, as a child reports it.
@@ -1080,6 +1125,8 @@ fn w5_run(
         Some(x) => (x, x, false),
         None => (a.w5_duration, a.w5_max_duration, a.w5_merges > 0),
     };
+    let sampler = RssSampler::start(t0);
+    let mut phases_s = Vec::new();
     let (mut all, mut ck_hist, mut other) = (histogram(), histogram(), histogram());
     let mut next_ck = a.checkpoint_every;
     let mut checkpoint_s = Vec::new();
@@ -1135,6 +1182,7 @@ fn w5_run(
             .zip(disk_open)
             .map(|(b, a)| ((b - a) * 512) as f64 / update_bytes)
     };
+    phases_s.push(("persist".to_string(), t0.elapsed().as_secs_f64()));
     let t = Instant::now();
     eng.persist()?;
     let persist_s = t.elapsed().as_secs_f64();
@@ -1148,6 +1196,7 @@ fn w5_run(
     let write_amp = wa_now();
     let note = note(&*eng, &cache);
     let (mut write_amp_settled, mut settle_s) = (None, None);
+    phases_s.push(("settle".to_string(), t0.elapsed().as_secs_f64()));
     let t = Instant::now();
     if eng.settle()? {
         write_amp_settled = wa_now();
@@ -1155,11 +1204,13 @@ fn w5_run(
     }
     // Close cleanly, so that a restart finds what a trainer's clean exit
     // leaves; not foyer, whose close can wait forever after writes.
+    phases_s.push(("close".to_string(), t0.elapsed().as_secs_f64()));
     let close_s = (k != EngineKind::Foyer).then(|| {
         let t = Instant::now();
         drop(eng);
         t.elapsed().as_secs_f64()
     });
+    let rss_series = sampler.finish();
     let per_minute = series::per_minute(&per_second);
     let steady = series::steady(&per_second);
     let q = |h: &hdrhistogram::Histogram<u64>, p: f64| h.value_at_quantile(p) as f64;
@@ -1196,6 +1247,8 @@ fn w5_run(
             merges,
             capped,
             close_s,
+            rss_series,
+            phases_s,
         }),
         per_second,
     })

@@ -594,6 +594,12 @@ impl Report {
             }
             let _ = writeln!(o, "W5 rows/s per minute from the open:\n\n{}", t.markdown());
         }
+        for r in &runs {
+            if let Some(line) = r.run.w5.as_ref().and_then(rss_peak_line) {
+                let _ = writeln!(o, "- {}: {line}", r.run.engine);
+            }
+        }
+        let _ = writeln!(o);
         self.cold_start(o, "W5");
     }
 
@@ -691,4 +697,41 @@ fn fs_type(dir: &std::path::Path) -> String {
         }
     }
     format!("{} ({})", best.1, best.2)
+}
+
+/// Where a W5 run's sampled RSS peaked: the highest sample during training
+/// and after it (the final persist, the deferred writes, the close).
+fn rss_peak_line(f: &crate::W5Result) -> Option<String> {
+    let end = f
+        .phases_s
+        .iter()
+        .find(|(p, _)| p == "persist")
+        .map_or(f64::INFINITY, |(_, t)| *t);
+    let peak = |train: bool| {
+        f.rss_series
+            .iter()
+            .filter(|(t, _)| (*t < end) == train)
+            .max_by_key(|(_, r)| *r)
+            .copied()
+    };
+    let (tt, tr) = peak(true)?;
+    let phase = |t: f64| {
+        f.phases_s
+            .iter()
+            .rev()
+            .find(|(_, s)| *s <= t)
+            .map_or("training", |(p, _)| p.as_str())
+    };
+    let mut s = format!(
+        "sampled RSS peaked at {:.0} MiB during training (at {tt:.0} s)",
+        tr as f64 / (1u64 << 20) as f64
+    );
+    if let Some((at, ar)) = peak(false) {
+        s += &format!(
+            ", {:.0} MiB after it (at {at:.0} s, {})",
+            ar as f64 / (1u64 << 20) as f64,
+            phase(at)
+        );
+    }
+    Some(s)
 }
