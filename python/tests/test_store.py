@@ -241,6 +241,23 @@ def test_a_tier_list_config_and_its_stats(store_dir):
     assert t["placement"] == "cached"
 
 
+def test_overhead_in_budget_caches_fewer_rows_for_the_same_capacity(store_dir, tmp_path):
+    # 64-float rows (256 B): charged 256 + 54 + 16 = 326 B with the
+    # store's memory beyond the rows counted against the DRAM capacity.
+    def rows_cached(path, on):
+        cfg = config([{"name": "t", "rows": 100_000, "dim": 64}], dram={"capacity": 326 * 1000})
+        cfg["ssd"] = {"overhead_in_budget": on}
+        with embtier.Store.create(path, cfg) as s:
+            s.lookup("t", np.arange(50, dtype=np.int64))
+            assert s.lookup("t", ids(7)).shape == (1, 64)
+            return s.stats()["tables"]["t"]["dram"]["capacity_rows"]
+
+    off = rows_cached(store_dir, False)
+    on = rows_cached(tmp_path / "on", True)
+    assert off == 326 * 1000 // 256
+    assert 990 <= on <= 1000
+
+
 def test_a_reopened_store_warms_its_hot_set(store_dir):
     cfg = config([{"name": "t", "rows": 100_000, "dim": 8}], dram={"capacity": 2000 * 32})
     hot = np.arange(0, 100_000, 97, dtype=np.int64)[:1000]

@@ -219,8 +219,9 @@ pub struct SsdConfig {
     /// cached row of that tier is charged its bytes, the cache's
     /// bookkeeping ([`CACHE_ROW_OVERHEAD`] bytes) and [`OVERHEAD_SHARE`] of
     /// its bytes again, which is what the write path may hold: rows
-    /// waiting to be written (a twelfth of the cached bytes, where it is a
-    /// quarter when off), the row log's map (a pass of the background
+    /// waiting to be written and rows waiting for a snapshot checkpoint (a
+    /// 24th of the cached bytes each, where each is a quarter when off),
+    /// the row log's map (a pass of the background
     /// merge begins when the map holds more than a twenty-fourth) and a
     /// pass's buffer (at most a twenty-fourth, at most 64 MiB). Fewer rows
     /// are cached for the same capacity, and the log is merged sooner.
@@ -239,7 +240,8 @@ pub const CACHE_ROW_OVERHEAD: u64 = 16;
 
 /// With [`SsdConfig::overhead_in_budget`], the write path's share of a
 /// cached row's bytes charged beside them, in 24ths: rows waiting to be
-/// written (2), the row log's map (2) and a merge pass's buffer (1).
+/// written (1) and waiting for a snapshot checkpoint (1), the row log's
+/// map (2: a pass begins past 1) and a merge pass's buffer (1).
 pub const OVERHEAD_SHARE: (u64, u64) = (5, 24);
 
 /// Bytes the first DRAM tier charges a cached row of `row_bytes` under

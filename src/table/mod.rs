@@ -402,8 +402,10 @@ impl Table {
         };
         let top_rows = s.tier_rows.first().copied().unwrap_or(0);
         // Rows waiting to be written: a quarter of the first tier's bytes,
-        // or with the overhead in the budget, the twelfth it was charged.
-        let pending_div = if s.overhead_in_budget { 12 } else { 4 };
+        // and as many again waiting for a snapshot checkpoint (`later`);
+        // with the overhead in the budget, a 24th each, the twelfth the
+        // tier charged for them.
+        let pending_div = if s.overhead_in_budget { 24 } else { 4 };
         let pending_limit = ((top_rows as usize).saturating_mul(rb) / pending_div).max(64 * rb);
         let wb_batch = (pending_limit / 4).clamp(rb, 4 << 20);
         // The log packs rows of cached tables whose groups are one block;
