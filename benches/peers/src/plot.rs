@@ -1,6 +1,7 @@
 //! SVG charts of the per-second series (plotters, pure-Rust SVG backend,
 //! as the tools draw theirs): one chart per workload with every engine's
-//! rows/s against seconds since the open, and one of the restart runs.
+//! rows/s against seconds since the open, one of the restart runs, and
+//! one of W5's RSS against the DRAM budget.
 
 use std::path::{Path, PathBuf};
 
@@ -69,25 +70,85 @@ pub fn write_all(rep: &Report, dir: &Path) -> Result<Vec<PathBuf>, String> {
             }
         };
         let path = dir.join(format!("peers-{}.svg", w.to_lowercase()));
-        chart(&path, &title, &series)?;
+        let pts: Vec<(String, Vec<(f64, f64)>)> = series
+            .iter()
+            .map(|(n, v)| {
+                let p = v
+                    .iter()
+                    .enumerate()
+                    .map(|(s, &r)| (s as f64 + 0.5, r / 1e3))
+                    .collect();
+                (n.clone(), p)
+            })
+            .collect();
+        let axes = (
+            "seconds since the store opened",
+            "thousand rows/s (1-s bins)",
+        );
+        chart(&path, &title, axes, &pts, &[])?;
+        paths.push(path);
+    }
+    // W5's RSS over the run, against the DRAM budget and the bar
+    // (the budget + 64 MiB + 5%).
+    let rss: Vec<(String, Vec<(f64, f64)>)> = rep
+        .results
+        .iter()
+        .filter_map(|r| {
+            let w = r.run.w5.as_ref()?;
+            (!w.rss_series.is_empty()).then(|| {
+                let p = w
+                    .rss_series
+                    .iter()
+                    .map(|&(t, b)| (t, b as f64 / MIB))
+                    .collect();
+                (r.run.engine.clone(), p)
+            })
+        })
+        .collect();
+    if !rss.is_empty() {
+        let budget = rep.settings.dram as f64 / MIB;
+        let bar = budget * 1.05 + 64.0;
+        let path = dir.join("peers-w5-rss.svg");
+        chart(
+            &path,
+            "W5: resident memory (RSS) every half second, final persist and merge included",
+            ("seconds since the store opened", "RSS, MiB"),
+            &rss,
+            &[
+                (format!("DRAM budget ({budget:.0} MiB)"), budget),
+                (format!("budget + 64 MiB + 5% ({bar:.0} MiB)"), bar),
+            ],
+        )?;
         paths.push(path);
     }
     Ok(paths)
 }
 
-/// One line chart: x = seconds since the open, y = thousand rows/s.
-fn chart(path: &Path, title: &str, series: &[(String, &[f64])]) -> Result<(), String> {
+const MIB: f64 = (1u64 << 20) as f64;
+
+/// One line chart of `series` (x, y points), with dashed horizontal
+/// reference lines `hlines` (label, y); `axes` = (x, y) descriptions.
+fn chart(
+    path: &Path,
+    title: &str,
+    axes: (&str, &str),
+    series: &[(String, Vec<(f64, f64)>)],
+    hlines: &[(String, f64)],
+) -> Result<(), String> {
     let w = 1100 + LEGEND_W;
     let root = SVGBackend::new(path, (w, 600)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let root = root.titled(title, ("sans-serif", 20)).map_err(err)?;
     let (plot, legend) = root.split_horizontally(w - LEGEND_W);
-    let max_x = series.iter().map(|s| s.1.len()).max().unwrap_or(1).max(2) as f64;
+    let max_x = series
+        .iter()
+        .flat_map(|s| s.1.iter().map(|p| p.0))
+        .fold(2.0f64, f64::max);
     let max_y = series
         .iter()
-        .flat_map(|s| s.1.iter().copied())
+        .flat_map(|s| s.1.iter().map(|p| p.1))
+        .chain(hlines.iter().map(|h| h.1))
         .fold(1.0f64, f64::max)
-        / 1e3
         * 1.05;
     let mut c = ChartBuilder::on(&plot)
         .margin(14)
@@ -96,19 +157,25 @@ fn chart(path: &Path, title: &str, series: &[(String, &[f64])]) -> Result<(), St
         .build_cartesian_2d(0f64..max_x, 0f64..max_y)
         .map_err(err)?;
     c.configure_mesh()
-        .x_desc("seconds since the store opened")
-        .y_desc("thousand rows/s (1-s bins)")
+        .x_desc(axes.0)
+        .y_desc(axes.1)
         .label_style(("sans-serif", 14))
         .axis_desc_style(("sans-serif", 16))
         .draw()
         .map_err(err)?;
     for (i, (_, pts)) in series.iter().enumerate() {
         let colour = COLOURS[i % COLOURS.len()];
-        c.draw_series(LineSeries::new(
-            pts.iter()
-                .enumerate()
-                .map(|(s, &v)| (s as f64 + 0.5, v / 1e3)),
-            colour.stroke_width(2),
+        c.draw_series(LineSeries::new(pts.iter().copied(), colour.stroke_width(2)))
+            .map_err(err)?;
+    }
+    // Reference lines: grey, then magenta (no series uses either).
+    let grey = |i: usize| [RGBColor(110, 110, 110), RGBColor(190, 40, 150)][i % 2];
+    for (i, (_, y)) in hlines.iter().enumerate() {
+        c.draw_series(DashedLineSeries::new(
+            [(0.0, *y), (max_x, *y)],
+            8,
+            6,
+            grey(i).stroke_width(2),
         ))
         .map_err(err)?;
     }
@@ -128,6 +195,22 @@ fn chart(path: &Path, title: &str, series: &[(String, &[f64])]) -> Result<(), St
         };
         legend
             .draw(&Text::new(label, (44, y - 8), ("sans-serif", 14)))
+            .map_err(err)?;
+    }
+    for (i, (name, _)) in hlines.iter().enumerate() {
+        let y = 60 + 26 * (series.len() + i) as i32;
+        legend
+            .draw(&PathElement::new(
+                vec![(8, y), (36, y)],
+                grey(i).stroke_width(3),
+            ))
+            .map_err(err)?;
+        legend
+            .draw(&Text::new(
+                format!("{name} (dashed)"),
+                (44, y - 8),
+                ("sans-serif", 14),
+            ))
             .map_err(err)?;
     }
     root.present().map_err(err)
