@@ -142,7 +142,8 @@ pub enum Error {
         table: String,
         /// Bytes available to the table in that tier.
         capacity: u64,
-        /// Bytes needed: one row for a cache, the whole table when pinned.
+        /// Bytes needed: one row for a cache (what a row is charged, under
+        /// `[ssd] overhead_in_budget`), the whole table when pinned.
         needed: u64,
         /// Bytes per row.
         row_bytes: u64,

@@ -590,7 +590,7 @@ fn split_budget(cfg: &StoreConfig, tier_index: usize) -> Result<Vec<u64>> {
             left -= b.0;
             out[i] = (b.0 / cost(t)).min(cache_cap(t.rows));
             if out[i] == 0 && first {
-                return Err(too_small(t, b.0, t.row_bytes()));
+                return Err(too_small(t, b.0, cost(t)));
             }
         }
     }
@@ -611,7 +611,7 @@ fn split_budget(cfg: &StoreConfig, tier_index: usize) -> Result<Vec<u64>> {
         // Every cached table needs at least one row in the first tier to
         // stage rows through.
         if out[i] == 0 && first {
-            return Err(too_small(t, share, t.row_bytes()));
+            return Err(too_small(t, share, cost(t)));
         }
     }
     Ok(out)

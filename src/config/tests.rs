@@ -235,3 +235,34 @@ fn tier_too_small_is_an_error() {
         })
     ));
 }
+
+/// `[ssd] overhead_in_budget` charges a cached row of the first DRAM
+/// tier its bytes, 16 of bookkeeping and 5/24 of its bytes; a pinned
+/// table and the PMem tier pay only their rows' bytes; a capacity that
+/// holds a row's bytes but not its charge is refused, naming the charge.
+#[test]
+fn overhead_in_budget_charges_cached_rows_of_the_first_dram_tier() {
+    assert_eq!(charged_row_bytes(256, true), 256 + 54 + 16);
+    assert_eq!(charged_row_bytes(256, false), 256);
+    let cfg = |on: bool, dram: u64| {
+        StoreConfig::builder()
+            .table(TableConfig::new("p", 100, 64).placement(Placement::Pinned(MemoryKind::Dram)))
+            .table(TableConfig::new("c", 1 << 20, 64))
+            .dram_capacity(dram)
+            .pmem(None, 326 * 1000, PolicyKind::Lru)
+            .overhead_in_budget(on)
+            .build()
+    };
+    let pinned = 100 * 256;
+    let plan = cfg(true, pinned + 326 * 2000).plan().unwrap();
+    assert_eq!(plan[0].rows, vec![100, 0]);
+    assert_eq!(plan[1].rows, vec![2000, 326 * 1000 / 256]);
+    let plan = cfg(false, pinned + 326 * 2000).plan().unwrap();
+    assert_eq!(plan[1].rows[0], 326 * 2000 / 256);
+    match cfg(true, pinned + 300).plan() {
+        Err(Error::TierTooSmall {
+            needed, row_bytes, ..
+        }) => assert_eq!((needed, row_bytes), (326, 256)),
+        other => panic!("{other:?}"),
+    }
+}

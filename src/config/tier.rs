@@ -221,10 +221,10 @@ pub struct SsdConfig {
     /// its bytes again, which is what the write path may hold: rows
     /// waiting to be written and rows waiting for a snapshot checkpoint (a
     /// 24th of the cached bytes each, where each is a quarter when off),
-    /// the row log's map (a pass of the background
-    /// merge begins when the map holds more than a twenty-fourth) and a
-    /// pass's buffer (at most a twenty-fourth, at most 64 MiB). Fewer rows
-    /// are cached for the same capacity, and the log is merged sooner.
+    /// the row log's map (with `merge_in_background`, a pass begins when
+    /// the map holds more than a 24th) and a pass's buffer (a 24th, at
+    /// most 64 MiB). Fewer rows are cached for the same capacity, and the
+    /// log is merged sooner.
     #[serde(default)]
     pub overhead_in_budget: bool,
 }
