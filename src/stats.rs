@@ -175,8 +175,9 @@ pub struct SsdStats {
     /// Rows whose newest written copy is in the row log now.
     pub logged_rows: u64,
     /// DRAM the row log's map holds now, in bytes (from the maps'
-    /// capacities: outside the cache's budget). It grows with the log,
-    /// not with the cache, and is given back when a merge empties the log.
+    /// capacities: outside the cache's budget unless `[ssd]
+    /// overhead_in_budget`). It grows with the log, not with the cache,
+    /// and is given back as passes and merges empty the log.
     pub log_map_bytes: u64,
 }
 
