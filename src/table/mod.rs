@@ -61,7 +61,8 @@ use crate::io::AlignedBuf;
 use crate::policy::PolicyKind;
 use crate::stats::{Counters, Local};
 use crate::tier::cache::{SlotCache, Spill, MAX_SHARD_ROWS};
-use crate::tier::rowlog::{LogMap, LogSpan, MERGED, NOT_LOGGED};
+use crate::tier::logmap::{LogMap, MERGED};
+use crate::tier::rowlog::{LogSpan, NOT_LOGGED};
 use crate::tier::slab::{Slab, TierMemory};
 use crate::tier::ssd::{row_from_group, Loc, Ssd};
 

@@ -12,8 +12,15 @@
 
 use std::collections::HashMap;
 
-use super::rowlog::MERGED;
 use crate::hash::mix64;
+
+/// A log map entry meaning "logged, and since written home from its log
+/// copy by the background merge": home holds the newest bytes, reads go
+/// there, and the log's (committed) copy holds the same bytes. The entry
+/// stays until the checkpoint that moves the log's start past that copy,
+/// so that a write of the row home with a newer value meanwhile knows that
+/// the log's copy has become stale.
+pub(crate) const MERGED: u32 = u32::MAX - 1;
 
 /// See the module's doc.
 pub(crate) struct LogMap {

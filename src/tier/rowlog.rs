@@ -26,16 +26,10 @@
 
 use parking_lot::Mutex;
 
+use super::logmap::MERGED;
+
 /// A log block index meaning "not in the log".
 pub(crate) const NOT_LOGGED: u32 = u32::MAX;
-
-/// A log map entry meaning "logged, and since written home from its log
-/// copy by the background merge": home holds the newest bytes, reads go
-/// there, and the log's (committed) copy holds the same bytes. The entry
-/// stays until the checkpoint that moves the log's start past that copy,
-/// so that a write of the row home with a newer value meanwhile knows that
-/// the log's copy has become stale.
-pub(crate) const MERGED: u32 = u32::MAX - 1;
 
 /// The blocks of the ring that one background pass merges: those from
 /// ring block `first` on, `len` of them, wrapping at `ring`.
@@ -387,8 +381,6 @@ impl RowLog {
         freed
     }
 }
-
-pub(crate) use super::logmap::LogMap;
 
 #[cfg(test)]
 mod tests {
