@@ -33,6 +33,7 @@ mod tier;
 pub use crate::io::IoEngineKind;
 pub use bytes::ByteSize;
 pub use table::{Init, Placement, RoundingMode, TableConfig};
+pub(crate) use tier::overhead_part;
 pub use tier::{
     charged_row_bytes, MemoryKind, SsdConfig, TierConfig, CACHE_ROW_OVERHEAD, MAX_TIERS,
     OVERHEAD_SHARE,

@@ -244,6 +244,13 @@ pub const CACHE_ROW_OVERHEAD: u64 = 16;
 /// map (2: a pass begins past 1) and a merge pass's buffer (1).
 pub const OVERHEAD_SHARE: (u64, u64) = (5, 24);
 
+/// One part of [`OVERHEAD_SHARE`] of `cached_bytes` (a 24th): what each of
+/// the write path's holdings keeps to under
+/// [`SsdConfig::overhead_in_budget`].
+pub(crate) fn overhead_part(cached_bytes: u64) -> u64 {
+    cached_bytes / OVERHEAD_SHARE.1
+}
+
 /// Bytes the first DRAM tier charges a cached row of `row_bytes` under
 /// `overhead_in_budget` (see [`SsdConfig::overhead_in_budget`]).
 pub fn charged_row_bytes(row_bytes: u64, overhead_in_budget: bool) -> u64 {

@@ -51,8 +51,8 @@ impl MergeLimits {
         }
         let cached: u64 = tables.iter().map(|t| t.first_tier_bytes()).sum();
         MergeLimits {
-            scan_bytes: ((cached / 24) as usize).clamp(1 << 20, SCAN_BYTES),
-            map_bytes: Some((cached / 24).max(1)),
+            scan_bytes: (crate::config::overhead_part(cached) as usize).clamp(1 << 20, SCAN_BYTES),
+            map_bytes: Some(crate::config::overhead_part(cached).max(1)),
         }
     }
 

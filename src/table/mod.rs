@@ -406,8 +406,12 @@ impl Table {
         // and as many again waiting for a snapshot checkpoint (`later`);
         // with the overhead in the budget, a 24th each, the twelfth the
         // tier charged for them.
-        let pending_div = if s.overhead_in_budget { 24 } else { 4 };
-        let pending_limit = ((top_rows as usize).saturating_mul(rb) / pending_div).max(64 * rb);
+        let top_bytes = (top_rows as usize).saturating_mul(rb);
+        let pending_limit = match s.overhead_in_budget {
+            true => crate::config::overhead_part(top_bytes as u64) as usize,
+            false => top_bytes / 4,
+        }
+        .max(64 * rb);
         let wb_batch = (pending_limit / 4).clamp(rb, 4 << 20);
         // The log packs rows of cached tables whose groups are one block;
         // rows too large to share a log block gain nothing from it.
