@@ -218,6 +218,12 @@ fn slots_for(len: usize) -> usize {
     (len * 5).div_ceil(4).max(MIN_SLOTS)
 }
 
+/// Slots of a table rebuilt for `len` entries: 64% full, so that it
+/// neither grows nor shrinks again soon.
+fn rebuilt_slots(len: usize) -> usize {
+    slots_for(len) * 5 / 4
+}
+
 /// Linear probing over `u64` slots, each a key and its value, reduced by
 /// multiply-high so that the table's size need not be a power of two
 /// (it grows a quarter at a time); deletion shifts the run back, so there
@@ -311,28 +317,27 @@ impl Packed {
         if self.len == 0 {
             *self = Packed::default();
         } else if self.len * 4 < self.slots.len() && self.slots.len() > MIN_SLOTS {
-            self.resize(slots_for(self.len) * 5 / 4);
+            self.resize(rebuilt_slots(self.len));
         }
         Some(old)
     }
 
     /// Keep the entries whose value is not `v`, in a table sized for them.
     fn retain_not(&mut self, v: u32) {
-        let kept: Vec<u64> = self
+        // Emptied slots break probe runs, but the rebuild places every
+        // kept slot afresh.
+        for s in self
             .slots
-            .iter()
-            .copied()
-            .filter(|&s| s != EMPTY && value(s) != v)
-            .collect();
-        self.len = 0;
-        self.slots = Vec::new();
-        if kept.is_empty() {
-            return;
+            .iter_mut()
+            .filter(|s| **s != EMPTY && value(**s) == v)
+        {
+            *s = EMPTY;
         }
-        self.len = kept.len();
-        self.slots = vec![EMPTY; slots_for(kept.len()) * 5 / 4];
-        for s in kept {
-            self.place(s);
+        self.len = self.slots.iter().filter(|&&s| s != EMPTY).count();
+        if self.len == 0 {
+            *self = Packed::default();
+        } else {
+            self.resize(rebuilt_slots(self.len));
         }
     }
 
