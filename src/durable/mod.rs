@@ -13,7 +13,6 @@
 //! This file holds the protocol as a store runs (journaling before a write,
 //! commits); `recover.rs` what open does before anything is read.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -29,6 +28,7 @@ use crate::io::{AlignedBuf, IoEngine};
 use crate::tier::rowlog::LogCommit;
 
 pub(crate) mod boot;
+mod groups;
 mod recover;
 mod written;
 
@@ -118,7 +118,7 @@ struct State {
     epoch: u64,
     /// First block (and blocks) of every group journaled in `epoch`: every
     /// group written in place in it.
-    journaled: HashMap<u64, u32>,
+    journaled: groups::Groups,
     /// Journal bytes written (the append point).
     len: u64,
     /// Next batch number in `epoch`.
@@ -279,7 +279,7 @@ impl Durable {
         let mut st = self.state.lock();
         let gb = nblocks as usize * BLOCK_SIZE;
         let fresh: Vec<usize> = (0..firsts.len())
-            .filter(|&i| !st.journaled.contains_key(&firsts[i]))
+            .filter(|&i| !st.journaled.contains(firsts[i]))
             .collect();
         if fresh.is_empty() {
             return Ok(());
@@ -387,7 +387,9 @@ impl Durable {
             .map_err(|f| self.poison(f.into_error(&self.journal_path)))?;
         st.len += total as u64;
         st.batch = seq;
-        st.journaled.extend(fresh.into_iter().map(|f| (f, nblocks)));
+        for f in fresh {
+            st.journaled.insert(f, nblocks);
+        }
         Ok(())
     }
 
@@ -416,8 +418,7 @@ impl Durable {
         };
         // The groups this epoch wrote in place, listed and durable before
         // the commit record, so that open can check they reached the disk.
-        let mut groups: Vec<(u64, u32)> = st.journaled.iter().map(|(&f, &n)| (f, n)).collect();
-        groups.sort_unstable();
+        let groups = st.journaled.sorted();
         let next = if groups.is_empty() {
             Superblock {
                 written_groups: 0,

@@ -161,7 +161,7 @@ impl Durable {
             current: sb.next_epoch.into(),
             state: Mutex::new(State {
                 epoch: sb.next_epoch,
-                journaled: HashMap::new(),
+                journaled: Default::default(),
                 len: 0,
                 batch: 0,
                 sb: sb.clone(),
