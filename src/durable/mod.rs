@@ -418,28 +418,26 @@ impl Durable {
         };
         // The groups this epoch wrote in place, listed and durable before
         // the commit record, so that open can check they reached the disk.
-        let groups = st.journaled.sorted();
-        let next = if groups.is_empty() {
+        // Sorted in place and written as it is encoded: the list is never
+        // held a second time, as pairs or as bytes.
+        let count = st.journaled.len() as u64;
+        let next = if count == 0 {
             Superblock {
                 written_groups: 0,
                 written_crc: 0,
                 ..next
             }
         } else {
-            let count = groups.len() as u64;
-            let list = WrittenList {
-                epoch: next.committed_epoch,
-                generation: next.generation,
-                groups,
-            }
-            .encode();
             let path = self
                 .journal_path
                 .with_file_name(WrittenList::file_name(next.generation));
-            write_durably(&path, &list).map_err(|e| self.poison(e))?;
+            let (epoch, generation) = (next.committed_epoch, next.generation);
+            let groups = st.journaled.sorted();
+            let crc = write_durably(&path, |w| WrittenList::write(w, epoch, generation, groups))
+                .map_err(|e| self.poison(e))?;
             Superblock {
                 written_groups: count,
-                written_crc: WrittenList::crc_of(&list),
+                written_crc: crc,
                 ..next
             }
         };
@@ -543,19 +541,25 @@ fn is_dead(dead: &[(u64, u64)], e: u64) -> bool {
     dead.get(i).is_some_and(|&(first, _)| first <= e)
 }
 
-/// Write `bytes` as the whole of the file at `path` and make it durable
-/// (fdatasync; the directory too when the file is new).
-fn write_durably(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Make what `write` writes the whole of the file at `path`, through a
+/// buffer, and make it durable (fdatasync; the directory too when the file
+/// is new). Returns what `write` returned.
+fn write_durably<T>(
+    path: &Path,
+    write: impl FnOnce(&mut std::io::BufWriter<&File>) -> std::io::Result<T>,
+) -> Result<T> {
     use std::io::Write;
     let new = !path.exists();
-    let mut f = std::fs::OpenOptions::new()
+    let f = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .open(path)
         .map_err(|e| Error::io(path, "create", e))?;
-    f.write_all(bytes)
-        .and_then(|()| f.sync_data())
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, &f);
+    let out = write(&mut w)
+        .and_then(|out| w.flush().map(|()| out))
+        .and_then(|out| f.sync_data().map(|()| out))
         .map_err(|e| Error::io(path, "write", e))?;
     if new {
         if let Some(dir) = path.parent() {
@@ -564,5 +568,5 @@ fn write_durably(path: &Path, bytes: &[u8]) -> Result<()> {
                 .map_err(|e| Error::io(dir, "fsync", e))?;
         }
     }
-    Ok(())
+    Ok(out)
 }

@@ -48,21 +48,63 @@ impl WrittenList {
 
     /// Encode: header, entries, then the CRC-32C of everything before it.
     pub fn encode(&self) -> Vec<u8> {
-        let n = self.groups.len();
-        let mut b = vec![0u8; wl::ENTRIES + wl::ENTRY_SIZE * n + 4];
-        put_u32(&mut b, wl::MAGIC, WRITTEN_MAGIC);
-        put_u64(&mut b, wl::EPOCH, self.epoch);
-        put_u64(&mut b, wl::GENERATION, self.generation);
-        put_u64(&mut b, wl::COUNT, n as u64);
-        for (i, &(first, nb)) in self.groups.iter().enumerate() {
-            let at = wl::ENTRIES + wl::ENTRY_SIZE * i;
-            put_u64(&mut b, at, first);
-            put_u32(&mut b, at + 8, nb);
-        }
-        let end = b.len() - 4;
-        let crc = crc32c::crc32c(&b[..end]);
-        put_u32(&mut b, end, crc);
+        let mut b = Vec::with_capacity(wl::ENTRIES + wl::ENTRY_SIZE * self.groups.len() + 4);
+        WrittenList::write(
+            &mut b,
+            self.epoch,
+            self.generation,
+            self.groups.iter().copied(),
+        )
+        .expect("a Vec takes every write");
         b
+    }
+
+    /// Write the encoding of the list of `groups` (ascending) to `w` as
+    /// it goes, without holding the list or its bytes: the same bytes as
+    /// [`WrittenList::encode`]. Returns the CRC it ends with.
+    pub fn write(
+        w: &mut impl std::io::Write,
+        epoch: u64,
+        generation: u64,
+        groups: impl ExactSizeIterator<Item = (u64, u32)>,
+    ) -> std::io::Result<u32> {
+        let mut head = [0u8; wl::ENTRIES];
+        put_u32(&mut head, wl::MAGIC, WRITTEN_MAGIC);
+        put_u64(&mut head, wl::EPOCH, epoch);
+        put_u64(&mut head, wl::GENERATION, generation);
+        put_u64(&mut head, wl::COUNT, groups.len() as u64);
+        w.write_all(&head)?;
+        let mut crc = crc32c::crc32c(&head);
+        // Entries a piece at a time: one CRC call and one write a piece.
+        let mut piece = [0u8; wl::ENTRY_SIZE * 341];
+        let mut n = 0;
+        let mut count = 0u64;
+        for (first, nb) in groups {
+            let at = wl::ENTRY_SIZE * n;
+            put_u64(&mut piece, at, first);
+            put_u32(&mut piece, at + 8, nb);
+            n += 1;
+            count += 1;
+            if n * wl::ENTRY_SIZE == piece.len() {
+                crc = crc32c::crc32c_append(crc, &piece);
+                w.write_all(&piece)?;
+                n = 0;
+            }
+        }
+        let rest = &piece[..n * wl::ENTRY_SIZE];
+        crc = crc32c::crc32c_append(crc, rest);
+        w.write_all(rest)?;
+        if count != get_u64(&head, wl::COUNT) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "the written list's groups gave {count} entries, their length said {}",
+                    get_u64(&head, wl::COUNT)
+                ),
+            ));
+        }
+        w.write_all(&crc.to_le_bytes())?;
+        Ok(crc)
     }
 
     /// The CRC an encoded list ends with (what the superblock records).
