@@ -51,7 +51,7 @@ impl Table {
         let TableKind::Cached { shards, .. } = &self.kind else {
             return Ok(());
         };
-        let mut buf = self.wb_lock.lock();
+        let mut buf = self.wb_buf();
         // id, gen, the row's bytes (shared with the pending map: no copy),
         // whether the log holds a copy of it. Sized from the pending bytes
         // (updates may add a few meanwhile), not a doubling vector's.
@@ -415,7 +415,7 @@ impl Table {
             return Ok(0);
         };
         let rb = self.row_bytes;
-        let mut wb = self.wb_lock.lock();
+        let mut wb = self.wb_buf();
         let rows: Vec<RowRef<'_>> = chunk
             .iter()
             .enumerate()
@@ -461,7 +461,7 @@ impl Table {
             return Ok(0);
         };
         let rb = self.row_bytes;
-        let mut wb = self.wb_lock.lock();
+        let mut wb = self.wb_buf();
         let chunk: Vec<(u64, u32)> = chunk
             .iter()
             .copied()
@@ -776,6 +776,51 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::id_ranges;
+    use crate::table::{WB_CHUNK_BYTES, WB_KEEP_BYTES};
+    use crate::{Init, Store, StoreConfig, TableConfig};
+
+    /// A table's write buffer grows for a large write (the log appends and
+    /// the merge home of some 5 MiB of rows) and goes back to at most
+    /// `WB_KEEP_BYTES` after it, whatever wrote; the rows read back.
+    #[test]
+    fn a_large_write_does_not_keep_its_buffer() {
+        let dir = tempfile::tempdir().unwrap();
+        let (rows, dim) = (40_000u64, 64u32);
+        let d = dim as usize;
+        let cfg = StoreConfig::builder()
+            .table(TableConfig::new("t", rows, dim).init(Init::Zeros))
+            .dram_capacity(64 << 10)
+            .build();
+        let store = Store::create(dir.path().join("s"), cfg).unwrap();
+        let ids: Vec<u64> = (0..rows).step_by(2).collect();
+        let vals: Vec<f32> = ids.iter().flat_map(|&id| vec![id as f32; d]).collect();
+        let t = store.table("t").unwrap();
+        let mut written = 0;
+        for step in 0..3 {
+            store.update("t", &ids, &vals).unwrap();
+            match step {
+                0 => drop(store.checkpoint().unwrap()),
+                _ => drop(store.merge_row_log().unwrap()),
+            }
+            let held = t.wb_lock.lock().len();
+            assert!(held <= WB_KEEP_BYTES, "step {step}: {held} bytes kept");
+            written = t
+                .counters
+                .ssd_bytes_written
+                .load(std::sync::atomic::Ordering::Relaxed);
+        }
+        // The writes were far larger than what is kept.
+        assert!(
+            written as usize > 2 * WB_CHUNK_BYTES,
+            "{written} bytes written"
+        );
+        let mut out = vec![0f32; 4 * d];
+        store.lookup("t", &[0, 2, 39_998, 1], &mut out).unwrap();
+        assert_eq!(out[0], 0.0);
+        assert_eq!(out[d], 2.0);
+        assert_eq!(out[2 * d], 39_998.0);
+        assert_eq!(out[3 * d], 0.0);
+    }
 
     /// Ranges cover every id once, in order, end on group boundaries
     /// (except the table's end), and number about `live / list_rows`.
