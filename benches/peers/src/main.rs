@@ -281,6 +281,10 @@ pub struct W5Result {
     /// began: the phases of `rss_series` after training.
     #[serde(default)]
     pub phases_s: Vec<(String, f64)>,
+    /// RSS of the process just before the engine opened (the harness's
+    /// own: its code, the generator): what the engine's memory is beyond.
+    #[serde(default)]
+    pub rss_before_open: Option<u64>,
 }
 
 /// Samples the process's RSS every half second on its own thread until
@@ -1249,6 +1253,7 @@ fn w5_run(
             close_s,
             rss_series,
             phases_s,
+            rss_before_open: rss0,
         }),
         per_second,
     })

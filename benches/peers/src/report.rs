@@ -722,15 +722,25 @@ fn rss_peak_line(f: &crate::W5Result) -> Option<String> {
             .find(|(_, s)| *s <= t)
             .map_or("training", |(p, _)| p.as_str())
     };
+    let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
     let mut s = format!(
         "sampled RSS peaked at {:.0} MiB during training (at {tt:.0} s)",
-        tr as f64 / (1u64 << 20) as f64
+        mib(tr)
     );
+    let mut top = tr;
     if let Some((at, ar)) = peak(false) {
         s += &format!(
             ", {:.0} MiB after it (at {at:.0} s, {})",
-            ar as f64 / (1u64 << 20) as f64,
+            mib(ar),
             phase(at)
+        );
+        top = top.max(ar);
+    }
+    if let Some(r0) = f.rss_before_open {
+        s += &format!(
+            "; {:.0} MiB before the open, so the engine's own peak is {:.0} MiB",
+            mib(r0),
+            mib(top.saturating_sub(r0))
         );
     }
     Some(s)
