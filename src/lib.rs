@@ -47,6 +47,7 @@ mod hash;
 pub mod hint;
 pub mod init;
 pub mod io;
+pub mod memory;
 pub mod optim;
 pub mod policy;
 pub mod pooled;

@@ -16,7 +16,13 @@ a table-batched embedding-bag module with fused optimizers.
 """
 
 from . import errors
-from ._embtier import PendingCheckpoint, Prefetch, Store, __version__
+from ._embtier import (
+    PendingCheckpoint,
+    Prefetch,
+    Store,
+    __version__,
+    give_back_freed_memory_promptly,
+)
 from .errors import (
     AlreadyExistsError,
     ClosedError,
@@ -37,6 +43,7 @@ __all__ = [
     "Store",
     "Prefetch",
     "PendingCheckpoint",
+    "give_back_freed_memory_promptly",
     "errors",
     "Error",
     "IdOutOfRangeError",

@@ -24,6 +24,18 @@ Mode = Literal["sum", "mean"]
 
 __version__: str
 
+def give_back_freed_memory_promptly() -> bool:
+    """Make glibc's malloc give every freed allocation of 128 KiB or more
+    back to the operating system at once, instead of keeping it in its
+    heaps (where a checkpoint's buffers stay resident until the next trim).
+
+    **Process-wide**: the trainer's own allocations follow it too. Meant for
+    a process that sets ``[ssd] overhead_in_budget`` to keep within a hard
+    memory limit (in W5 it lowered the peak RSS by about 90 MiB at the same
+    speed). Returns whether it applied: ``True`` with glibc on Linux,
+    ``False`` (and nothing done) elsewhere.
+    """
+
 class Prefetch:
     """Rows being read into DRAM in the background, pinned there until
     :meth:`release` (or the end of the ``with`` block): a ``lookup`` or

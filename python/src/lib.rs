@@ -667,8 +667,19 @@ impl PyPendingCheckpoint {
     }
 }
 
+/// Make glibc's malloc give freed buffers of 128 KiB or more back to the
+/// operating system at once (process-wide: the trainer's allocations too).
+/// For a process that keeps to a hard memory limit with
+/// `overhead_in_budget`; see `embtier::memory` and docs/tuning.md. Returns
+/// whether it applied (glibc on Linux).
+#[pyfunction]
+fn give_back_freed_memory_promptly() -> bool {
+    embtier::memory::give_back_freed_memory_promptly()
+}
+
 #[pymodule]
 fn _embtier(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(give_back_freed_memory_promptly, m)?)?;
     m.add_class::<PyStore>()?;
     m.add_class::<PyPrefetch>()?;
     m.add_class::<PyPendingCheckpoint>()?;

@@ -829,7 +829,7 @@ impl CheckpointInProgress<'_> {
             }
             Begun::Ran(done) => done,
         };
-        give_back_freed_memory();
+        crate::memory::trim();
         done.map(|mut d| {
             d.pending_peak_bytes = self
                 .store
@@ -876,24 +876,6 @@ impl Window<'_> {
 impl Drop for Window<'_> {
     fn drop(&mut self) {
         self.close(false);
-    }
-}
-
-/// Return the heap memory a checkpoint freed to the operating system
-/// (called after the checkpoint let go of the gate, so that training does
-/// not wait for it). A checkpoint (and a merge) allocates and frees tens of
-/// MiB in chunks of a few MiB on several threads; glibc keeps freed chunks
-/// in its arenas (and, after freeing a mapped chunk, raises its threshold
-/// for mapping the next ones), so without this the process's resident
-/// memory keeps what it once needed at a checkpoint's peak (W5's peak RSS:
-/// 872 MB with it, 912 MB without).
-fn give_back_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks glibc's arenas under their own locks
-    // and releases free pages; it touches no memory this process uses and
-    // is safe to call from any thread at any time.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }
 

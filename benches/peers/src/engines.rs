@@ -328,6 +328,14 @@ impl Embtier {
         if std::env::var("EMBTIER_PEERS_OVERHEAD_IN_BUDGET").is_ok_and(|v| v == "1") {
             c.ssd.overhead_in_budget = true;
         }
+        // `EMBTIER_PEERS_GIVE_BACK=1`: this child process (embtier's alone)
+        // has glibc give freed buffers back at once, as docs/tuning.md
+        // tells a trainer under a hard memory limit to
+        // (`embtier::memory::give_back_freed_memory_promptly`).
+        if std::env::var("EMBTIER_PEERS_GIVE_BACK").is_ok_and(|v| v == "1") {
+            let applied = embtier::memory::give_back_freed_memory_promptly();
+            eprintln!("malloc gives freed buffers back at once: {applied}");
+        }
         // `EMBTIER_PEERS_WARM_ROWS=0`: an experiment without the hot rows'
         // copy (`[ssd] warm_rows` off), else embtier's default.
         if std::env::var("EMBTIER_PEERS_WARM_ROWS").is_ok_and(|v| v == "0") {
