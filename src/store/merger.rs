@@ -263,6 +263,9 @@ fn merge_cycle(
             }
         }
     }
+    for t in tables {
+        t.release_write_buffer();
+    }
     // The same when the last range had nothing to merge.
     let swept = {
         let _paused = ssd.merge_pause().read();

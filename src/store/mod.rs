@@ -829,6 +829,9 @@ impl CheckpointInProgress<'_> {
             }
             Begun::Ran(done) => done,
         };
+        for t in &self.store.tables {
+            t.release_write_buffer();
+        }
         crate::memory::trim();
         done.map(|mut d| {
             d.pending_peak_bytes = self

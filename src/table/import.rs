@@ -53,7 +53,7 @@ impl Table {
         if self.pending_bytes.load(Ordering::Relaxed) > self.pending_limit as i64 {
             self.write_back(ssd)?;
         }
-        let mut buf = self.wb_buf();
+        let mut buf = self.wb_lock.lock();
         if n == 0 {
             return Ok(());
         }

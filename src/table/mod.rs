@@ -87,35 +87,9 @@ pub(crate) use many::{lookup_many, Part};
 /// blocks an I/O batch.
 const WB_CHUNK_BYTES: usize = 4 << 20;
 
-/// Bytes of write buffer a table keeps between writes (see [`WbBuf`]).
+/// Bytes of write buffer a table keeps once a checkpoint or a pass is
+/// done (see [`Table::release_write_buffer`]).
 const WB_KEEP_BYTES: usize = 1 << 20;
-
-/// A table's write buffer, held for one write-back, merge chunk, pinned
-/// flush or import. It goes back no larger than [`WB_KEEP_BYTES`], so that
-/// the largest write the table ever made (4-8 MiB with a merge) does not
-/// stay allocated for the rest of the run; a large write allocates again.
-pub(super) struct WbBuf<'a>(parking_lot::MutexGuard<'a, AlignedBuf>);
-
-impl std::ops::Deref for WbBuf<'_> {
-    type Target = AlignedBuf;
-    fn deref(&self) -> &AlignedBuf {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for WbBuf<'_> {
-    fn deref_mut(&mut self) -> &mut AlignedBuf {
-        &mut self.0
-    }
-}
-
-impl Drop for WbBuf<'_> {
-    fn drop(&mut self) {
-        if self.0.len() > WB_KEEP_BYTES {
-            *self.0 = AlignedBuf::new(BLOCK_SIZE);
-        }
-    }
-}
 /// Block groups per pinned chunk.
 const GROUPS_PER_CHUNK: u64 = 16;
 /// Groups read per batch when loading a pinned table.
@@ -356,9 +330,18 @@ pub(crate) struct TableSetup<'a> {
 }
 
 impl Table {
-    /// The table's write buffer, for one write (see [`WbBuf`]).
-    fn wb_buf(&self) -> WbBuf<'_> {
-        WbBuf(self.wb_lock.lock())
+    /// A checkpoint or a background pass is done: give back the write
+    /// buffer if its largest write left it over [`WB_KEEP_BYTES`] (4-8 MiB
+    /// with a merge), so that it is not held for the rest of the run. Not
+    /// after each write: a merge writes thousands of chunks, and a buffer
+    /// allocated for each (a fresh mapping each with
+    /// `memory::give_back_freed_memory_promptly`) tripled the final merge's
+    /// time in W5.
+    pub(crate) fn release_write_buffer(&self) {
+        let mut b = self.wb_lock.lock();
+        if b.len() > WB_KEEP_BYTES {
+            *b = AlignedBuf::new(BLOCK_SIZE);
+        }
     }
 
     pub(crate) fn new(s: TableSetup<'_>) -> Result<Table> {

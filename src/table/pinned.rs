@@ -58,7 +58,7 @@ impl Table {
         let l = e.layout;
         let rb = self.row_bytes;
         let gb = l.group_bytes();
-        let mut buf = self.wb_buf();
+        let mut buf = self.wb_lock.lock();
         for ch in chunks {
             let mut c = ch.lock();
             let dirty: Vec<usize> = (0..c.groups)

@@ -51,7 +51,7 @@ impl Table {
         let TableKind::Cached { shards, .. } = &self.kind else {
             return Ok(());
         };
-        let mut buf = self.wb_buf();
+        let mut buf = self.wb_lock.lock();
         // id, gen, the row's bytes (shared with the pending map: no copy),
         // whether the log holds a copy of it. Sized from the pending bytes
         // (updates may add a few meanwhile), not a doubling vector's.
@@ -415,7 +415,7 @@ impl Table {
             return Ok(0);
         };
         let rb = self.row_bytes;
-        let mut wb = self.wb_buf();
+        let mut wb = self.wb_lock.lock();
         let rows: Vec<RowRef<'_>> = chunk
             .iter()
             .enumerate()
@@ -461,7 +461,7 @@ impl Table {
             return Ok(0);
         };
         let rb = self.row_bytes;
-        let mut wb = self.wb_buf();
+        let mut wb = self.wb_lock.lock();
         let chunk: Vec<(u64, u32)> = chunk
             .iter()
             .copied()
@@ -477,7 +477,8 @@ impl Table {
             .iter()
             .map(|&b| ssd.loc_offset(&self.entry, Loc::Log(b)))
             .collect();
-        let mut lbuf = AlignedBuf::new(BLOCK_SIZE);
+        // The store's read buffers: a merge reads thousands of chunks.
+        let mut lbuf = ssd.take_buf();
         ssd.read_extents_windowed(&offsets, BLOCK_SIZE, &mut lbuf, &mut |_, _| {})?;
         self.counters
             .ssd_read_ops
@@ -501,6 +502,7 @@ impl Table {
                 .map_err(corrupt)?;
             bytes[i * rb..(i + 1) * rb].copy_from_slice(row);
         }
+        ssd.put_buf(lbuf);
         let rows: Vec<RowRef<'_>> = chunk
             .iter()
             .enumerate()
@@ -781,7 +783,8 @@ mod tests {
 
     /// A table's write buffer grows for a large write (the log appends and
     /// the merge home of some 5 MiB of rows) and goes back to at most
-    /// `WB_KEEP_BYTES` after it, whatever wrote; the rows read back.
+    /// `WB_KEEP_BYTES` when the checkpoint (or merge) is done, whatever
+    /// wrote; the rows read back.
     #[test]
     fn a_large_write_does_not_keep_its_buffer() {
         let dir = tempfile::tempdir().unwrap();
