@@ -16,9 +16,11 @@
 /// and unmap it when freed, and give a heap's free top back past 128 KiB,
 /// so that what a checkpoint or a merge frees leaves the process's
 /// resident memory at once. **Process-wide**: it applies to every
-/// allocation of the process, the trainer's own included (large, short-lived
-/// buffers then cost a mapping and fresh pages each; in W5 the store's
-/// speed did not change and the system time rose by about a tenth).
+/// allocation of the process, the trainer's own included: large,
+/// short-lived buffers then cost a mapping and fresh pages each (in W5,
+/// 8% of the rows/s, for 76-113 MiB less peak RSS; a 2 MiB threshold set
+/// through `GLIBC_TUNABLES` kept the speed and gave back two thirds as
+/// much: `docs/tuning.md`).
 /// Meant for a process that turns on `[ssd] overhead_in_budget` to keep
 /// within a hard memory limit. Returns whether it applied (glibc on Linux);
 /// elsewhere it does nothing and returns `false`. Safe to call more than
