@@ -74,10 +74,12 @@ fn freed_buffers_leave_the_process_at_once() {
         promptly >> 20
     );
     assert!(promptly < 8 << 20, "{promptly} bytes left with the call");
-    // The probe: this glibc keeps the frees without the call (if it ever
-    // stops doing so, the call is moot, and this says it).
-    assert!(
-        default > 64 << 20,
-        "glibc gave back the frees without the call ({default} bytes left): the call is moot here"
-    );
+    // The probe: whether this glibc keeps the frees without the call. If
+    // it ever stops doing so, the call is moot (not wrong): say so.
+    if default <= 64 << 20 {
+        eprintln!(
+            "note: glibc gave back the frees without the call ({default} bytes left): \
+             the call changes nothing here"
+        );
+    }
 }
