@@ -336,11 +336,13 @@ impl Table {
     /// after each write: a merge writes thousands of chunks, and a buffer
     /// allocated for each (a fresh mapping each with
     /// `memory::give_back_freed_memory_promptly`) tripled the final merge's
-    /// time in W5.
+    /// time in W5. A buffer in use by a write-back on another thread is
+    /// left to the next checkpoint or pass, not waited for.
     pub(crate) fn release_write_buffer(&self) {
-        let mut b = self.wb_lock.lock();
-        if b.len() > WB_KEEP_BYTES {
-            *b = AlignedBuf::new(BLOCK_SIZE);
+        if let Some(mut b) = self.wb_lock.try_lock() {
+            if b.len() > WB_KEEP_BYTES {
+                *b = AlignedBuf::new(BLOCK_SIZE);
+            }
         }
     }
 
