@@ -26,8 +26,8 @@ use embtier_sim::trace::gen::{GenSpec, GenTable};
 use embtier_sim::trace::{row_bytes_of, Trace};
 use embtier_sim::{SimPolicy, SimResult};
 use embtier_tools::cli::{
-    check_sizes, data, emit, load, main_with, mean_row_bytes, parse_rate, parse_sizes, usage,
-    Devices, Fail, Input, Output, DEFAULT_ROW_BYTES,
+    check_sizes, data, emit, load, load_keys, main_with, mean_row_bytes, mean_row_bytes_by_table,
+    parse_rate, parse_sizes, usage, Devices, Fail, Input, Keys, Output, DEFAULT_ROW_BYTES,
 };
 use embtier_tools::plot;
 use rayon::prelude::*;
@@ -171,9 +171,10 @@ fn run(cli: Cli) -> Result<(), Fail> {
     }
 }
 
-/// Large arrays read at random (id tables, per-row records, simulated
-/// caches) on transparent huge pages: a fault and a TLB entry per 2 MiB,
-/// not per 4 KiB (`docs/benchmarks.md`, "Huge pages for the tools").
+/// Large arrays on transparent huge pages where a command turns it on
+/// (the held trace and its ids and records): a fault and a TLB entry per
+/// 2 MiB, not per 4 KiB (`docs/benchmarks.md`, "Huge pages for the
+/// tools").
 #[global_allocator]
 static ALLOC: embtier::memory::HugePageAlloc = embtier::memory::HugePageAlloc;
 

@@ -175,7 +175,9 @@ pub(super) fn analysed(
     }
     // The exact analysis streams the file into each table's dense ids
     // (the trace itself is never held), and past --max-memory's worth of
-    // accesses holds nothing more and refuses at the end.
+    // accesses holds nothing more and refuses at the end. Its memory is a
+    // few arrays it fills (ids, per-row records): on huge pages.
+    embtier::memory::HugePageAlloc::set_enabled(true);
     let spinner = progress(&format!("reading {}", path.display()));
     let catalog = (h.format == Format::Etrace).then_some(&h.tables[..]);
     let limit = max_memory / EXACT_BYTES_PER_ACCESS;

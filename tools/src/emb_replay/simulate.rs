@@ -18,9 +18,15 @@ pub(super) fn simulate(a: SimulateArgs) -> Result<(), Fail> {
         }
     }
     check_sizes(&a.sizes)?;
-    let t = load(&a.input)?;
+    // The whole trace held, as keys and dense ids: on huge pages (not
+    // under --sample, which holds a sample).
+    embtier::memory::HugePageAlloc::set_enabled(a.sample.is_none());
     // One id space over (table, row); dense once, no hashing per request after.
-    let keys: Vec<u64> = t.accesses.iter().map(|a| a.key()).collect();
+    let Keys {
+        tables,
+        keys,
+        per_table,
+    } = load_keys(&a.input)?;
     let requests = keys.len();
     let mut sweep = MiniSim::new(keys, a.sample.unwrap_or(1.0), a.min_objects);
     let start = std::time::Instant::now();
@@ -28,7 +34,8 @@ pub(super) fn simulate(a: SimulateArgs) -> Result<(), Fail> {
         sweep = sweep.with_lru_reference();
     }
     let unique = sweep.unique_estimate();
-    let sizes = parse_sizes(&a.sizes, unique, mean_row_bytes(&t, row_bytes))?;
+    let mean = mean_row_bytes_by_table(&tables, &per_table, row_bytes);
+    let sizes = parse_sizes(&a.sizes, unique, mean)?;
     let points = sweep.curves(&sims, &sizes);
     let results: Vec<(SimPolicy, u64, SimResult)> = points
         .iter()
