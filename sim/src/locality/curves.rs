@@ -142,10 +142,16 @@ pub fn lru_hits(seq: &[u32], n_objects: usize, sizes: &[u64]) -> (Vec<u64>, Log2
 /// sizes at most `d`, so a cache of `sorted[j]` rows hits the reuses of
 /// `at[0..=j]` (a reuse hits a cache of C rows when `d < C`).
 pub(super) struct SizeBuckets {
+    /// The sizes, sorted, then two `u64::MAX` (never at most a distance).
     sorted: Vec<u64>,
     /// `below[k]`: the sizes under the least distance of log2 bin `k`
     /// (0 for bin 0, which holds distance 0; `2^(k-1)` for bin `k`).
     below: [u32; 65],
+    /// Whether no log2 bin holds more than two sizes (log-spaced sizes
+    /// closer than 2x apart hold two at most): then a distance's sizes
+    /// are counted by two comparisons, not a loop whose exit the CPU
+    /// mispredicts.
+    two: bool,
     at: Vec<u64>,
 }
 
@@ -158,29 +164,50 @@ impl SizeBuckets {
         for (k, b) in below.iter_mut().enumerate().skip(1) {
             *b = sorted.partition_point(|&s| s < 1u64 << (k - 1)) as u32;
         }
+        let mut per_bin = [0u32; 65];
+        for &s in &sorted {
+            per_bin[(64 - s.leading_zeros()) as usize] += 1;
+        }
+        let two = per_bin.iter().all(|&n| n <= 2);
         let at = vec![0; sorted.len() + 1];
-        SizeBuckets { sorted, below, at }
+        sorted.extend([u64::MAX; 2]);
+        SizeBuckets {
+            sorted,
+            below,
+            two,
+            at,
+        }
     }
+    /// Count a reuse at distance `d` (below `u64::MAX`, the padding's
+    /// value: a distance counts objects, fewer than 2^32).
     #[inline(always)]
     pub(super) fn add(&mut self, d: u64) {
+        debug_assert!(d < u64::MAX);
         let k = (64 - d.leading_zeros()) as usize;
         let mut j = self.below[k] as usize;
-        while self.sorted.get(j).is_some_and(|&s| s <= d) {
-            j += 1;
+        if self.two {
+            // The sizes of `d`'s bin are the two from `j` at most; later
+            // ones (a later bin's, or the padding) exceed `d`.
+            j += (self.sorted[j] <= d) as usize + (self.sorted[j + 1] <= d) as usize;
+        } else {
+            while self.sorted[j] <= d {
+                j += 1;
+            }
         }
         self.at[j] += 1;
     }
     /// Hits at each of `sizes`, in their order.
     pub(super) fn hits(&self, sizes: &[u64]) -> Vec<u64> {
-        let mut cum = Vec::with_capacity(self.sorted.len());
+        let n = self.at.len() - 1;
+        let mut cum = Vec::with_capacity(n);
         let mut sum = 0u64;
-        for &a in &self.at[..self.sorted.len()] {
+        for &a in &self.at[..n] {
             sum += a;
             cum.push(sum);
         }
         sizes
             .iter()
-            .map(|s| cum[self.sorted.binary_search(s).expect("a size given")])
+            .map(|s| cum[self.sorted[..n].binary_search(s).expect("a size given")])
             .collect()
     }
 }
@@ -510,6 +537,38 @@ pub fn fit_zipf(counts_desc: &[u64]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Size buckets count each distance at the sizes it reaches, as a
+    /// plain count does, with at most two sizes a log2 bin (the
+    /// branch-free count) and with more (the loop), at every distance
+    /// near the sizes and past them.
+    #[test]
+    fn size_buckets_count_as_a_plain_count() {
+        let sets: [(&[u64], bool); 4] = [
+            (&[1, 3, 5, 9, 17, 33, 64, 100, 200, 256, 10_000], true),
+            (&[0, 1, 2, 3, 4, 7, 8, 15, 16, 1 << 40, u64::MAX], true),
+            (&[300, 1, 64, 0, 64, 2, 128, 256, 257, 10_000, 3, 65], false),
+            (&[4, 5, 6, 7], false),
+        ];
+        for (sizes, two) in sets {
+            let mut b = SizeBuckets::new(sizes);
+            assert_eq!(b.two, two, "{sizes:?}");
+            let mut ds: Vec<u64> = (0..1100).collect();
+            for &s in sizes {
+                ds.extend([s.saturating_sub(1), s, s.saturating_add(1)]);
+            }
+            ds.extend([(1 << 40) - 1, 1 << 41, u64::MAX - 2, u64::MAX - 1]);
+            ds.retain(|&d| d < u64::MAX);
+            for &d in &ds {
+                b.add(d);
+            }
+            let want: Vec<u64> = sizes
+                .iter()
+                .map(|&c| ds.iter().filter(|&&d| d < c).count() as u64)
+                .collect();
+            assert_eq!(b.hits(sizes), want, "{sizes:?}");
+        }
+    }
 
     /// The markers count as a plain vector of flags does: over 400,000
     /// positions (800 blocks), marked from a renumbered start, set in
