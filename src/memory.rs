@@ -57,18 +57,18 @@ pub(crate) fn trim() {
     }
 }
 
-/// The system allocator, with every block of [`HugePageAlloc::MIN_BLOCK`]
-/// or more backed by transparent huge pages where the kernel gives them
-/// on request (`/sys/kernel/mm/transparent_hugepage/enabled` set to
-/// `madvise` or `always`), for a process whose memory is a few large
-/// arrays read at random: the trace tools' id tables, stack-distance
-/// records and simulated caches, a trainer's embedding cache.
+/// The system allocator that, while turned on, asks for every block of
+/// [`HugePageAlloc::MIN_BLOCK`] or more to be backed by transparent huge
+/// pages where the kernel gives them on request
+/// (`/sys/kernel/mm/transparent_hugepage/enabled` set to `madvise` or
+/// `always`), for a process whose memory is a few large arrays it fills:
+/// the trace tools' held traces, id tables and per-row records.
 ///
 /// A fresh 4 KiB page costs a fault (a trap, a memory-cgroup charge, the
 /// zeroing); a 2 MiB page costs one for 512 of them, and a TLB entry
 /// covers 512 times the memory. `emb-replay simulate` of a 5.3 M-request
 /// trace took 60,000 faults and half its time in the kernel without it
-/// (`docs/benchmarks.md`, "Huge pages for the tools").
+/// (`docs/benchmarks.md`, "2026-11-28: huge pages for the tools").
 ///
 /// Install it with `#[global_allocator]`, then turn it on where the
 /// process's memory is a few large arrays that it fills

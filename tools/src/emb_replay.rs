@@ -173,8 +173,8 @@ fn run(cli: Cli) -> Result<(), Fail> {
 
 /// Large arrays on transparent huge pages where a command turns it on
 /// (the held trace and its ids and records): a fault and a TLB entry per
-/// 2 MiB, not per 4 KiB (`docs/benchmarks.md`, "Huge pages for the
-/// tools").
+/// 2 MiB, not per 4 KiB (`docs/benchmarks.md`, "2026-11-28: huge pages
+/// for the tools").
 #[global_allocator]
 static ALLOC: embtier::memory::HugePageAlloc = embtier::memory::HugePageAlloc;
 
