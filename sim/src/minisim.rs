@@ -53,7 +53,9 @@ pub const DEFAULT_MIN_OBJECTS: u64 = 500;
 #[derive(Debug)]
 struct Level {
     rate: f64,
-    keys: Vec<u64>,
+    /// The sampled keys; `None` at rate 1, whose keys are the trace's
+    /// (not a copy of them: 8 bytes a request).
+    sample: Option<Vec<u64>>,
     dense: Vec<u32>,
     n: usize,
 }
@@ -170,7 +172,7 @@ impl MiniSim {
     /// Requests and distinct keys of the stream at the base rate.
     pub fn sampled(&self) -> (usize, usize) {
         let l = self.level(0);
-        (l.keys.len(), l.n)
+        (self.keys_of(l).len(), l.n)
     }
 
     /// Distinct keys of the trace, estimated from the base-rate sample
@@ -195,19 +197,20 @@ impl MiniSim {
     fn level(&self, k: usize) -> &Level {
         self.levels[k].get_or_init(|| {
             let rate = self.rates[k];
-            let keys = if rate >= 1.0 {
-                self.keys.clone()
-            } else {
-                spatial_sample(&self.keys, rate)
-            };
-            let (dense, n) = crate::densify(&keys);
+            let sample = (rate < 1.0).then(|| spatial_sample(&self.keys, rate));
+            let (dense, n) = crate::densify(sample.as_deref().unwrap_or(&self.keys));
             Level {
                 rate,
-                keys,
+                sample,
                 dense,
                 n,
             }
         })
+    }
+
+    /// The keys of the stream of `l`.
+    fn keys_of<'a>(&'a self, l: &'a Level) -> &'a [u64] {
+        l.sample.as_deref().unwrap_or(&self.keys)
     }
 
     /// LRU's full-rate points at the sizes of `jobs` (`(index, size)`),
@@ -242,7 +245,7 @@ impl MiniSim {
     pub fn run(&self, p: SimPolicy, size: u64) -> MiniPoint {
         let l = self.level(self.level_for(size));
         let scaled = ((size as f64 * l.rate).round() as u64).max(1);
-        let r = p.run(scaled, &l.keys, &l.dense, l.n);
+        let r = p.run(scaled, self.keys_of(l), &l.dense, l.n);
         let total = self.keys.len() as u64;
         let result = if l.rate >= 1.0 {
             r
@@ -281,7 +284,7 @@ impl MiniSim {
         let total = self.keys.len() as u64;
         let expected = (total as f64 * l.rate).max(1.0);
         let lru = SimPolicy::Online(embtier::PolicyKind::Lru);
-        let mini = lru.run(scaled, &l.keys, &l.dense, l.n).misses as f64 / expected;
+        let mini = lru.run(scaled, self.keys_of(l), &l.dense, l.n).misses as f64 / expected;
         let exact = crate::locality::mrc_from_distances(counts, total, &[size])[0].miss_ratio;
         let c = exact - mini;
         self.corrections
@@ -340,7 +343,7 @@ impl MiniSim {
         // the end: by stream, then by the policy's cost, then by size.
         jobs.sort_by_key(|&(_, p, s)| {
             std::cmp::Reverse((
-                self.level(self.level_for(s)).keys.len(),
+                self.keys_of(self.level(self.level_for(s))).len(),
                 relative_cost(p),
                 s,
             ))
