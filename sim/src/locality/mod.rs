@@ -564,25 +564,19 @@ impl DenseIds {
         }
     }
 
-    /// The dense id of `row`.
-    #[inline]
+    /// The dense id of `row`. Inlined into the per-access loop; the moves
+    /// from one kind to the next are out of line.
+    #[inline(always)]
     fn id(&mut self, row: u64) -> u32 {
         match self {
-            DenseIds::InOrder(n, rows, budget) => {
+            DenseIds::InOrder(n, ..) => {
                 if row < *n as u64 {
                     row as u32
                 } else if row == *n as u64 && *n < u32::MAX {
                     *n += 1;
                     row as u32
                 } else {
-                    // Out of order: the rows seen are 0..n, each its own
-                    // id; number them so again, then this one.
-                    let mut d = DenseIds::new(*rows, *budget);
-                    for r in 0..*n as u64 {
-                        d.id(r);
-                    }
-                    *self = d;
-                    self.id(row)
+                    self.leave_order(row)
                 }
             }
             DenseIds::Direct(v, n) => match v.get_mut(row as usize) {
@@ -593,26 +587,49 @@ impl DenseIds {
                     }
                     *x - 1
                 }
-                None => {
-                    // A row past the declared rows: move to a table, its
-                    // rows entered in id order so that they keep their ids.
-                    let mut seen: Vec<(u32, u64)> = v
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, &x)| x != 0)
-                        .map(|(r, &x)| (x - 1, r as u64))
-                        .collect();
-                    seen.sort_unstable();
-                    let mut t = crate::densify::IdTable::with_capacity(seen.len());
-                    for (_, r) in seen {
-                        t.id(r);
-                    }
-                    *self = DenseIds::Map(t);
-                    self.id(row)
-                }
+                None => self.leave_vector(row),
             },
             DenseIds::Map(m) => m.id(row),
         }
+    }
+
+    /// Out of order: the rows seen are 0..n, each its own id; number
+    /// them so again by vector or table, then `row`.
+    #[cold]
+    #[inline(never)]
+    fn leave_order(&mut self, row: u64) -> u32 {
+        let DenseIds::InOrder(n, rows, budget) = *self else {
+            unreachable!("only in order")
+        };
+        let mut d = DenseIds::new(rows, budget);
+        for r in 0..n as u64 {
+            d.id(r);
+        }
+        *self = d;
+        self.id(row)
+    }
+
+    /// A row past the declared rows: move to a table, its rows entered in
+    /// id order so that they keep their ids, then `row`.
+    #[cold]
+    #[inline(never)]
+    fn leave_vector(&mut self, row: u64) -> u32 {
+        let DenseIds::Direct(v, _) = self else {
+            unreachable!("only by vector")
+        };
+        let mut seen: Vec<(u32, u64)> = v
+            .iter()
+            .enumerate()
+            .filter(|(_, &x)| x != 0)
+            .map(|(r, &x)| (x - 1, r as u64))
+            .collect();
+        seen.sort_unstable();
+        let mut t = crate::densify::IdTable::with_capacity(seen.len());
+        for (_, r) in seen {
+            t.id(r);
+        }
+        *self = DenseIds::Map(t);
+        self.id(row)
     }
 
     /// Ids given.
