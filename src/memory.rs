@@ -145,10 +145,14 @@ fn advise_huge(p: *mut u8, size: usize) {
     let _ = (p, size);
 }
 
-// SAFETY: every method forwards to `System` with the caller's arguments
-// unchanged and returns what `System` returned, so the `GlobalAlloc`
-// contract (sizes, alignments, ownership) is `System`'s; `advise_huge`
-// only changes how the kernel backs the returned block's pages.
+// SAFETY: every block comes from `System` and goes back to it with the
+// layout it was allocated with: `alloc`, `alloc_zeroed` and `dealloc`
+// forward the caller's arguments unchanged, and `realloc` either forwards
+// them or does what `realloc` is specified to do (a new block of the new
+// size and the same alignment, the old contents copied, the old block
+// freed, or the old block kept on failure), so the `GlobalAlloc` contract
+// is `System`'s; `advise_huge` only changes how the kernel backs the
+// returned block's pages.
 unsafe impl std::alloc::GlobalAlloc for HugePageAlloc {
     #[inline]
     unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
@@ -261,7 +265,10 @@ mod tests {
     }
 
     /// A large block's mapping is marked for huge pages (`hg` among its
-    /// `VmFlags` in /proc/self/smaps); a small one's is not asked.
+    /// `VmFlags` in /proc/self/smaps) while the switch is on, and not
+    /// while it is off. 64 MiB: above glibc's largest mapping threshold
+    /// (32 MiB), so each block is a fresh mapping of its own, never a
+    /// part of a heap that an earlier block had asked for.
     #[cfg(target_os = "linux")]
     #[test]
     fn a_large_block_asks_for_huge_pages() {
@@ -275,7 +282,7 @@ mod tests {
         }
         let _one = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
         let a = HugePageAlloc;
-        let l = Layout::from_size_align(16 << 20, 64).unwrap();
+        let l = Layout::from_size_align(64 << 20, 64).unwrap();
         // Off (the start), then on.
         assert_eq!(vm_flags_of_a_block(&a, l), None, "off, not asked");
         HugePageAlloc::set_enabled(true);
