@@ -94,13 +94,32 @@ impl Markers {
     /// Markers at positions `0..=i`.
     #[inline(always)]
     fn upto(&self, i: usize) -> i64 {
+        self.blocks.prefix(i / 512) + self.in_block(i) as i64
+    }
+    /// Markers at the positions of `i`'s block up to `i`, `i` included.
+    #[inline(always)]
+    fn in_block(&self, i: usize) -> u32 {
         let b = &self.bits[i / 512];
         let w = (i / 64) % 8;
         let mut n = (b[w] & (u64::MAX >> (63 - i % 64))).count_ones();
         for x in &b[..w] {
             n += x.count_ones();
         }
-        self.blocks.prefix(i / 512) + n as i64
+        n
+    }
+    /// The markers before each block: one pass over the bitmap, for a
+    /// renumbering that counts every marker (a tree query each costs a
+    /// dozen levels).
+    fn block_starts(&self) -> Vec<u32> {
+        let mut sum = 0u32;
+        self.bits
+            .iter()
+            .map(|b| {
+                let before = sum;
+                sum += b.iter().map(|w| w.count_ones()).sum::<u32>();
+                before
+            })
+            .collect()
     }
 }
 
@@ -298,8 +317,10 @@ fn distance_pass_any(
         if next == cap {
             // Renumber the markers 0..seen in order (each object's new
             // position is its marker's rank), then rebuild the tree.
+            let before = marks.block_starts();
             for x in of.iter_mut().filter(|x| x[0] != NONE) {
-                x[0] = (marks.upto(x[0] as usize) - 1) as u32;
+                let p = x[0] as usize;
+                x[0] = before[p / 512] + marks.in_block(p) - 1;
             }
             marks = Markers::ones(cap, seen as usize);
             next = seen as usize;
