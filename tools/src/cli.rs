@@ -225,17 +225,25 @@ pub fn load(input: &Input) -> Result<Trace, Fail> {
         s.finish_and_clear();
     }
     let (t, f) = (imported.trace, imported.format);
+    say_loaded(
+        input,
+        f,
+        &imported.notes,
+        t.accesses.len() as u64,
+        t.batch_ends.len() as u64,
+    );
+    Ok(t)
+}
+
+/// What [`load`] and [`load_keys`] say of a file read as format `f`: the
+/// format detected, the reader's notes, and the one-batch warning (not
+/// for a `.etrace`, which carries its trainer's batches).
+fn say_loaded(input: &Input, f: Format, notes: &[Note], accesses: u64, batches: u64) {
     if input.format == Format::Auto {
         eprintln!("{}: read as {}", input.trace.display(), f.name());
     }
-    // A .etrace carries its trainer's batches: no warning for those.
-    let batches = if f == Format::Etrace {
-        0
-    } else {
-        t.batch_ends.len() as u64
-    };
-    say_read(input, &imported.notes, t.accesses.len() as u64, batches);
-    Ok(t)
+    let batches = if f == Format::Etrace { 0 } else { batches };
+    say_read(input, notes, accesses, batches);
 }
 
 /// A trace's requests as keys ([`embtier_sim::trace::Access::key`]: one
@@ -279,12 +287,7 @@ pub fn load_keys(input: &Input) -> Result<Keys, Fail> {
     if let Some(s) = spinner {
         s.finish_and_clear();
     }
-    if input.format == Format::Auto {
-        eprintln!("{}: read as {}", input.trace.display(), f.name());
-    }
-    // A .etrace carries its trainer's batches: no warning for those.
-    let batches = if f == Format::Etrace { 0 } else { batches };
-    say_read(input, &notes, keys.len() as u64, batches);
+    say_loaded(input, f, &notes, keys.len() as u64, batches);
     per_table.resize(tables.len().max(per_table.len()), 0);
     Ok(Keys {
         tables,
