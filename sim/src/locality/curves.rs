@@ -47,6 +47,12 @@ struct Markers {
     pending: i32,
 }
 
+/// The markers of a 512-position block.
+#[inline]
+fn block_markers(b: &[u64; 8]) -> u32 {
+    b.iter().map(|w| w.count_ones()).sum()
+}
+
 impl Markers {
     /// `n` positions, the first `k` marked.
     fn ones(n: usize, k: usize) -> Markers {
@@ -62,7 +68,7 @@ impl Markers {
         }
         let mut blocks = Fenwick::new(nb);
         for (i, b) in bits.iter().enumerate() {
-            let c: u32 = b.iter().map(|w| w.count_ones()).sum();
+            let c = block_markers(b);
             if c != 0 {
                 blocks.add(i, c as i32);
             }
@@ -116,7 +122,7 @@ impl Markers {
             .iter()
             .map(|b| {
                 let before = sum;
-                sum += b.iter().map(|w| w.count_ones()).sum::<u32>();
+                sum += block_markers(b);
                 before
             })
             .collect()
