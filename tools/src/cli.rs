@@ -273,8 +273,9 @@ pub fn load_keys(input: &Input) -> Result<Keys, Fail> {
         input.batch_size as usize,
         |b| {
             batches += 1;
-            keys.extend(b.iter().map(|a| a.key()));
+            keys.reserve(b.len());
             for a in b {
+                keys.push(a.key());
                 let t = a.table as usize;
                 if t >= per_table.len() {
                     per_table.resize(t + 1, 0);
