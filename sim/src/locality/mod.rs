@@ -765,6 +765,10 @@ impl ExactAnalysis {
             }
             return;
         }
+        if self.one_table_run(batch, b) {
+            return;
+        }
+        self.sync_only();
         for a in batch {
             let t = a.table as usize;
             if t >= self.maps.len() {
@@ -796,6 +800,47 @@ impl ExactAnalysis {
                 }
                 seq.push(self.overall_of_local[t][local as usize]);
             }
+        }
+    }
+
+    /// A batch of one table's accesses while it is the only table so far
+    /// (every access of a one-table trace): its dense ids go straight to
+    /// its sequence in one loop. Its trace-wide ids are its own ids while
+    /// it is alone, so they are left to [`ExactAnalysis::sync_only`].
+    /// Returns whether it took the batch.
+    fn one_table_run(&mut self, batch: &[Access], b: usize) -> bool {
+        let Some(first) = batch.first() else {
+            return true;
+        };
+        let t = first.table as usize;
+        if self.overall.is_some()
+            || self.only.is_some_and(|k| k != t)
+            || !batch.iter().all(|a| a.table == first.table)
+        {
+            return false;
+        }
+        if t >= self.maps.len() {
+            self.add_tables(t + 1);
+        }
+        self.only = Some(t);
+        if self.last_batch[t] != b {
+            self.last_batch[t] = b;
+            self.starts[t].push(self.seq[t].len() as u32);
+        }
+        let (map, seq) = (&mut self.maps[t], &mut self.seq[t]);
+        seq.extend(batch.iter().map(|a| map.id(a.row)));
+        true
+    }
+
+    /// The only table's trace-wide ids, which [`ExactAnalysis::one_table_run`]
+    /// leaves behind: while one table has occurred, each new dense id is
+    /// the next trace-wide id, so they are its dense ids.
+    fn sync_only(&mut self) {
+        if let (Some(k), None) = (self.only, &self.overall) {
+            let n = self.maps[k].len();
+            let ids = &mut self.overall_of_local[k];
+            ids.extend(ids.len() as u32..n as u32);
+            self.n_overall = n as u32;
         }
     }
 
@@ -837,6 +882,7 @@ impl ExactAnalysis {
     /// table among them).
     pub fn finish(mut self, tables: &[TraceTable], opts: &Options) -> Report {
         assert!(!self.over(), "an exact analysis past its limit");
+        self.sync_only();
         let nt = tables.len();
         self.add_tables(nt.max(self.maps.len()));
         // A one-table trace's trace-wide pass is its table's.
