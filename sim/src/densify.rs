@@ -96,7 +96,21 @@ impl IdTable {
     /// Ask for the cache line of `key`'s slot, ahead of [`IdTable::id`].
     #[inline]
     pub fn prefetch(&self, key: u64) {
-        let i = (mix64(key) >> self.shift) as usize;
+        self.prefetch_hashed(IdTable::hash(key));
+    }
+
+    /// The hash that [`IdTable::prefetch_hashed`] and
+    /// [`IdTable::id_hashed`] take, for a caller that asks for a key's
+    /// slot ahead and would otherwise hash the key twice.
+    #[inline(always)]
+    pub fn hash(key: u64) -> u64 {
+        mix64(key)
+    }
+
+    /// [`IdTable::prefetch`] of the key whose [`IdTable::hash`] is `h`.
+    #[inline(always)]
+    pub fn prefetch_hashed(&self, h: u64) {
+        let i = (h >> self.shift) as usize;
         embtier::hint::prefetch(self.slots.as_ptr().wrapping_add(i));
     }
 
@@ -106,8 +120,15 @@ impl IdTable {
     /// Past 2^32 - 2 distinct keys (dense ids are u32).
     #[inline]
     pub fn id(&mut self, key: u64) -> u32 {
+        self.id_hashed(key, IdTable::hash(key))
+    }
+
+    /// [`IdTable::id`] of `key`, whose [`IdTable::hash`] is `h`.
+    #[inline(always)]
+    pub fn id_hashed(&mut self, key: u64, h: u64) -> u32 {
+        debug_assert_eq!(h, IdTable::hash(key));
         let mask = self.slots.len() - 1;
-        let mut i = (mix64(key) >> self.shift) as usize;
+        let mut i = (h >> self.shift) as usize;
         loop {
             let s = &self.slots[i];
             if s[2] == 0 {

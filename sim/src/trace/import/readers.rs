@@ -77,13 +77,23 @@ fn og_blocks(path: &Path, records: usize, mut each: impl FnMut(&[u8])) -> Result
 /// handing `row` each record's dense id in order.
 fn og_number(ids: &mut IdTable, block: &[u8], mut row: impl FnMut(u64)) {
     let key = |r: &[u8]| u64::from_le_bytes(r[4..12].try_into().expect("8 bytes"));
-    // Slots are random memory: ask for the slot of a record ahead.
+    // Slots are random memory: ask for the slot of a record ahead, and
+    // keep its key's hash for when its turn comes (`hashes[i % AHEAD]`
+    // is record i's).
     const AHEAD: usize = 16;
+    let mut hashes = [0u64; AHEAD];
+    for (h, r) in hashes.iter_mut().zip(block.chunks_exact(24)) {
+        *h = IdTable::hash(key(r));
+        ids.prefetch_hashed(*h);
+    }
     for (i, r) in block.chunks_exact(24).enumerate() {
+        let h = hashes[i % AHEAD];
         if let Some(next) = block.get((i + AHEAD) * 24..(i + AHEAD + 1) * 24) {
-            ids.prefetch(key(next));
+            let hn = IdTable::hash(key(next));
+            ids.prefetch_hashed(hn);
+            hashes[i % AHEAD] = hn;
         }
-        row(ids.id(key(r)) as u64);
+        row(ids.id_hashed(key(r), h) as u64);
     }
 }
 
