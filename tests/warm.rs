@@ -359,3 +359,52 @@ fn stale_damaged_or_cut_hot_rows_are_refused_chunk_by_chunk() {
         std::fs::write(&rows_file, &fresh).unwrap();
     }
 }
+
+/// A snapshot checkpoint taken while training goes on leaves out of
+/// `hot-rows.emb` the rows updated after its moment (their bytes in
+/// memory are not the committed ones), and under training those are the
+/// hottest rows. A restart from that checkpoint (a crash right after it,
+/// as a SIGKILL leaves it) still brings back every row the checkpoint
+/// recorded: the hot rows from the file, the rest from the data file in
+/// the background, with the committed values.
+#[test]
+fn rows_left_out_of_the_hot_rows_come_back_from_the_data_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let cfg = config_rows(vec![TierConfig::dram(30_000 * rb(), PolicyKind::Lru)], true);
+    let s = Store::create(&path, cfg).unwrap();
+    let ids: Vec<u64> = (0..20_000).map(|i| i * 7).collect();
+    let n = ids.len() * DIM as usize;
+    s.update("t", &ids, &vec![1.0; n]).unwrap();
+    // The checkpoint's moment, then training dirties a fifth of the rows
+    // before it writes them and its hot rows.
+    let hot: Vec<u64> = ids.iter().copied().filter(|i| i % 5 == 0).collect();
+    let c = std::thread::scope(|sc| {
+        let begun = s.begin_checkpoint().unwrap();
+        s.update("t", &hot, &vec![9.0; hot.len() * DIM as usize])
+            .unwrap();
+        sc.spawn(move || begun.finish()).join().unwrap()
+    })
+    .unwrap();
+    let resident = ids.len() as u64;
+    assert_eq!(c.hot_rows, resident, "every resident row recorded");
+    let per_row = 8 + rb();
+    let in_file = (c.hot_row_bytes - 32) / per_row;
+    assert!(
+        in_file < resident && in_file >= resident - hot.len() as u64,
+        "{in_file} of {resident} rows in the hot rows: the updated ones left out"
+    );
+    // A crash right after the checkpoint: nothing more is written.
+    drop(s);
+
+    let s = Store::open(&path).unwrap();
+    assert_eq!(s.wait_warm().unwrap(), resident, "every recorded row back");
+    let t = s.stats().table("t").unwrap().clone();
+    assert_eq!(t.warmed, resident);
+    assert_eq!(t.lookups, 0, "a warm-up is not a lookup");
+    let mut got = vec![0f32; n];
+    s.lookup("t", &ids, &mut got).unwrap();
+    assert!(got.iter().all(|&v| v == 1.0), "the committed values");
+    let t = s.stats().table("t").unwrap().clone();
+    assert_eq!(t.dram().hits, resident, "all back in DRAM");
+}

@@ -14,12 +14,15 @@
 //! An open whose committed generation is the hot rows' puts them back
 //! before it returns, reading the file in order: a 512 MiB cache comes
 //! back at the file system's sequential read speed, not one random read
-//! per row. Otherwise (no hot rows, another generation, a file cut short)
-//! it reads the hot set's ids back on a background thread through the
-//! ordinary miss path: sorted by place, so the reads sweep the data file
-//! in order, lowest tier first so that the first tier ends holding what it
-//! held. Those rows come from the data file after recovery, so a stale hot
-//! set (one a crash left from an earlier checkpoint) costs only time.
+//! per row. Then it reads the hot set's rows that are not in memory (all
+//! of them without hot rows of that generation, those after a chunk that
+//! fails its checks, and those a snapshot checkpoint left out because
+//! training updated them after its moment) back on a background thread
+//! through the ordinary miss path: sorted by place, so the reads sweep
+//! the data file in order, lowest tier first so that the first tier ends
+//! holding what it held. Those rows come from the data file after
+//! recovery, so a stale hot set (one a crash left from an earlier
+//! checkpoint) costs only time.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -193,14 +196,13 @@ impl Store {
     /// Put back the hot rows of the committed checkpoint, if `hot-rows.emb`
     /// is of that generation, reading it in order. Every chunk is checked
     /// (generation, bounds, CRC) before its rows go in; the first that
-    /// fails ends the read. Returns the rows put back and whether the file
-    /// was whole (then the hot set's ids need no read-back).
-    pub(super) fn load_hot_rows(&self) -> (u64, bool) {
+    /// fails ends the read. Returns the rows put back.
+    pub(super) fn load_hot_rows(&self) -> u64 {
         if !self.config.ssd.warm_rows {
-            return (0, false);
+            return 0;
         }
         let Ok(file) = fs::File::open(self.dir.join(HOT_ROWS_FILE)) else {
-            return (0, false);
+            return 0;
         };
         let mut r = std::io::BufReader::with_capacity(4 << 20, file);
         let mut h = [0u8; FILE_HEADER];
@@ -209,30 +211,29 @@ impl Store {
             .map(|()| hotrows::decode_file_header(&h))
         {
             Ok(Ok(g)) if g == self.generation() => g,
-            _ => return (0, false),
+            _ => return 0,
         };
         let tiers = self.config.tiers.len();
-        let (mut put, mut chunks, mut at) = (0u64, 0u32, FILE_HEADER as u64);
+        let (mut put, mut at) = (0u64, FILE_HEADER as u64);
         let mut ids: Vec<u64> = Vec::new();
         let mut payload: Vec<u8> = Vec::new();
         loop {
             let mut ch = [0u8; CHUNK_HEADER];
             if r.read_exact(&mut ch).is_err() {
-                return (put, false); // cut short
+                return put; // cut short
             }
             let c = match Chunk::decode(&ch, at) {
                 Ok(c) if c.generation == generation => c,
-                _ => return (put, false),
+                _ => return put,
             };
             payload.resize(c.payload_bytes() as usize, 0);
             if r.read_exact(&mut payload).is_err() || Chunk::check(&ch, &payload, at).is_err() {
-                return (put, false);
+                return put;
             }
             if c.end {
-                return (put, c.table == chunks);
+                return put;
             }
             at += (CHUNK_HEADER + payload.len()) as u64;
-            chunks += 1;
             let Some(t) = self.tables.get(c.table as usize) else {
                 continue;
             };
@@ -251,14 +252,13 @@ impl Store {
         }
     }
 
-    /// Read the hot set, if there is a valid one, and start reading its
-    /// rows back on a background thread.
+    /// Put back the hot rows, then start reading the rest of the hot set
+    /// back on a background thread: the rows the hot rows did not hold
+    /// (all of them without the file, those after a bad chunk, and those a
+    /// snapshot checkpoint left out because training updated them after
+    /// its moment: under training, the hottest rows).
     pub(super) fn start_warm(&self) -> Result<()> {
-        let (put, whole) = self.load_hot_rows();
-        if whole {
-            self.set_warm_done(put);
-            return Ok(());
-        }
+        let put = self.load_hot_rows();
         self.read_hot_set(put)
     }
 
