@@ -108,6 +108,11 @@ pub trait Engine {
     fn checkpoint_running(&self) -> bool {
         false
     }
+    /// Wait for a checkpoint the engine began to finish, and report its
+    /// failure (nothing to wait for where `checkpoint` returns when done).
+    fn wait_checkpoint(&mut self) -> Result<()> {
+        Ok(())
+    }
     /// Seconds each checkpoint that finished beside training took, from
     /// its call to its commit, in order, since the last time asked (empty
     /// for an engine whose `checkpoint` returns when it is done: then the
@@ -502,6 +507,10 @@ impl Engine for Embtier {
 
     fn checkpoint_running(&self) -> bool {
         self.finishing.as_ref().is_some_and(|h| !h.is_finished())
+    }
+
+    fn wait_checkpoint(&mut self) -> Result<()> {
+        self.join_checkpoint()
     }
 
     fn checkpoints_finished(&mut self) -> Vec<f64> {
