@@ -788,10 +788,7 @@ impl ExactAnalysis {
                 self.overall_of_local[t].push(self.n_overall);
                 self.n_overall += 1;
             }
-            if self.last_batch[t] != b {
-                self.last_batch[t] = b;
-                self.starts[t].push(self.seq[t].len() as u32);
-            }
+            self.note_batch(t, b);
             self.seq[t].push(local);
             if let Some((seq, starts)) = &mut self.overall {
                 if self.overall_last_batch != b {
@@ -823,13 +820,20 @@ impl ExactAnalysis {
             self.add_tables(t + 1);
         }
         self.only = Some(t);
+        self.note_batch(t, b);
+        let (map, seq) = (&mut self.maps[t], &mut self.seq[t]);
+        seq.extend(batch.iter().map(|a| map.id(a.row)));
+        true
+    }
+
+    /// Table `t`'s next access is in batch `b`: where `b` is a batch it
+    /// had no access in yet, its first access there starts a batch.
+    #[inline(always)]
+    fn note_batch(&mut self, t: usize, b: usize) {
         if self.last_batch[t] != b {
             self.last_batch[t] = b;
             self.starts[t].push(self.seq[t].len() as u32);
         }
-        let (map, seq) = (&mut self.maps[t], &mut self.seq[t]);
-        seq.extend(batch.iter().map(|a| map.id(a.row)));
-        true
     }
 
     /// The only table's trace-wide ids, which [`ExactAnalysis::one_table_run`]
