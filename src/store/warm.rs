@@ -17,7 +17,8 @@
 //! per row. Then it reads the hot set's rows that are not in memory (all
 //! of them without hot rows of that generation, those after a chunk that
 //! fails its checks, and those a snapshot checkpoint left out because
-//! training updated them after its moment) back on a background thread
+//! training updated them after its moment; none, and no thread, when the
+//! file held every row the hot set names) back on a background thread
 //! through the ordinary miss path: sorted by place, so the reads sweep
 //! the data file in order, lowest tier first so that the first tier ends
 //! holding what it held. Those rows come from the data file after
@@ -309,7 +310,12 @@ impl Store {
                 plan.push((Arc::clone(t), ids));
             }
         }
-        if plan.is_empty() {
+        // The hot rows are a subset of the hot set of the same checkpoint
+        // (written before them): as many put back as it names means all
+        // of it is in memory (after a close, every time), and a thread
+        // that would find each row held is not started.
+        let named: u64 = plan.iter().map(|(_, ids)| ids.len() as u64).sum();
+        if plan.is_empty() || already >= named {
             self.set_warm_done(already);
             return Ok(());
         }
