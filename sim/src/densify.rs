@@ -93,12 +93,6 @@ impl IdTable {
         }
     }
 
-    /// Ask for the cache line of `key`'s slot, ahead of [`IdTable::id`].
-    #[inline]
-    pub fn prefetch(&self, key: u64) {
-        self.prefetch_hashed(IdTable::hash(key));
-    }
-
     /// The hash that [`IdTable::prefetch_hashed`] and
     /// [`IdTable::id_hashed`] take, for a caller that asks for a key's
     /// slot ahead and would otherwise hash the key twice.
@@ -107,7 +101,8 @@ impl IdTable {
         mix64(key)
     }
 
-    /// [`IdTable::prefetch`] of the key whose [`IdTable::hash`] is `h`.
+    /// Ask for the cache line of the slot of the key whose
+    /// [`IdTable::hash`] is `h`, ahead of [`IdTable::id_hashed`].
     #[inline(always)]
     pub fn prefetch_hashed(&self, h: u64) {
         let i = (h >> self.shift) as usize;
