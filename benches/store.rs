@@ -1,7 +1,9 @@
 //! Criterion benchmarks of the store: batches of 4096 ids, f32 rows.
 //!
 //! - `a_dram_hits`: every lookup hits DRAM (dim 128), against a flat
-//!   `Vec<f32>` gather of the same ids in the same run.
+//!   `Vec<f32>` gather of the same ids in the same run; and an SGD step of
+//!   the same ids (`apply_sgd`, every row in DRAM) against the same step
+//!   on the flat vector.
 //! - `b_ssd_misses`: every lookup misses to SSD, one row per 4 KiB block
 //!   (dim 1018), io_uring (queue depth 64) against psync.
 //! - `c_zipf`: Zipf(1.05) over a table ten times the DRAM cache (dim 128).
@@ -65,6 +67,33 @@ fn a_dram_hits(c: &mut Criterion) {
             i += 1;
             store.lookup("t", ids, &mut out).unwrap();
             black_box(&out);
+        })
+    });
+    // The update path alone: an SGD step of the same ids, every row in
+    // DRAM, against the same step on the flat vector.
+    let grads: Vec<f32> = (0..BATCH * dim).map(|i| (i % 7) as f32 * 1e-3).collect();
+    let mut flat = flat;
+    g.bench_function("flat_vec_sgd", |b| {
+        b.iter(|| {
+            let ids = &batches[i % batches.len()];
+            i += 1;
+            for (k, &id) in ids.iter().enumerate() {
+                let r = id as usize * dim;
+                for (x, g) in flat[r..r + dim]
+                    .iter_mut()
+                    .zip(&grads[k * dim..(k + 1) * dim])
+                {
+                    *x -= 0.01 * g;
+                }
+            }
+            black_box(&flat);
+        })
+    });
+    g.bench_function("embtier_sgd", |b| {
+        b.iter(|| {
+            let ids = &batches[i % batches.len()];
+            i += 1;
+            store.apply_sgd("t", ids, &grads, 0.01).unwrap();
         })
     });
     g.finish();

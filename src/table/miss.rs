@@ -626,24 +626,50 @@ impl Table {
                 }
                 let zero = vec![0u8; rb];
                 let mut misses = Vec::new();
-                for &(id, k) in items {
-                    let mut sh = shards[self.shard_of(id, shards.len())].lock();
-                    let slot = match sh.locate(id, &mut ctx) {
-                        Some(s) => s,
-                        None if overwrite => sh.insert_top(id, &zero, true, &mut ctx),
-                        None => {
-                            misses.push(Miss {
-                                id,
-                                seq: sh.wb_seq,
-                                k,
-                                log: sh.logged_at(id),
-                            });
-                            continue;
+                // As a lookup's probe: one lock per shard per call, and
+                // the cache misses of the ids ahead overlapped (the index
+                // entry 12 ids ahead, the keys 8 ahead, the row 4 ahead).
+                let n = shards.len();
+                let id_of = |p: u32| items[p as usize].0;
+                let ids: Vec<u64> = items.iter().map(|&(id, _)| id).collect();
+                let (order, start) = by_shard(&ids, n, |id| self.shard_of(id, n));
+                for s in 0..n {
+                    let run = &order[start[s] as usize..start[s + 1] as usize];
+                    if run.is_empty() {
+                        continue;
+                    }
+                    let mut sh = shards[s].lock();
+                    for &p in run.iter().take(12) {
+                        sh.top().prefetch_index(id_of(p));
+                    }
+                    for (j, &pos) in run.iter().enumerate() {
+                        if let Some(&p) = run.get(j + 12) {
+                            sh.top().prefetch_index(id_of(p));
                         }
-                    };
-                    sh.before_write(slot, &mut ctx);
-                    f(sh.top().row_mut(slot), k);
-                    sh.top().set_dirty(slot);
+                        if let Some(&p) = run.get(j + 8) {
+                            sh.top().prefetch_keys(id_of(p));
+                        }
+                        if let Some(&p) = run.get(j + 4) {
+                            sh.top().prefetch_row(id_of(p));
+                        }
+                        let (id, k) = items[pos as usize];
+                        let slot = match sh.locate(id, &mut ctx) {
+                            Some(s) => s,
+                            None if overwrite => sh.insert_top(id, &zero, true, &mut ctx),
+                            None => {
+                                misses.push(Miss {
+                                    id,
+                                    seq: sh.wb_seq,
+                                    k,
+                                    log: sh.logged_at(id),
+                                });
+                                continue;
+                            }
+                        };
+                        sh.before_write(slot, &mut ctx);
+                        f(sh.top().row_mut(slot), k);
+                        sh.top().set_dirty(slot);
+                    }
                 }
                 let r = if misses.is_empty() {
                     Ok(())
