@@ -95,41 +95,31 @@ impl Table {
                 continue;
             }
             let mut sh = shards[s].lock();
-            // Pipelined, so that cache misses overlap: the index
-            // entry 12 ids ahead, the keys it points to 8 ahead, the
-            // row 4 ahead.
-            for &p in run.iter().take(12) {
-                sh.top().prefetch_index(ids[p as usize]);
-            }
-            for (j, &pos) in run.iter().enumerate() {
-                if let Some(&p) = run.get(j + 12) {
-                    sh.top().prefetch_index(ids[p as usize]);
-                }
-                if let Some(&p) = run.get(j + 8) {
-                    sh.top().prefetch_keys(ids[p as usize]);
-                }
-                if let Some(&p) = run.get(j + 4) {
-                    sh.top().prefetch_row(ids[p as usize]);
-                }
-                let pos = pos as usize;
-                let id = ids[pos];
-                match sh.locate(id, ctx) {
-                    Some(slot) => {
-                        if let Some(p) = pins.as_deref_mut() {
-                            if sh.top().pin(slot) {
-                                p.push(id);
+            walk_prefetched(
+                &mut sh,
+                run,
+                |p| ids[p as usize],
+                |sh, pos| {
+                    let pos = pos as usize;
+                    let id = ids[pos];
+                    match sh.locate(id, ctx) {
+                        Some(slot) => {
+                            if let Some(p) = pins.as_deref_mut() {
+                                if sh.top().pin(slot) {
+                                    p.push(id);
+                                }
                             }
+                            self.decode(sh.top().row(slot), &mut out[pos * dim..(pos + 1) * dim])
                         }
-                        self.decode(sh.top().row(slot), &mut out[pos * dim..(pos + 1) * dim])
+                        None => misses.push(Miss {
+                            id,
+                            seq: sh.wb_seq,
+                            k: pos,
+                            log: sh.logged_at(id),
+                        }),
                     }
-                    None => misses.push(Miss {
-                        id,
-                        seq: sh.wb_seq,
-                        k: pos,
-                        log: sh.logged_at(id),
-                    }),
-                }
-            }
+                },
+            );
         }
         misses
     }
@@ -627,10 +617,8 @@ impl Table {
                 let zero = vec![0u8; rb];
                 let mut misses = Vec::new();
                 // As a lookup's probe: one lock per shard per call, and
-                // the cache misses of the ids ahead overlapped (the index
-                // entry 12 ids ahead, the keys 8 ahead, the row 4 ahead).
+                // the cache misses of the ids ahead overlapped.
                 let n = shards.len();
-                let id_of = |p: u32| items[p as usize].0;
                 let ids: Vec<u64> = items.iter().map(|&(id, _)| id).collect();
                 let (order, start) = by_shard(&ids, n, |id| self.shard_of(id, n));
                 for s in 0..n {
@@ -639,37 +627,30 @@ impl Table {
                         continue;
                     }
                     let mut sh = shards[s].lock();
-                    for &p in run.iter().take(12) {
-                        sh.top().prefetch_index(id_of(p));
-                    }
-                    for (j, &pos) in run.iter().enumerate() {
-                        if let Some(&p) = run.get(j + 12) {
-                            sh.top().prefetch_index(id_of(p));
-                        }
-                        if let Some(&p) = run.get(j + 8) {
-                            sh.top().prefetch_keys(id_of(p));
-                        }
-                        if let Some(&p) = run.get(j + 4) {
-                            sh.top().prefetch_row(id_of(p));
-                        }
-                        let (id, k) = items[pos as usize];
-                        let slot = match sh.locate(id, &mut ctx) {
-                            Some(s) => s,
-                            None if overwrite => sh.insert_top(id, &zero, true, &mut ctx),
-                            None => {
-                                misses.push(Miss {
-                                    id,
-                                    seq: sh.wb_seq,
-                                    k,
-                                    log: sh.logged_at(id),
-                                });
-                                continue;
-                            }
-                        };
-                        sh.before_write(slot, &mut ctx);
-                        f(sh.top().row_mut(slot), k);
-                        sh.top().set_dirty(slot);
-                    }
+                    walk_prefetched(
+                        &mut sh,
+                        run,
+                        |p| ids[p as usize],
+                        |sh, pos| {
+                            let (id, k) = items[pos as usize];
+                            let slot = match sh.locate(id, &mut ctx) {
+                                Some(s) => s,
+                                None if overwrite => sh.insert_top(id, &zero, true, &mut ctx),
+                                None => {
+                                    misses.push(Miss {
+                                        id,
+                                        seq: sh.wb_seq,
+                                        k,
+                                        log: sh.logged_at(id),
+                                    });
+                                    return;
+                                }
+                            };
+                            sh.before_write(slot, &mut ctx);
+                            f(sh.top().row_mut(slot), k);
+                            sh.top().set_dirty(slot);
+                        },
+                    );
                 }
                 let r = if misses.is_empty() {
                     Ok(())

@@ -75,7 +75,7 @@ mod snapshot;
 mod spill;
 mod writeback;
 
-use shard::{by_shard, part, shard_count};
+use shard::{by_shard, part, shard_count, walk_prefetched};
 pub use shard::{shard_capacities, shard_of};
 pub(crate) use spill::{remove_spills, SpillTo};
 
