@@ -88,39 +88,30 @@ impl Table {
         let mut misses = Vec::new();
         // One lock per shard per batch, not one per id.
         let n = shards.len();
-        let (order, start) = by_shard(ids, n, |id| self.shard_of(id, n));
-        for s in 0..n {
-            let run = &order[start[s] as usize..start[s + 1] as usize];
-            if run.is_empty() {
-                continue;
-            }
-            let mut sh = shards[s].lock();
-            walk_prefetched(
-                &mut sh,
-                run,
-                |p| ids[p as usize],
-                |sh, pos| {
-                    let pos = pos as usize;
-                    let id = ids[pos];
-                    match sh.locate(id, ctx) {
-                        Some(slot) => {
-                            if let Some(p) = pins.as_deref_mut() {
-                                if sh.top().pin(slot) {
-                                    p.push(id);
-                                }
+        walk_prefetched(
+            shards,
+            ids,
+            |id| self.shard_of(id, n),
+            |sh, pos| {
+                let id = ids[pos];
+                match sh.locate(id, ctx) {
+                    Some(slot) => {
+                        if let Some(p) = pins.as_deref_mut() {
+                            if sh.top().pin(slot) {
+                                p.push(id);
                             }
-                            self.decode(sh.top().row(slot), &mut out[pos * dim..(pos + 1) * dim])
                         }
-                        None => misses.push(Miss {
-                            id,
-                            seq: sh.wb_seq,
-                            k: pos,
-                            log: sh.logged_at(id),
-                        }),
+                        self.decode(sh.top().row(slot), &mut out[pos * dim..(pos + 1) * dim])
                     }
-                },
-            );
-        }
+                    None => misses.push(Miss {
+                        id,
+                        seq: sh.wb_seq,
+                        k: pos,
+                        log: sh.logged_at(id),
+                    }),
+                }
+            },
+        );
         misses
     }
 
@@ -620,38 +611,30 @@ impl Table {
                 // the cache misses of the ids ahead overlapped.
                 let n = shards.len();
                 let ids: Vec<u64> = items.iter().map(|&(id, _)| id).collect();
-                let (order, start) = by_shard(&ids, n, |id| self.shard_of(id, n));
-                for s in 0..n {
-                    let run = &order[start[s] as usize..start[s + 1] as usize];
-                    if run.is_empty() {
-                        continue;
-                    }
-                    let mut sh = shards[s].lock();
-                    walk_prefetched(
-                        &mut sh,
-                        run,
-                        |p| ids[p as usize],
-                        |sh, pos| {
-                            let (id, k) = items[pos as usize];
-                            let slot = match sh.locate(id, &mut ctx) {
-                                Some(s) => s,
-                                None if overwrite => sh.insert_top(id, &zero, true, &mut ctx),
-                                None => {
-                                    misses.push(Miss {
-                                        id,
-                                        seq: sh.wb_seq,
-                                        k,
-                                        log: sh.logged_at(id),
-                                    });
-                                    return;
-                                }
-                            };
-                            sh.before_write(slot, &mut ctx);
-                            f(sh.top().row_mut(slot), k);
-                            sh.top().set_dirty(slot);
-                        },
-                    );
-                }
+                walk_prefetched(
+                    shards,
+                    &ids,
+                    |id| self.shard_of(id, n),
+                    |sh, pos| {
+                        let (id, k) = items[pos];
+                        let slot = match sh.locate(id, &mut ctx) {
+                            Some(s) => s,
+                            None if overwrite => sh.insert_top(id, &zero, true, &mut ctx),
+                            None => {
+                                misses.push(Miss {
+                                    id,
+                                    seq: sh.wb_seq,
+                                    k,
+                                    log: sh.logged_at(id),
+                                });
+                                return;
+                            }
+                        };
+                        sh.before_write(slot, &mut ctx);
+                        f(sh.top().row_mut(slot), k);
+                        sh.top().set_dirty(slot);
+                    },
+                );
                 let r = if misses.is_empty() {
                     Ok(())
                 } else {

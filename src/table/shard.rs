@@ -28,33 +28,42 @@ pub(super) fn by_shard(
     (order, start)
 }
 
-/// Visit the batch positions `run` (one shard's run from [`by_shard`]) in
-/// order under the shard's lock, `id_of` giving each position's id, with
-/// the cache misses of the ids ahead overlapped: the index entry 12 ids
-/// ahead, the keys it points to 8 ahead, the row 4 ahead. A cached row
-/// costs three dependent random lines; visited one id at a time they are
-/// paid one after the other.
+/// Visit every position of `ids` (a batch's ids) shard by shard, each
+/// shard's lock taken once and its positions in batch order, with the
+/// cache misses of the ids ahead overlapped: the index entry 12 ids ahead,
+/// the keys it points to 8 ahead, the row 4 ahead. A cached row costs
+/// three dependent random lines; visited one id at a time they are paid
+/// one after the other.
 #[inline(always)]
 pub(super) fn walk_prefetched(
-    sh: &mut Shard,
-    run: &[u32],
-    id_of: impl Fn(u32) -> u64,
-    mut each: impl FnMut(&mut Shard, u32),
+    shards: &[Mutex<Shard>],
+    ids: &[u64],
+    shard_of: impl Fn(u64) -> usize,
+    mut each: impl FnMut(&mut Shard, usize),
 ) {
-    for &p in run.iter().take(12) {
-        sh.top.prefetch_index(id_of(p));
-    }
-    for (j, &pos) in run.iter().enumerate() {
-        if let Some(&p) = run.get(j + 12) {
+    let (order, start) = by_shard(ids, shards.len(), shard_of);
+    for (s, shard) in shards.iter().enumerate() {
+        let run = &order[start[s] as usize..start[s + 1] as usize];
+        if run.is_empty() {
+            continue;
+        }
+        let mut sh = shard.lock();
+        let id_of = |p: u32| ids[p as usize];
+        for &p in run.iter().take(12) {
             sh.top.prefetch_index(id_of(p));
         }
-        if let Some(&p) = run.get(j + 8) {
-            sh.top.prefetch_keys(id_of(p));
+        for (j, &pos) in run.iter().enumerate() {
+            if let Some(&p) = run.get(j + 12) {
+                sh.top.prefetch_index(id_of(p));
+            }
+            if let Some(&p) = run.get(j + 8) {
+                sh.top.prefetch_keys(id_of(p));
+            }
+            if let Some(&p) = run.get(j + 4) {
+                sh.top.prefetch_row(id_of(p));
+            }
+            each(&mut sh, pos as usize);
         }
-        if let Some(&p) = run.get(j + 4) {
-            sh.top.prefetch_row(id_of(p));
-        }
-        each(sh, pos);
     }
 }
 
