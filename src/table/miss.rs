@@ -86,32 +86,25 @@ impl Table {
     ) -> Vec<Miss> {
         let dim = self.dim;
         let mut misses = Vec::new();
-        // One lock per shard per batch, not one per id.
-        let n = shards.len();
-        walk_prefetched(
-            shards,
-            ids,
-            |id| self.shard_of(id, n),
-            |sh, pos| {
-                let id = ids[pos];
-                match sh.locate(id, ctx) {
-                    Some(slot) => {
-                        if let Some(p) = pins.as_deref_mut() {
-                            if sh.top().pin(slot) {
-                                p.push(id);
-                            }
+        walk_prefetched(shards, ids, |sh, pos| {
+            let id = ids[pos];
+            match sh.locate(id, ctx) {
+                Some(slot) => {
+                    if let Some(p) = pins.as_deref_mut() {
+                        if sh.top().pin(slot) {
+                            p.push(id);
                         }
-                        self.decode(sh.top().row(slot), &mut out[pos * dim..(pos + 1) * dim])
                     }
-                    None => misses.push(Miss {
-                        id,
-                        seq: sh.wb_seq,
-                        k: pos,
-                        log: sh.logged_at(id),
-                    }),
+                    self.decode(sh.top().row(slot), &mut out[pos * dim..(pos + 1) * dim])
                 }
-            },
-        );
+                None => misses.push(Miss {
+                    id,
+                    seq: sh.wb_seq,
+                    k: pos,
+                    log: sh.logged_at(id),
+                }),
+            }
+        });
         misses
     }
 
@@ -609,32 +602,26 @@ impl Table {
                 let mut misses = Vec::new();
                 // As a lookup's probe: one lock per shard per call, and
                 // the cache misses of the ids ahead overlapped.
-                let n = shards.len();
                 let ids: Vec<u64> = items.iter().map(|&(id, _)| id).collect();
-                walk_prefetched(
-                    shards,
-                    &ids,
-                    |id| self.shard_of(id, n),
-                    |sh, pos| {
-                        let (id, k) = items[pos];
-                        let slot = match sh.locate(id, &mut ctx) {
-                            Some(s) => s,
-                            None if overwrite => sh.insert_top(id, &zero, true, &mut ctx),
-                            None => {
-                                misses.push(Miss {
-                                    id,
-                                    seq: sh.wb_seq,
-                                    k,
-                                    log: sh.logged_at(id),
-                                });
-                                return;
-                            }
-                        };
-                        sh.before_write(slot, &mut ctx);
-                        f(sh.top().row_mut(slot), k);
-                        sh.top().set_dirty(slot);
-                    },
-                );
+                walk_prefetched(shards, &ids, |sh, pos| {
+                    let (id, k) = items[pos];
+                    let slot = match sh.locate(id, &mut ctx) {
+                        Some(s) => s,
+                        None if overwrite => sh.insert_top(id, &zero, true, &mut ctx),
+                        None => {
+                            misses.push(Miss {
+                                id,
+                                seq: sh.wb_seq,
+                                k,
+                                log: sh.logged_at(id),
+                            });
+                            return;
+                        }
+                    };
+                    sh.before_write(slot, &mut ctx);
+                    f(sh.top().row_mut(slot), k);
+                    sh.top().set_dirty(slot);
+                });
                 let r = if misses.is_empty() {
                     Ok(())
                 } else {

@@ -38,10 +38,10 @@ pub(super) fn by_shard(
 pub(super) fn walk_prefetched(
     shards: &[Mutex<Shard>],
     ids: &[u64],
-    shard_of: impl Fn(u64) -> usize,
     mut each: impl FnMut(&mut Shard, usize),
 ) {
-    let (order, start) = by_shard(ids, shards.len(), shard_of);
+    let n = shards.len();
+    let (order, start) = by_shard(ids, n, |id| shard_of(id, n));
     for (s, shard) in shards.iter().enumerate() {
         let run = &order[start[s] as usize..start[s + 1] as usize];
         if run.is_empty() {
