@@ -406,12 +406,53 @@ impl Embtier {
             },
         )
         .map_err(emb_err)?;
+        let store = std::sync::Arc::new(store);
+        // `EMBTIER_PEERS_WAIT_WARM=1`: an experiment that waits for the
+        // warm restart's read-back before training starts, to see what
+        // the read-back alone costs.
+        if !cold && std::env::var("EMBTIER_PEERS_WAIT_WARM").is_ok_and(|v| v == "1") {
+            let t = std::time::Instant::now();
+            let rows = store.wait_warm().map_err(emb_err)?;
+            let s = store.stats();
+            let ops: u64 = s.tables.iter().map(|t| t.ssd.read_ops).sum();
+            let read: u64 = s.tables.iter().map(|t| t.ssd.rows_read).sum();
+            let log: u64 = s.tables.iter().map(|t| t.ssd.log_rows_read).sum();
+            eprintln!(
+                "waited {:.2} s for the read-back ({rows} rows in all): {read} rows read \
+                 from the SSD ({log} from the row log) in {ops} reads",
+                t.elapsed().as_secs_f64()
+            );
+        }
+        if !cold {
+            // What the warm restart's read-back cost, on stderr: the rows
+            // it read, the reads it took and when it finished.
+            let st = std::sync::Arc::clone(&store);
+            let t = std::time::Instant::now();
+            let at_open: u64 = store.stats().tables.iter().map(|t| t.warmed).sum();
+            let _ = std::thread::Builder::new()
+                .name("warm-report".into())
+                .spawn(move || {
+                    let r = st.wait_warm();
+                    let s = st.stats();
+                    let warmed: u64 = s.tables.iter().map(|t| t.warmed).sum();
+                    let ops: u64 = s.tables.iter().map(|t| t.ssd.read_ops).sum();
+                    let log: u64 = s.tables.iter().map(|t| t.ssd.log_rows_read).sum();
+                    eprintln!(
+                        "warm read-back done {:.2} s after the open: {:?} rows in all, \
+                         {at_open} by the open (the hot rows), {} after it; so far {ops} \
+                         SSD reads, {log} rows read from the row log",
+                        t.elapsed().as_secs_f64(),
+                        r.map_err(|e| e.to_string()),
+                        warmed - at_open,
+                    );
+                });
+        }
         Ok(Embtier {
             merges0: {
                 let s = store.stats();
                 s.row_log_merges + s.row_log_passes
             },
-            store: std::sync::Arc::new(store),
+            store,
             finishing: None,
             finished_s: Vec::new(),
             names: (0..s.ds.rows.len() as u32)
