@@ -50,15 +50,32 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// Heap bytes held by a store whose cache of `cache` bytes is full, and the
 /// number of rows cached.
 fn heap_of_full_store(policy: PolicyKind, dim: u32, cache: usize) -> (f64, usize, f64) {
+    heap_of_full_store_with(policy, dim, cache, None)
+}
+
+/// As [`heap_of_full_store`], with `|shards|` shards and huge pages asked
+/// for if `shards` is positive: large slabs are then mappings of their
+/// own, off the heap. Without (`None` or a negative count), every slab is
+/// on the heap.
+fn heap_of_full_store_with(
+    policy: PolicyKind,
+    dim: u32,
+    cache: usize,
+    shards: Option<isize>,
+) -> (f64, usize, f64) {
     let dir = tempfile::tempdir().unwrap();
     let rb = dim as usize * 4;
     let rows_cached = cache / rb;
-    let cfg = StoreConfig::builder()
+    let mut b = StoreConfig::builder()
         .table(TableConfig::new("t", rows_cached as u64 * 4, dim).init(Init::Zeros))
         .dram_capacity(cache as u64)
         .dram_policy(policy)
-        .io_engine(IoEngineKind::Psync)
-        .build();
+        .dram_huge_pages(shards.is_some_and(|n| n > 0))
+        .io_engine(IoEngineKind::Psync);
+    if let Some(n) = shards {
+        b = b.dram_shards(n.unsigned_abs());
+    }
+    let cfg = b.build();
     let before = LIVE.load(Ordering::SeqCst);
     let store = Store::create(dir.path().join("s"), cfg).unwrap();
     {
@@ -103,6 +120,32 @@ fn dram_bookkeeping_is_at_most_16_bytes_per_row() {
             assert!(own <= 16.0, "{policy} dim {dim}: own count {own:.2}");
         }
     }
+}
+
+/// With huge pages asked for (the default), a shard's rows of 4 MiB or
+/// more are a mapping of their own: against the same store without, the
+/// heap holds the payload less and the same bookkeeping.
+#[test]
+fn large_slabs_with_huge_pages_are_off_the_heap() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // 4 shards of 8 MiB of 512-byte rows: 16,384 rows each.
+    let (on, rows, own_on) = heap_of_full_store_with(PolicyKind::Lru, 128, 32 << 20, Some(4));
+    let (off, rows_off, own_off) =
+        heap_of_full_store_with(PolicyKind::Lru, 128, 32 << 20, Some(-4));
+    assert_eq!(rows, rows_off);
+    let payload = (rows * 512) as f64;
+    // `on` and `off` are the heaps less the payload.
+    let (heap_on, heap_off) = (on + payload, off + payload);
+    println!(
+        "{rows} rows cached: {:.2} heap bytes/row with huge pages, {:.2} without",
+        heap_on / rows as f64,
+        heap_off / rows as f64
+    );
+    assert_eq!(own_on, own_off, "the same bookkeeping");
+    assert!(
+        (heap_off - heap_on - payload).abs() < 0.02 * payload,
+        "{heap_on} heap bytes with huge pages, {heap_off} without, for {payload} of rows"
+    );
 }
 
 /// What a cache reports as its bookkeeping (`bookkeeping_bytes`) accounts

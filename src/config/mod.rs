@@ -49,6 +49,11 @@ struct LegacyDram {
     policy: PolicyKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     shards: Option<usize>,
+    #[serde(
+        default = "tier::default_huge_pages",
+        skip_serializing_if = "tier::is_true"
+    )]
+    huge_pages: bool,
 }
 
 /// `[pmem]` of `store.toml`, the form written before tier lists.
@@ -157,9 +162,12 @@ impl TryFrom<RawStoreConfig> for StoreConfig {
                     capacity: ByteSize(256 << 20),
                     policy: PolicyKind::Lru,
                     shards: None,
+                    huge_pages: true,
                 });
                 let shards = dram.shards.or(r.shards);
-                let mut t = vec![TierConfig::dram(dram.capacity.0, dram.policy)];
+                let mut t =
+                    vec![TierConfig::dram(dram.capacity.0, dram.policy)
+                        .with_huge_pages(dram.huge_pages)];
                 if let Some(p) = r.pmem {
                     t.push(TierConfig::pmem(p.path, p.capacity.0, p.policy));
                 }
@@ -191,6 +199,7 @@ impl From<StoreConfig> for RawStoreConfig {
                     capacity: d.capacity,
                     policy: d.policy,
                     shards: c.shards,
+                    huge_pages: d.huge_pages,
                 }),
                 pmem: p.map(|p| LegacyPmem {
                     path: p.path,
@@ -238,6 +247,12 @@ impl StoreConfigBuilder {
     /// Shards per cached table.
     pub fn dram_shards(mut self, n: usize) -> Self {
         self.cfg.shards = Some(n);
+        self
+    }
+    /// Huge pages for the first tier's rows ([`TierConfig::huge_pages`];
+    /// on by default).
+    pub fn dram_huge_pages(mut self, on: bool) -> Self {
+        self.cfg.tiers[0].huge_pages = on;
         self
     }
     /// Set (or replace) the PMem tier below the first: `bytes` at `path`

@@ -266,3 +266,26 @@ fn overhead_in_budget_charges_cached_rows_of_the_first_dram_tier() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn huge_pages_are_on_unless_a_tier_turns_them_off() {
+    let cfg = one_table(|b| b);
+    assert!(cfg.tiers[0].huge_pages);
+    assert!(
+        !cfg.to_toml().contains("huge_pages"),
+        "the default is not written"
+    );
+    // Legacy `[dram]`, read and written back.
+    let off = one_table(|b| b.dram_huge_pages(false));
+    let text = off.to_toml();
+    assert!(text.contains("huge_pages = false"), "{text}");
+    assert_eq!(StoreConfig::from_toml(&text).unwrap(), off);
+    // A tier list.
+    let listed = "[[tiers]]\nkind = \"dram\"\ncapacity = \"64MiB\"\nhuge_pages = false\n\
+                  [[tiers]]\nkind = \"dram\"\ncapacity = \"64MiB\"\n\
+                  [[tables]]\nname = \"t\"\nrows = 1000\ndim = 4\n";
+    let cfg = StoreConfig::from_toml(listed).unwrap();
+    assert!(!cfg.tiers[0].huge_pages);
+    assert!(cfg.tiers[1].huge_pages);
+    assert_eq!(StoreConfig::from_toml(&cfg.to_toml()).unwrap(), cfg);
+}

@@ -79,6 +79,23 @@ pub struct TierConfig {
     /// DAX file system (or tmpfs, to emulate) to get byte-addressable memory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<PathBuf>,
+    /// For a DRAM tier, back each cache shard's rows of 4 MiB or more with
+    /// a mapping of its own that asks the kernel for transparent huge pages
+    /// (`madvise(MADV_HUGEPAGE)`; Linux with THP `madvise` or `always`):
+    /// one TLB entry and one fault per 2 MiB instead of per 4 KiB, for rows
+    /// reached at random over the whole cache. On by default; turn it off
+    /// where huge-page compaction stalls are a concern. Ignored for a
+    /// file-backed kind.
+    #[serde(default = "default_huge_pages", skip_serializing_if = "is_true")]
+    pub huge_pages: bool,
+}
+
+pub(super) fn default_huge_pages() -> bool {
+    true
+}
+
+pub(super) fn is_true(b: &bool) -> bool {
+    *b
 }
 
 impl TierConfig {
@@ -89,6 +106,7 @@ impl TierConfig {
             capacity: ByteSize(bytes),
             policy,
             path: None,
+            huge_pages: true,
         }
     }
 
@@ -99,7 +117,15 @@ impl TierConfig {
             capacity: ByteSize(bytes),
             policy,
             path,
+            huge_pages: true,
         }
+    }
+
+    /// This tier with huge pages asked for (`true`, the default) or not
+    /// (see [`TierConfig::huge_pages`]).
+    pub fn with_huge_pages(mut self, on: bool) -> TierConfig {
+        self.huge_pages = on;
+        self
     }
 }
 

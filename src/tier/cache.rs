@@ -521,7 +521,7 @@ mod tests {
     fn matches_a_map() {
         for policy in PolicyKind::ALL.iter().filter(|p| p.store_supported()) {
             let cap = 37;
-            let mut c = SlotCache::new(cap, 8, *policy, Slab::dram(cap * 8));
+            let mut c = SlotCache::new(cap, 8, *policy, Slab::dram(cap * 8, false));
             // id -> (value, state)
             let mut model: HashMap<u64, (u64, Dirt)> = HashMap::new();
             let mut spill = Spill::default();
@@ -617,7 +617,7 @@ mod tests {
     #[test]
     fn clean_rows_leave_out_fresh_ones() {
         let cap = 40;
-        let mut c = SlotCache::new(cap, 8, PolicyKind::Lru, Slab::dram(cap * 8));
+        let mut c = SlotCache::new(cap, 8, PolicyKind::Lru, Slab::dram(cap * 8, false));
         let mut spill = Spill::default();
         for id in 0..30u64 {
             c.insert(id, &id.to_le_bytes(), id % 5 == 0, &mut spill);

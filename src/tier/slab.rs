@@ -7,27 +7,53 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use memmap2::MmapRaw;
+use memmap2::{MmapMut, MmapRaw};
 
 use crate::config::{MemoryKind, TierConfig};
 use crate::error::{Error, Result};
 
 /// Bytes that hold rows of a cache shard or a pinned chunk.
 pub(crate) enum Slab {
-    /// Ordinary heap memory.
+    /// Ordinary heap memory (a small slab).
     Dram(Vec<u8>),
+    /// DRAM of a mapping of its own, backed by transparent huge pages where
+    /// the kernel gives them (a slab of [`HUGE_SLAB`] or more).
+    Anon(MmapMut),
     /// A region of the PMem file mapping.
     Pmem(PmemRegion),
 }
 
+/// The smallest DRAM slab given a mapping of its own with huge pages asked
+/// for: two 2 MiB pages. A cache's rows are reached at random over the
+/// whole slab, so with 4 KiB pages nearly every row touched costs a TLB
+/// miss (a walk of the page tables), and the first touch of each 4 KiB
+/// costs a fault; a 2 MiB page costs one fault for 512 of them and a TLB
+/// entry covers 512 times the memory (`docs/benchmarks.md`, "Huge pages
+/// for the caches"). A slab is filled whole by the cache it backs, so
+/// the 2 MiB steps in which it becomes resident cost no memory a full
+/// cache would not hold.
+pub(crate) const HUGE_SLAB: usize = 4 << 20;
+
 impl Slab {
-    pub fn dram(len: usize) -> Slab {
+    /// `len` bytes of zeroed DRAM; with `huge`, a slab of [`HUGE_SLAB`]
+    /// or more gets a mapping of its own with huge pages asked for.
+    pub fn dram(len: usize, huge: bool) -> Slab {
+        if huge && len >= HUGE_SLAB {
+            if let Ok(m) = MmapMut::map_anon(len) {
+                // Where the kernel gives no huge pages (THP off, not
+                // Linux), the mapping's ordinary pages serve as well.
+                #[cfg(target_os = "linux")]
+                let _ = m.advise(memmap2::Advice::HugePage);
+                return Slab::Anon(m);
+            }
+        }
         Slab::Dram(vec![0; len])
     }
 
     pub fn len(&self) -> usize {
         match self {
             Slab::Dram(v) => v.len(),
+            Slab::Anon(m) => m.len(),
             Slab::Pmem(r) => r.len,
         }
     }
@@ -36,6 +62,7 @@ impl Slab {
     pub fn bytes(&self) -> &[u8] {
         match self {
             Slab::Dram(v) => v,
+            Slab::Anon(m) => m,
             Slab::Pmem(r) => r.bytes(),
         }
     }
@@ -44,6 +71,7 @@ impl Slab {
     pub fn bytes_mut(&mut self) -> &mut [u8] {
         match self {
             Slab::Dram(v) => v,
+            Slab::Anon(m) => m,
             Slab::Pmem(r) => r.bytes_mut(),
         }
     }
@@ -118,8 +146,8 @@ impl PmemFile {
 
 /// The memory of one cache tier: where its shards' slabs come from.
 pub(crate) enum TierMemory {
-    /// Heap memory, allocated per slab.
-    Dram,
+    /// DRAM, allocated per slab; huge pages asked for.
+    Dram { huge_pages: bool },
     /// A mapped file, carved into consecutive regions.
     File(PmemFile),
 }
@@ -129,7 +157,9 @@ impl TierMemory {
     /// (`MemoryKind::file_backed`).
     pub fn open(t: &TierConfig, path: Option<&Path>) -> Result<TierMemory> {
         match (t.kind, path) {
-            (MemoryKind::Dram, _) => Ok(TierMemory::Dram),
+            (MemoryKind::Dram, _) => Ok(TierMemory::Dram {
+                huge_pages: t.huge_pages,
+            }),
             (MemoryKind::Pmem, Some(path)) => {
                 // A file-backed tier is a cache: its contents do not outlive
                 // the process. Its blocks are reserved now: a store into an
@@ -148,7 +178,7 @@ impl TierMemory {
     /// The kind's name, for errors.
     pub fn name(&self) -> &'static str {
         match self {
-            TierMemory::Dram => MemoryKind::Dram.name(),
+            TierMemory::Dram { .. } => MemoryKind::Dram.name(),
             TierMemory::File(_) => MemoryKind::Pmem.name(),
         }
     }
@@ -156,8 +186,46 @@ impl TierMemory {
     /// A slab of `len` bytes, or None when the tier's file is full.
     pub fn slab(&mut self, len: usize) -> Option<Slab> {
         match self {
-            TierMemory::Dram => Some(Slab::dram(len)),
+            TierMemory::Dram { huge_pages } => Some(Slab::dram(len, *huge_pages)),
             TierMemory::File(f) => f.region(len).map(Slab::Pmem),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_large_dram_slab_is_a_zeroed_mapping_of_its_own() {
+        let len = HUGE_SLAB + 4096 * 3 + 100;
+        let mut s = Slab::dram(len, true);
+        assert!(matches!(s, Slab::Anon(_)), "a mapping of its own");
+        assert_eq!(s.len(), len);
+        assert_eq!(s.bytes().len(), len);
+        assert!(s.bytes().iter().all(|&b| b == 0), "zeroed");
+        // Rows written at both ends and across a 2 MiB boundary read back.
+        let at = [0, (2 << 20) - 3, len - 7];
+        for (k, &i) in at.iter().enumerate() {
+            s.bytes_mut()[i..i + 7].copy_from_slice(&[k as u8 + 1; 7]);
+        }
+        for (k, &i) in at.iter().enumerate() {
+            assert_eq!(&s.bytes()[i..i + 7], &[k as u8 + 1; 7]);
+        }
+        let set = s.bytes().iter().filter(|&&b| b != 0).count();
+        assert_eq!(set, 21, "nothing else changed");
+    }
+
+    #[test]
+    fn small_slabs_and_slabs_without_huge_pages_are_heap_vectors() {
+        assert!(matches!(Slab::dram(HUGE_SLAB - 1, true), Slab::Dram(_)));
+        assert!(matches!(Slab::dram(HUGE_SLAB * 2, false), Slab::Dram(_)));
+        assert!(matches!(Slab::dram(0, true), Slab::Dram(_)));
+        let t = TierConfig::dram(1 << 30, crate::policy::PolicyKind::Lru);
+        assert!(t.huge_pages, "on by default");
+        let mut m = TierMemory::open(&t.clone().with_huge_pages(false), None).unwrap();
+        assert!(matches!(m.slab(HUGE_SLAB * 2), Some(Slab::Dram(_))));
+        let mut m = TierMemory::open(&t, None).unwrap();
+        assert!(matches!(m.slab(HUGE_SLAB * 2), Some(Slab::Anon(_))));
     }
 }
