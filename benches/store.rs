@@ -9,6 +9,10 @@
 //! - `c_zipf`: Zipf(1.05) over a table ten times the DRAM cache (dim 128).
 //! - `d_precision`: DRAM-hit lookups and fused SGD steps, dim 128, in f32,
 //!   f16, bf16 and int8 (decode on lookup; widen, step, round on step).
+//! - `e_huge_pages`: DRAM-hit lookups and SGD steps over a 512 MiB cache
+//!   (2 M rows of dim 64, uniform ids), its slabs backed by transparent
+//!   huge pages (the default) against the same store without; and the
+//!   time to fill each cache from a cold open, printed once for each.
 //!
 //! `cargo bench --bench store`. The fio comparison is `benches/ssd_vs_fio.rs`.
 
@@ -233,5 +237,74 @@ fn d_precision(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, a_dram_hits, b_ssd_misses, c_zipf, d_precision);
+fn e_huge_pages(c: &mut Criterion) {
+    use embtier::{Init, Store, StoreConfig, TableConfig};
+    let rows = 2u64 << 20;
+    let dim = 64usize;
+    let mut out = vec![0f32; BATCH * dim];
+    let grads: Vec<f32> = (0..BATCH * dim).map(|i| (i % 7) as f32 * 1e-3).collect();
+    let batches = uniform_batches(64, BATCH, rows, 3);
+    let open = |huge: bool| {
+        let dir = bench_dir();
+        let cfg = StoreConfig::builder()
+            .table(TableConfig::new("t", rows, dim as u32).init(Init::Uniform { scale: 0.1 }))
+            .dram_capacity(rows * dim as u64 * 4 + (8 << 20))
+            .dram_huge_pages(huge)
+            .build();
+        let store = Store::create(dir.path().join("s"), cfg).expect("create");
+        (dir, store)
+    };
+    let (_d_off, off) = open(false);
+    let (_d_on, on) = open(true);
+    // Fill each cache from empty (every row once, in id order), the
+    // pages' first touch included; alternating, twice each.
+    let all: Vec<u64> = (0..rows).collect();
+    for (name, store) in [("off", &off), ("on", &on)] {
+        let t = std::time::Instant::now();
+        for ch in all.chunks(BATCH) {
+            store.lookup("t", ch, &mut out[..ch.len() * dim]).unwrap();
+        }
+        println!(
+            "e_huge_pages: filling the 512 MiB cache from a cold open, huge pages {name}: {:.3} s",
+            t.elapsed().as_secs_f64()
+        );
+    }
+    let misses = |s: &Store| s.stats().table("t").unwrap().dram().misses;
+    let filled = [misses(&off), misses(&on)];
+    let mut g = c.benchmark_group("e_huge_pages");
+    g.throughput(Throughput::Elements(BATCH as u64));
+    let mut i = 0;
+    for (name, store) in [("off", &off), ("on", &on)] {
+        g.bench_function(format!("lookup_huge_pages_{name}"), |b| {
+            b.iter(|| {
+                let ids = &batches[i % batches.len()];
+                i += 1;
+                store.lookup("t", ids, &mut out).unwrap();
+                black_box(&out);
+            })
+        });
+        g.bench_function(format!("sgd_huge_pages_{name}"), |b| {
+            b.iter(|| {
+                let ids = &batches[i % batches.len()];
+                i += 1;
+                store.apply_sgd("t", ids, &grads, 0.01).unwrap();
+            })
+        });
+    }
+    g.finish();
+    for (store, before) in [&off, &on].into_iter().zip(filled) {
+        let d = store.stats().table("t").unwrap().dram().clone();
+        assert_eq!(d.resident_rows, rows, "every row cached");
+        assert_eq!(d.misses, before, "every benchmarked lookup hit DRAM");
+    }
+}
+
+criterion_group!(
+    benches,
+    a_dram_hits,
+    b_ssd_misses,
+    c_zipf,
+    d_precision,
+    e_huge_pages
+);
 criterion_main!(benches);
