@@ -54,11 +54,6 @@ struct LegacyDram {
         skip_serializing_if = "tier::is_true"
     )]
     huge_pages: bool,
-    #[serde(
-        default = "tier::default_huge_pages",
-        skip_serializing_if = "tier::is_true"
-    )]
-    prefault: bool,
 }
 
 /// `[pmem]` of `store.toml`, the form written before tier lists.
@@ -168,12 +163,11 @@ impl TryFrom<RawStoreConfig> for StoreConfig {
                     policy: PolicyKind::Lru,
                     shards: None,
                     huge_pages: true,
-                    prefault: true,
                 });
                 let shards = dram.shards.or(r.shards);
-                let mut t = vec![TierConfig::dram(dram.capacity.0, dram.policy)
-                    .with_huge_pages(dram.huge_pages)
-                    .with_prefault(dram.prefault)];
+                let mut t =
+                    vec![TierConfig::dram(dram.capacity.0, dram.policy)
+                        .with_huge_pages(dram.huge_pages)];
                 if let Some(p) = r.pmem {
                     t.push(TierConfig::pmem(p.path, p.capacity.0, p.policy));
                 }
@@ -206,7 +200,6 @@ impl From<StoreConfig> for RawStoreConfig {
                     policy: d.policy,
                     shards: c.shards,
                     huge_pages: d.huge_pages,
-                    prefault: d.prefault,
                 }),
                 pmem: p.map(|p| LegacyPmem {
                     path: p.path,
@@ -260,12 +253,6 @@ impl StoreConfigBuilder {
     /// on by default).
     pub fn dram_huge_pages(mut self, on: bool) -> Self {
         self.cfg.tiers[0].huge_pages = on;
-        self
-    }
-    /// Fault in the first tier's memory at open ([`TierConfig::prefault`];
-    /// on by default).
-    pub fn dram_prefault(mut self, on: bool) -> Self {
-        self.cfg.tiers[0].prefault = on;
         self
     }
     /// Set (or replace) the PMem tier below the first: `bytes` at `path`

@@ -88,15 +88,6 @@ pub struct TierConfig {
     /// file-backed kind.
     #[serde(default = "default_huge_pages", skip_serializing_if = "is_true")]
     pub huge_pages: bool,
-    /// For a DRAM tier with huge pages, fault in the memory of those
-    /// shards' rows (`madvise(MADV_POPULATE_WRITE)`) on a thread of its
-    /// own at open, beside the open's reads of the disk, so that neither a
-    /// warm restart's installs nor the first lookups pay the kernel's
-    /// zeroing of it. The tier's whole capacity is then resident from the
-    /// open, not as rows arrive: turn it off for a tier much larger than
-    /// the rows it will hold. On by default.
-    #[serde(default = "default_huge_pages", skip_serializing_if = "is_true")]
-    pub prefault: bool,
 }
 
 pub(super) fn default_huge_pages() -> bool {
@@ -116,7 +107,6 @@ impl TierConfig {
             policy,
             path: None,
             huge_pages: true,
-            prefault: true,
         }
     }
 
@@ -128,7 +118,6 @@ impl TierConfig {
             policy,
             path,
             huge_pages: true,
-            prefault: true,
         }
     }
 
@@ -136,13 +125,6 @@ impl TierConfig {
     /// (see [`TierConfig::huge_pages`]).
     pub fn with_huge_pages(mut self, on: bool) -> TierConfig {
         self.huge_pages = on;
-        self
-    }
-
-    /// This tier with its memory faulted in at open (`true`, the default)
-    /// or as rows arrive (see [`TierConfig::prefault`]).
-    pub fn with_prefault(mut self, on: bool) -> TierConfig {
-        self.prefault = on;
         self
     }
 }

@@ -129,9 +129,6 @@ impl<'a> TableBatch<'a> {
 /// - Invalid input (an unknown table, an id out of range, a wrong length, a
 ///   non-finite value) is refused before anything changes.
 pub struct Store {
-    /// The background population of the caches' memory (first, so that it
-    /// is stopped and joined before the caches are dropped).
-    _prefault: Option<worker::Worker>,
     dir: PathBuf,
     config: StoreConfig,
     tables: Vec<Arc<Table>>,

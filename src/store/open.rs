@@ -371,30 +371,8 @@ impl Store {
             .enumerate()
             .map(|(i, t)| (t.name.clone(), i))
             .collect();
-        // The caches' memory is faulted in beside the rest of the open
-        // (the row log's map, the hot rows: reads of the disk), so that
-        // neither the warm restart's installs nor the first lookups pay the
-        // kernel's zeroing of it.
-        let prefault: Vec<bool> = config.tiers.iter().map(|t| t.prefault).collect();
-        let ranges: Vec<(usize, usize)> = tables
-            .iter()
-            .flat_map(|t| t.own_mappings(&prefault))
-            .collect();
-        let prefault = if ranges.is_empty() {
-            None
-        } else {
-            Some(worker::Worker::spawn(
-                dir,
-                "embtier-prefault",
-                "spawn the cache memory's prefault thread",
-                move |stop| {
-                    crate::tier::slab::populate(&ranges, stop);
-                },
-            )?)
-        };
         restore_row_log(&ssd, &tables, &superblock)?;
         Ok(Store {
-            _prefault: prefault,
             dir: dir.into(),
             config,
             tables,

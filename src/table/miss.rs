@@ -415,24 +415,6 @@ impl Table {
         r.map(|()| read)
     }
 
-    /// The slabs of the table's caches in the tiers `prefault` names that
-    /// are mappings of their own (address, length), for the open to
-    /// populate them in the background (`tier::slab::populate`).
-    pub(crate) fn own_mappings(&self, prefault: &[bool]) -> Vec<(usize, usize)> {
-        let mut out = Vec::new();
-        if let TableKind::Cached { shards, .. } = &self.kind {
-            for sh in shards {
-                let sh = sh.lock();
-                out.extend(
-                    sh.caches()
-                        .filter(|(t, _)| prefault.get(*t).copied().unwrap_or(false))
-                        .filter_map(|(_, c)| c.own_mapping()),
-                );
-            }
-        }
-        out
-    }
-
     /// The ids resident in each of the store's `tiers` tiers, ascending
     /// (empty for a pinned table, which is loaded whole at open anyway).
     pub(crate) fn resident_ids(&self, tiers: usize) -> Vec<Vec<u64>> {

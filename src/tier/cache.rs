@@ -105,11 +105,6 @@ pub(crate) struct SlotCache {
 }
 
 impl SlotCache {
-    /// Its slab's own mapping, if it is one ([`Slab::own_mapping`]).
-    pub(crate) fn own_mapping(&self) -> Option<(usize, usize)> {
-        self.slab.own_mapping()
-    }
-
     /// A cache of `cap` rows (1..=MAX_SHARD_ROWS) of `row_bytes` over `slab`.
     pub fn new(cap: usize, row_bytes: usize, policy: PolicyKind, slab: Slab) -> SlotCache {
         assert!((1..=MAX_SHARD_ROWS).contains(&cap), "shard capacity {cap}");

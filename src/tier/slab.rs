@@ -50,15 +50,6 @@ impl Slab {
         Slab::Dram(vec![0; len])
     }
 
-    /// The address and length of a slab that is a mapping of its own
-    /// (page-aligned), to populate it ([`populate`]); None for the others.
-    pub fn own_mapping(&self) -> Option<(usize, usize)> {
-        match self {
-            Slab::Anon(m) => Some((m.as_ptr() as usize, m.len())),
-            _ => None,
-        }
-    }
-
     pub fn len(&self) -> usize {
         match self {
             Slab::Dram(v) => v.len(),
@@ -83,57 +74,6 @@ impl Slab {
             Slab::Anon(m) => m,
             Slab::Pmem(r) => r.bytes_mut(),
         }
-    }
-}
-
-/// Fault in, writable, the pages of `ranges` (slabs' own mappings,
-/// [`Slab::own_mapping`]) without touching their bytes, 2 MiB at a time
-/// until `stop` is set: the kernel's zeroing of a fresh cache's memory,
-/// done on a thread of its own while the open reads the disk, instead of
-/// inside the lookups and the warm restart's installs that would first
-/// write each page (`madvise(MADV_POPULATE_WRITE)`, Linux 5.14 or later;
-/// elsewhere, or where the kernel refuses it, nothing is done). Returns
-/// the bytes populated.
-pub(crate) fn populate(ranges: &[(usize, usize)], stop: &std::sync::atomic::AtomicBool) -> u64 {
-    #[cfg(target_os = "linux")]
-    {
-        const STEP: usize = 2 << 20;
-        let mut done = 0u64;
-        for &(addr, len) in ranges {
-            let mut at = 0;
-            while at < len {
-                if stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    return done;
-                }
-                let n = STEP.min(len - at);
-                // SAFETY: madvise is given an address range and reads or
-                // writes no byte of it: MADV_POPULATE_WRITE only faults the
-                // pages in as a write would, leaving their contents as they
-                // are, so a shard writing rows in the same pages meanwhile
-                // sees its bytes unchanged, and no Rust reference is made.
-                // A range no longer mapped (the store dropped meanwhile:
-                // it joins this thread first, so only on a bug) fails with
-                // ENOMEM, which ends the work.
-                let r = unsafe {
-                    libc::madvise(
-                        (addr + at) as *mut libc::c_void,
-                        n,
-                        libc::MADV_POPULATE_WRITE,
-                    )
-                };
-                if r != 0 {
-                    return done;
-                }
-                done += n as u64;
-                at += n;
-            }
-        }
-        done
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = (ranges, stop);
-        0
     }
 }
 
@@ -274,56 +214,6 @@ mod tests {
         }
         let set = s.bytes().iter().filter(|&&b| b != 0).count();
         assert_eq!(set, 21, "nothing else changed");
-    }
-
-    /// Resident 4 KiB pages of `len` bytes at `addr`, by `mincore`.
-    #[cfg(target_os = "linux")]
-    fn resident_pages(addr: usize, len: usize) -> usize {
-        let pages = len.div_ceil(4096);
-        let mut v = vec![0u8; pages];
-        // SAFETY: `addr..addr+len` is a live mapping of the caller's (page
-        // aligned), and `v` has a byte for each of its pages.
-        let r = unsafe { libc::mincore(addr as *mut libc::c_void, len, v.as_mut_ptr()) };
-        assert_eq!(r, 0, "mincore: {}", std::io::Error::last_os_error());
-        v.iter().filter(|&&b| b & 1 == 1).count()
-    }
-
-    #[test]
-    #[cfg(target_os = "linux")]
-    fn populate_faults_a_slab_in_and_keeps_its_bytes() {
-        let len = 3 * HUGE_SLAB;
-        let mut s = Slab::dram(len, false);
-        let mut s_own = Slab::dram(len, true);
-        assert_eq!(s.own_mapping(), None, "a heap vector is not populated");
-        let (addr, n) = s_own.own_mapping().expect("a mapping of its own");
-        assert_eq!(n, len);
-        s.bytes_mut()[5] = 1;
-        s_own.bytes_mut()[len - 1] = 7;
-        s_own.bytes_mut()[HUGE_SLAB + 3] = 9;
-        let before = resident_pages(addr, len);
-        assert!(before < len / 4096 / 2, "{before} pages resident before");
-        let stop = std::sync::atomic::AtomicBool::new(false);
-        let done = populate(&[(addr, len)], &stop);
-        if done == 0 {
-            // MADV_POPULATE_WRITE is Linux 5.14 or later.
-            eprintln!("skipped: the kernel refused MADV_POPULATE_WRITE");
-            return;
-        }
-        assert_eq!(done, len as u64);
-        assert_eq!(
-            resident_pages(addr, len),
-            len.div_ceil(4096),
-            "every page in"
-        );
-        let b = s_own.bytes();
-        assert_eq!((b[len - 1], b[HUGE_SLAB + 3]), (7, 9), "bytes kept");
-        assert_eq!(b.iter().filter(|&&x| x != 0).count(), 2, "the rest zero");
-        // A stop already set does nothing.
-        let stop = std::sync::atomic::AtomicBool::new(true);
-        let s2 = Slab::dram(len, true);
-        let (a2, _) = s2.own_mapping().unwrap();
-        assert_eq!(populate(&[(a2, len)], &stop), 0);
-        assert!(resident_pages(a2, len) < len / 4096 / 2);
     }
 
     #[test]
