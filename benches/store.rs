@@ -217,24 +217,44 @@ fn d_precision(c: &mut Criterion) {
                 .build(),
         )
         .unwrap();
-        let mut i = 0;
-        g.bench_function(format!("lookup_{name}"), |b| {
-            b.iter(|| {
-                let ids = &batches[i % batches.len()];
-                i += 1;
-                store.lookup("t", ids, &mut out).unwrap();
-                black_box(&out);
-            })
-        });
-        g.bench_function(format!("sgd_step_{name}"), |b| {
-            b.iter(|| {
-                let ids = &batches[i % batches.len()];
-                i += 1;
-                store.apply_sgd("t", ids, &grads, 0.01).unwrap();
-            })
-        });
+        lookup_and_sgd(
+            &mut g,
+            (&format!("lookup_{name}"), &format!("sgd_step_{name}")),
+            &store,
+            &batches,
+            &mut out,
+            &grads,
+        );
     }
     g.finish();
+}
+
+/// Benchmark `store`'s lookups and then its SGD steps of table "t" over
+/// `batches` in turn, as `names`.
+fn lookup_and_sgd(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    names: (&str, &str),
+    store: &embtier::Store,
+    batches: &[Vec<u64>],
+    out: &mut [f32],
+    grads: &[f32],
+) {
+    let mut i = 0;
+    g.bench_function(names.0, |b| {
+        b.iter(|| {
+            let ids = &batches[i % batches.len()];
+            i += 1;
+            store.lookup("t", ids, out).unwrap();
+            black_box(&out);
+        })
+    });
+    g.bench_function(names.1, |b| {
+        b.iter(|| {
+            let ids = &batches[i % batches.len()];
+            i += 1;
+            store.apply_sgd("t", ids, grads, 0.01).unwrap();
+        })
+    });
 }
 
 fn e_huge_pages(c: &mut Criterion) {
@@ -273,23 +293,18 @@ fn e_huge_pages(c: &mut Criterion) {
     let filled = [misses(&off), misses(&on)];
     let mut g = c.benchmark_group("e_huge_pages");
     g.throughput(Throughput::Elements(BATCH as u64));
-    let mut i = 0;
     for (name, store) in [("off", &off), ("on", &on)] {
-        g.bench_function(format!("lookup_huge_pages_{name}"), |b| {
-            b.iter(|| {
-                let ids = &batches[i % batches.len()];
-                i += 1;
-                store.lookup("t", ids, &mut out).unwrap();
-                black_box(&out);
-            })
-        });
-        g.bench_function(format!("sgd_huge_pages_{name}"), |b| {
-            b.iter(|| {
-                let ids = &batches[i % batches.len()];
-                i += 1;
-                store.apply_sgd("t", ids, &grads, 0.01).unwrap();
-            })
-        });
+        lookup_and_sgd(
+            &mut g,
+            (
+                &format!("lookup_huge_pages_{name}"),
+                &format!("sgd_huge_pages_{name}"),
+            ),
+            store,
+            &batches,
+            &mut out,
+            &grads,
+        );
     }
     g.finish();
     for (store, before) in [&off, &on].into_iter().zip(filled) {
