@@ -49,10 +49,7 @@ struct LegacyDram {
     policy: PolicyKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     shards: Option<usize>,
-    #[serde(
-        default = "tier::default_huge_pages",
-        skip_serializing_if = "tier::is_true"
-    )]
+    #[serde(default = "tier::default_true", skip_serializing_if = "tier::is_true")]
     huge_pages: bool,
 }
 

@@ -86,14 +86,12 @@ pub struct TierConfig {
     /// reached at random over the whole cache. On by default; turn it off
     /// where huge-page compaction stalls are a concern. Ignored for a
     /// file-backed kind.
-    #[serde(default = "default_huge_pages", skip_serializing_if = "is_true")]
+    #[serde(default = "default_true", skip_serializing_if = "is_true")]
     pub huge_pages: bool,
 }
 
-pub(super) fn default_huge_pages() -> bool {
-    true
-}
-
+/// For `skip_serializing_if`: a setting whose default is `true` is not
+/// written while it has it.
 pub(super) fn is_true(b: &bool) -> bool {
     *b
 }
@@ -313,7 +311,7 @@ fn default_qd() -> u32 {
 fn default_psync_threads() -> usize {
     4
 }
-fn default_true() -> bool {
+pub(super) fn default_true() -> bool {
     true
 }
 

@@ -146,7 +146,8 @@ impl PmemFile {
 
 /// The memory of one cache tier: where its shards' slabs come from.
 pub(crate) enum TierMemory {
-    /// DRAM, allocated per slab; huge pages asked for.
+    /// DRAM, allocated per slab; large slabs asked to be backed by huge
+    /// pages when `huge_pages` ([`Slab::dram`]).
     Dram { huge_pages: bool },
     /// A mapped file, carved into consecutive regions.
     File(PmemFile),
