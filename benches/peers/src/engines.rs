@@ -410,33 +410,34 @@ impl Embtier {
         // `EMBTIER_PEERS_WAIT_WARM=1`: an experiment that waits for the
         // warm restart's read-back before training starts, to see what
         // the read-back alone costs.
-        if !cold && std::env::var("EMBTIER_PEERS_WAIT_WARM").is_ok_and(|v| v == "1") {
+        let wait = !cold && std::env::var("EMBTIER_PEERS_WAIT_WARM").is_ok_and(|v| v == "1");
+        if wait {
             let t = std::time::Instant::now();
             let rows = store.wait_warm().map_err(emb_err)?;
-            let s = store.stats();
-            let ops: u64 = s.tables.iter().map(|t| t.ssd.read_ops).sum();
-            let read: u64 = s.tables.iter().map(|t| t.ssd.rows_read).sum();
-            let log: u64 = s.tables.iter().map(|t| t.ssd.log_rows_read).sum();
+            let r = ReadTotals::of(&store);
+            let (read, log, ops) = (r.rows_read, r.log_rows_read, r.read_ops);
             eprintln!(
                 "waited {:.2} s for the read-back ({rows} rows in all): {read} rows read \
                  from the SSD ({log} from the row log) in {ops} reads",
                 t.elapsed().as_secs_f64()
             );
         }
-        if !cold {
+        if !cold && !wait {
             // What the warm restart's read-back cost, on stderr: the rows
             // it read, the reads it took and when it finished.
             let st = std::sync::Arc::clone(&store);
             let t = std::time::Instant::now();
-            let at_open: u64 = store.stats().tables.iter().map(|t| t.warmed).sum();
+            let at_open = ReadTotals::of(&store).warmed;
             let _ = std::thread::Builder::new()
                 .name("warm-report".into())
                 .spawn(move || {
                     let r = st.wait_warm();
-                    let s = st.stats();
-                    let warmed: u64 = s.tables.iter().map(|t| t.warmed).sum();
-                    let ops: u64 = s.tables.iter().map(|t| t.ssd.read_ops).sum();
-                    let log: u64 = s.tables.iter().map(|t| t.ssd.log_rows_read).sum();
+                    let ReadTotals {
+                        warmed,
+                        read_ops: ops,
+                        log_rows_read: log,
+                        ..
+                    } = ReadTotals::of(&st);
                     eprintln!(
                         "warm read-back done {:.2} s after the open: {:?} rows in all, \
                          {at_open} by the open (the hot rows), {} after it; so far {ops} \
@@ -461,6 +462,28 @@ impl Embtier {
             dim: s.ds.dim as usize,
             last: None,
         })
+    }
+}
+
+/// The store's read figures summed over its tables, for the warm restart's
+/// report.
+struct ReadTotals {
+    warmed: u64,
+    rows_read: u64,
+    log_rows_read: u64,
+    read_ops: u64,
+}
+
+impl ReadTotals {
+    fn of(store: &embtier::Store) -> ReadTotals {
+        let s = store.stats();
+        let sum = |f: fn(&embtier::TableStats) -> u64| s.tables.iter().map(f).sum();
+        ReadTotals {
+            warmed: sum(|t| t.warmed),
+            rows_read: sum(|t| t.ssd.rows_read),
+            log_rows_read: sum(|t| t.ssd.log_rows_read),
+            read_ops: sum(|t| t.ssd.read_ops),
+        }
     }
 }
 
