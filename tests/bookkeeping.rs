@@ -50,18 +50,18 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// Heap bytes held by a store whose cache of `cache` bytes is full, and the
 /// number of rows cached.
 fn heap_of_full_store(policy: PolicyKind, dim: u32, cache: usize) -> (f64, usize, f64) {
-    heap_of_full_store_with(policy, dim, cache, None)
+    heap_of_full_store_with(policy, dim, cache, None, false)
 }
 
-/// As [`heap_of_full_store`], with `|shards|` shards and huge pages asked
-/// for if `shards` is positive: large slabs are then mappings of their
-/// own, off the heap. Without (`None` or a negative count), every slab is
-/// on the heap.
+/// As [`heap_of_full_store`], with `shards` shards (None: the default) and
+/// huge pages asked for if `huge`: slabs of 4 MiB or more are then
+/// mappings of their own, off the heap. Without, every slab is on the heap.
 fn heap_of_full_store_with(
     policy: PolicyKind,
     dim: u32,
     cache: usize,
-    shards: Option<isize>,
+    shards: Option<usize>,
+    huge: bool,
 ) -> (f64, usize, f64) {
     let dir = tempfile::tempdir().unwrap();
     let rb = dim as usize * 4;
@@ -70,10 +70,10 @@ fn heap_of_full_store_with(
         .table(TableConfig::new("t", rows_cached as u64 * 4, dim).init(Init::Zeros))
         .dram_capacity(cache as u64)
         .dram_policy(policy)
-        .dram_huge_pages(shards.is_some_and(|n| n > 0))
+        .dram_huge_pages(huge)
         .io_engine(IoEngineKind::Psync);
     if let Some(n) = shards {
-        b = b.dram_shards(n.unsigned_abs());
+        b = b.dram_shards(n);
     }
     let cfg = b.build();
     let before = LIVE.load(Ordering::SeqCst);
@@ -129,9 +129,9 @@ fn dram_bookkeeping_is_at_most_16_bytes_per_row() {
 fn large_slabs_with_huge_pages_are_off_the_heap() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // 4 shards of 8 MiB of 512-byte rows: 16,384 rows each.
-    let (on, rows, own_on) = heap_of_full_store_with(PolicyKind::Lru, 128, 32 << 20, Some(4));
+    let (on, rows, own_on) = heap_of_full_store_with(PolicyKind::Lru, 128, 32 << 20, Some(4), true);
     let (off, rows_off, own_off) =
-        heap_of_full_store_with(PolicyKind::Lru, 128, 32 << 20, Some(-4));
+        heap_of_full_store_with(PolicyKind::Lru, 128, 32 << 20, Some(4), false);
     assert_eq!(rows, rows_off);
     let payload = (rows * 512) as f64;
     // `on` and `off` are the heaps less the payload.
