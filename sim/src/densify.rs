@@ -109,6 +109,23 @@ impl IdTable {
         embtier::hint::prefetch(self.slots.as_ptr().wrapping_add(i));
     }
 
+    /// The dense id of `key` if it has one (a lookup that numbers
+    /// nothing).
+    pub fn get(&self, key: u64) -> Option<u32> {
+        let mask = self.slots.len() - 1;
+        let mut i = (IdTable::hash(key) >> self.shift) as usize;
+        loop {
+            let s = &self.slots[i];
+            if s[2] == 0 {
+                return None;
+            }
+            if slot_key(s) == key {
+                return Some(s[2] - 1);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
     /// The dense id of `key`, a new one on its first appearance.
     ///
     /// # Panics
