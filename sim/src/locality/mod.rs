@@ -534,6 +534,9 @@ fn assemble(p: Parts<'_>) -> TableReport {
     }
 }
 
+/// How many accesses ahead the exact analysis asks for a row's dense id.
+const ID_AHEAD: usize = 16;
+
 /// Row ids to dense ids in order of first appearance: the rows
 /// themselves while they come in that order (as the importers number
 /// them), else a vector over the table's rows where they are few (at
@@ -779,7 +782,6 @@ impl ExactAnalysis {
 
     /// Take the next batch.
     pub fn batch(&mut self, batch: &[Access]) {
-        const ID_AHEAD: usize = 16;
         const OVERALL_AHEAD: usize = 6;
         let b = self.batches;
         self.batches += 1;
@@ -876,7 +878,15 @@ impl ExactAnalysis {
             // the sequence grows as it would have.
             let _ = seq.try_reserve_exact(self.expect.min(self.limit) as usize);
         }
-        seq.extend(batch.iter().map(|a| map.id(a.row)));
+        // The dense ids are random memory where the rows are (a vector
+        // or a table over the rows): ask for a row's a few ahead.
+        seq.reserve(batch.len());
+        for (i, a) in batch.iter().enumerate() {
+            if let Some(n) = batch.get(i + ID_AHEAD) {
+                map.prefetch(n.row);
+            }
+            seq.push(map.id(a.row));
+        }
         true
     }
 
