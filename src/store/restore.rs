@@ -60,29 +60,22 @@ pub(super) fn row_log_blocks(config: &StoreConfig, catalog: &Catalog, data_path:
 /// ring, are newer). Blocks past the committed length were written after
 /// the last checkpoint and are ignored. Any block that is not a sealed, committed row-log block of a
 /// table of this store, holding ids in range, is an error naming it.
+///
+/// The log is read in large sequential reads on a second thread, one
+/// ahead of the checks and the map ([`read_ahead`]): read and checked
+/// one after the other, a SIGKILLed W5 store's 800 MB of log took 2.2 s
+/// to open, about 1.4 s of it the reads and the rest the CPU's.
 pub(super) fn restore_row_log(ssd: &Ssd, tables: &[Arc<Table>], sb: &Superblock) -> Result<()> {
-    const CHUNK: u64 = 1024;
     let committed = sb.rowlog_blocks;
     let mut last_epoch = 0u64;
-    let mut buf = AlignedBuf::new(BLOCK_SIZE);
     let mut pinned = false;
-    let mut at = 0u64;
-    while at < committed {
-        // A read does not run past the ring's last block.
-        let first = sb.rowlog_block(at);
-        let to_wrap = match sb.rowlog_ring {
-            0 => u64::MAX,
-            r => r - first,
-        };
-        let n = CHUNK.min(committed - at).min(to_wrap);
-        let off = ssd.log_block(first as u32) * BLOCK_SIZE as u64;
-        ssd.read_extents_each(&[off], n as usize * BLOCK_SIZE, &mut buf, &mut |_, _| {})?;
+    read_ahead(ssd, &log_chunks(sb), |&(at, first, n), buf| {
         for i in 0..n {
             let b = (first + i) as u32;
             // The block's place in the log, oldest first.
             let pos = at + i;
             let offset = ssd.log_block(b) * BLOCK_SIZE as u64;
-            let raw = &buf.as_slice()[i as usize * BLOCK_SIZE..(i as usize + 1) * BLOCK_SIZE];
+            let raw = &buf[i as usize * BLOCK_SIZE..(i as usize + 1) * BLOCK_SIZE];
             let fmt = |source| Error::Format {
                 path: ssd.path().to_path_buf(),
                 source,
@@ -108,8 +101,8 @@ pub(super) fn restore_row_log(ssd: &Ssd, tables: &[Arc<Table>], sb: &Superblock)
                     embtier_format::BLOCK_SIZE - 24,
                     format!(
                         "{e}: out of order for block {pos} of a log whose last checkpoint \
-                         (epoch {}) appended its blocks {}..{} (an append that never \
-                         reached the disk)",
+                             (epoch {}) appended its blocks {}..{} (an append that never \
+                             reached the disk)",
                         sb.committed_epoch, sb.rowlog_from, committed
                     ),
                 ));
@@ -143,10 +136,84 @@ pub(super) fn restore_row_log(ssd: &Ssd, tables: &[Arc<Table>], sb: &Superblock)
                 pinned |= t.restore_logged(id, b, lb.row(k));
             }
         }
-        at += n;
-    }
+        Ok(())
+    })?;
     if pinned || (committed > 0 && ssd.log().capacity == 0) {
         ssd.log().mark_stale();
     }
     Ok(())
+}
+
+/// Blocks of the committed row log read at once.
+const LOG_CHUNK: u64 = 1024;
+
+/// The committed row log's reads, oldest first: `(position in the log,
+/// first ring block, blocks)`, at most [`LOG_CHUNK`] blocks each and none
+/// past the ring's last block.
+fn log_chunks(sb: &Superblock) -> Vec<(u64, u64, u64)> {
+    let committed = sb.rowlog_blocks;
+    let mut chunks = Vec::new();
+    let mut at = 0u64;
+    while at < committed {
+        let first = sb.rowlog_block(at);
+        let to_wrap = match sb.rowlog_ring {
+            0 => u64::MAX,
+            r => r - first,
+        };
+        let n = LOG_CHUNK.min(committed - at).min(to_wrap);
+        chunks.push((at, first, n));
+        at += n;
+    }
+    chunks
+}
+
+/// Hand `each` the blocks of the row log's `chunks` ([`log_chunks`]) in
+/// order, reading them on a second thread at most two reads ahead, so
+/// that the disk reads the next chunk while `each` checks this one. The
+/// first error, in log order, ends it: a chunk's failed read, or `each`'s
+/// error, which stops the reads (the reader sees the channels close).
+fn read_ahead(
+    ssd: &Ssd,
+    chunks: &[(u64, u64, u64)],
+    mut each: impl FnMut(&(u64, u64, u64), &[u8]) -> Result<()>,
+) -> Result<()> {
+    let read = |&(_, first, n): &(u64, u64, u64), buf: &mut AlignedBuf| {
+        let off = ssd.log_block(first as u32) * BLOCK_SIZE as u64;
+        ssd.read_extents_each(&[off], n as usize * BLOCK_SIZE, buf, &mut |_, _| {})
+    };
+    if chunks.len() < 2 {
+        let mut buf = AlignedBuf::new(BLOCK_SIZE);
+        for c in chunks {
+            read(c, &mut buf)?;
+            each(c, &buf.as_slice()[..c.2 as usize * BLOCK_SIZE])?;
+        }
+        return Ok(());
+    }
+    std::thread::scope(|scope| {
+        let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<(usize, Result<AlignedBuf>)>(1);
+        let (empty_tx, empty_rx) = std::sync::mpsc::channel::<AlignedBuf>();
+        for _ in 0..2 {
+            let _ = empty_tx.send(AlignedBuf::new(BLOCK_SIZE));
+        }
+        scope.spawn(move || {
+            for (k, c) in chunks.iter().enumerate() {
+                // Gone: `each` failed, and the reads stop.
+                let Ok(mut buf) = empty_rx.recv() else {
+                    return;
+                };
+                let r = read(c, &mut buf).map(|()| buf);
+                let failed = r.is_err();
+                if full_tx.send((k, r)).is_err() || failed {
+                    return;
+                }
+            }
+        });
+        for (k, r) in full_rx {
+            let buf = r?;
+            let c = &chunks[k];
+            each(c, &buf.as_slice()[..c.2 as usize * BLOCK_SIZE])?;
+            let _ = empty_tx.send(buf);
+        }
+        Ok(())
+    })
 }
