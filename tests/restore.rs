@@ -24,8 +24,9 @@ const CHUNK_BLOCKS: usize = 1024;
 fn cfg() -> StoreConfig {
     StoreConfig::builder()
         .table(TableConfig::new("t", ROWS, DIM as u32).init(Init::Zeros))
-        // A cache of 64 rows: the updates reach the log as they go.
-        .dram_capacity(64 << 10)
+        // A cache of 4,096 rows of the 16,000: most updates reach the log
+        // as they go, and the hot rows a checkpoint writes are many.
+        .dram_capacity(4 << 20)
         // Room for every copy, so that no merge empties the log.
         .row_log(Some(64 << 20))
         .io_engine(IoEngineKind::Psync)
@@ -112,6 +113,24 @@ fn a_log_of_several_reads_restores_every_rows_newest_copy() {
         "{logged} rows restored to the log's map: the rows must come from the log"
     );
     assert_newest(&s, "reopened");
+}
+
+/// A warm open puts the hot rows back on a second thread while the log's
+/// map is restored: the rows come back as their newest copies, from the
+/// hot rows or through the map.
+#[test]
+fn a_warm_open_restores_the_log_beside_the_hot_rows() {
+    let d = tempfile::tempdir().unwrap();
+    let (path, _) = logged_store(d.path());
+    let s = Store::open(&path).unwrap();
+    let warmed = s.wait_warm().unwrap();
+    let st = s.stats();
+    assert!(
+        warmed >= 2000 && st.tables[0].ssd.logged_rows > ROWS / 2,
+        "{warmed} rows put back, {} in the log's map: both must come back",
+        st.tables[0].ssd.logged_rows
+    );
+    assert_newest(&s, "reopened warm");
 }
 
 /// A damaged block in the third read, and another in the fourth: the open

@@ -197,7 +197,9 @@ impl Store {
     /// Put back the hot rows of the committed checkpoint, if `hot-rows.emb`
     /// is of that generation, reading it in order. Every chunk is checked
     /// (generation, bounds, CRC) before its rows go in; the first that
-    /// fails ends the read. Returns the rows put back.
+    /// fails ends the read. Returns the rows put back. The open runs it
+    /// beside the row log's restore, which touches other state (the log
+    /// maps, the pinned tables).
     pub(super) fn load_hot_rows(&self) -> u64 {
         if !self.config.ssd.warm_rows {
             return 0;
@@ -253,16 +255,6 @@ impl Store {
         }
     }
 
-    /// Put back the hot rows, then start reading the rest of the hot set
-    /// back on a background thread: the rows the hot rows did not hold
-    /// (all of them without the file, those after a bad chunk, and those a
-    /// snapshot checkpoint left out because training updated them after
-    /// its moment: under training, the hottest rows).
-    pub(super) fn start_warm(&self) -> Result<()> {
-        let put = self.load_hot_rows();
-        self.read_hot_set(put)
-    }
-
     /// Record a warm-up already done: `rows` put back.
     fn set_warm_done(&self, rows: u64) {
         *self.warm.lock() = Some(Warm {
@@ -274,8 +266,11 @@ impl Store {
 
     /// Read the hot set's rows back from the data file on a background
     /// thread (`already`: rows the hot rows put back first, counted in the
-    /// result; rows in memory are not read again).
-    fn read_hot_set(&self, already: u64) -> Result<()> {
+    /// result; rows in memory are not read again): the rows the hot rows
+    /// did not hold (all of them without the file, those after a bad
+    /// chunk, and those a snapshot checkpoint left out because training
+    /// updated them after its moment: under training, the hottest rows).
+    pub(super) fn read_hot_set(&self, already: u64) -> Result<()> {
         let path = self.dir.join(HOT_FILE);
         let bytes = match fs::read(&path) {
             Ok(b) => b,
