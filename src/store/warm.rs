@@ -286,7 +286,7 @@ impl Store {
             return Ok(());
         };
         let tiers = self.config.tiers.len();
-        let mut plan: Vec<(Arc<Table>, Vec<Vec<u64>>)> = Vec::new();
+        let mut plan: Vec<(Arc<Table>, Vec<u64>)> = Vec::new();
         for ht in hot.tables {
             let Some(t) = self.tables.get(ht.table as usize) else {
                 continue;
@@ -296,19 +296,10 @@ impl Store {
             }
             // Lowest tier first, so the first tier ends with its own rows;
             // tiers the config no longer has are dropped.
-            let ids: Vec<Vec<u64>> = ht
-                .tiers
-                .iter()
-                .take(tiers)
-                .rev()
-                .map(|tier| {
-                    tier.iter()
-                        .copied()
-                        .filter(|&id| id < t.entry.rows)
-                        .collect()
-                })
-                .filter(|ids: &Vec<u64>| !ids.is_empty())
-                .collect();
+            let mut ids: Vec<u64> = Vec::new();
+            for tier in ht.tiers.iter().take(tiers).rev() {
+                ids.extend(tier.iter().copied().filter(|&id| id < t.entry.rows));
+            }
             if !ids.is_empty() {
                 t.close_fill();
                 plan.push((Arc::clone(t), ids));
@@ -318,11 +309,7 @@ impl Store {
         // (written before them): as many put back as it names means all
         // of it is in memory (after a close, every time), and a thread
         // that would find each row held is not started.
-        let named: u64 = plan
-            .iter()
-            .flat_map(|(_, tiers)| tiers)
-            .map(|ids| ids.len() as u64)
-            .sum();
+        let named: u64 = plan.iter().map(|(_, ids)| ids.len() as u64).sum();
         if plan.is_empty() || already >= named {
             self.set_warm_done(already);
             return Ok(());
@@ -334,20 +321,15 @@ impl Store {
             .name("embtier-warm".into())
             .spawn(move || {
                 let mut read = already;
-                for (t, tiers) in plan {
-                    for ids in tiers {
-                        // The rows not in memory, in place order over the
-                        // whole tier's list, so that each batch reads a
-                        // stretch of the file (the miss path reads a
-                        // stretch its places fill densely in one read).
-                        let absent = t.absent_by_place(&ids);
-                        for batch in absent.chunks(WARM_BATCH) {
-                            if stop.load(Ordering::Relaxed) {
-                                return Ok(read);
-                            }
-                            let _gate = ssd.read_gate();
-                            read += t.warm(&ssd, batch)?;
+                for (t, ids) in plan {
+                    for batch in ids.chunks(WARM_BATCH) {
+                        if stop.load(Ordering::Relaxed) {
+                            return Ok(read);
                         }
+                        let _gate = ssd.read_gate();
+                        // In place order within the batch: the reads
+                        // sweep the file (the miss path sorts by place).
+                        read += t.warm(&ssd, batch)?;
                     }
                 }
                 Ok(read)

@@ -415,40 +415,6 @@ impl Table {
         r.map(|()| read)
     }
 
-    /// Of `ids` (in range), those in no tier now, in the order of the
-    /// places their newest copies lie (home groups, then row-log blocks,
-    /// as in the data file), so that a warm-up's batches of them read
-    /// dense windows: after a SIGKILL, the rows the hot rows left out are
-    /// mostly in the blocks the last checkpoint appended to the log, which
-    /// batches in id order read one random block at a time. A place may
-    /// change before the read (a write-back): [`Table::warm`] reads each
-    /// row from where it is then.
-    pub(crate) fn absent_by_place(&self, ids: &[u64]) -> Vec<u64> {
-        let TableKind::Cached { shards, .. } = &self.kind else {
-            return Vec::new();
-        };
-        let n = shards.len();
-        let (order, start) = by_shard(ids, n, |id| self.shard_of(id, n));
-        let mut absent: Vec<(Loc, u64)> = Vec::new();
-        for s in 0..n {
-            let sh = shards[s].lock();
-            for &p in &order[start[s] as usize..start[s + 1] as usize] {
-                let id = ids[p as usize];
-                if !sh.holds(id) {
-                    let m = Miss {
-                        id,
-                        seq: sh.wb_seq,
-                        k: 0,
-                        log: sh.logged_at(id),
-                    };
-                    absent.push((m.loc(&self.entry), id));
-                }
-            }
-        }
-        absent.sort_unstable();
-        absent.into_iter().map(|(_, id)| id).collect()
-    }
-
     /// The ids resident in each of the store's `tiers` tiers, ascending
     /// (empty for a pinned table, which is loaded whole at open anyway).
     pub(crate) fn resident_ids(&self, tiers: usize) -> Vec<Vec<u64>> {
