@@ -168,8 +168,9 @@ fn log_chunks(sb: &Superblock) -> Vec<(u64, u64, u64)> {
 }
 
 /// Hand `each` the blocks of the row log's `chunks` ([`log_chunks`]) in
-/// order, reading them on a second thread at most two reads ahead, so
-/// that the disk reads the next chunk while `each` checks this one. The
+/// order, reading them on a second thread one chunk ahead (two buffers:
+/// the one `each` checks, the one being read), so that the disk reads
+/// the next chunk while `each` checks this one. The
 /// first error, in log order, ends it: a chunk's failed read, or `each`'s
 /// error, which stops the reads (the reader sees the channels close).
 fn read_ahead(
