@@ -63,8 +63,9 @@ pub(super) fn row_log_blocks(config: &StoreConfig, catalog: &Catalog, data_path:
 ///
 /// The log is read in large sequential reads on a second thread, one
 /// ahead of the checks and the map ([`read_ahead`]): read and checked
-/// one after the other, a SIGKILLed W5 store's 800 MB of log took 2.2 s
-/// to open, about 1.4 s of it the reads and the rest the CPU's.
+/// one after the other, a SIGKILLed W5 store's 800 MB of log took 2.1-2.3
+/// s to restore, about 1.4 s of it the reads and the rest the CPU's; read
+/// ahead, 1.4 s.
 pub(super) fn restore_row_log(ssd: &Ssd, tables: &[Arc<Table>], sb: &Superblock) -> Result<()> {
     let committed = sb.rowlog_blocks;
     let mut last_epoch = 0u64;
