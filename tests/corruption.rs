@@ -11,6 +11,8 @@
 //! format change) and checked in, so that a later build that can no longer
 //! read or recover it fails here.
 
+mod common;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -122,12 +124,6 @@ fn patched(patch: impl FnOnce(&Path)) -> (tempfile::TempDir, PathBuf) {
     (tmp, dir)
 }
 
-fn flip(path: &Path, at: u64) {
-    let mut b = fs::read(path).unwrap();
-    b[at as usize] ^= 0x5a;
-    fs::write(path, b).unwrap();
-}
-
 /// Every row equals its checkpoint value.
 fn assert_at_checkpoint(s: &Store, case: &str) {
     let ids: Vec<u64> = (0..T_ROWS).collect();
@@ -167,7 +163,7 @@ fn the_fixture_recovers_its_last_checkpoint() {
 #[test]
 fn one_bad_superblock_copy_is_replaced_by_the_other() {
     for (copy, field) in [(0u64, sb::GENERATION), (BLOCK_SIZE as u64, sb::NEXT_EPOCH)] {
-        let (_t, dir) = patched(|d| flip(&d.join(embtier::META_FILE), copy + field as u64));
+        let (_t, dir) = patched(|d| common::flip(&d.join(embtier::META_FILE), copy + field as u64));
         let s = Store::open(&dir).unwrap_or_else(|e| panic!("copy at {copy}: {e}"));
         assert_eq!(s.generation(), 1);
         assert_at_checkpoint(&s, &format!("superblock copy at {copy} flipped"));
@@ -185,8 +181,8 @@ fn open_err(dir: &Path) -> String {
 fn both_superblock_copies_bad_is_an_error_naming_the_file() {
     let (_t, dir) = patched(|d| {
         let m = d.join(embtier::META_FILE);
-        flip(&m, 70);
-        flip(&m, BLOCK_SIZE as u64 + 70);
+        common::flip(&m, 70);
+        common::flip(&m, BLOCK_SIZE as u64 + 70);
     });
     let msg = open_err(&dir);
     assert!(
@@ -197,7 +193,7 @@ fn both_superblock_copies_bad_is_an_error_naming_the_file() {
 
 #[test]
 fn a_bad_catalog_is_an_error_naming_its_offset() {
-    let (_t, dir) = patched(|d| flip(&d.join(embtier::META_FILE), CATALOG_OFFSET + 130));
+    let (_t, dir) = patched(|d| common::flip(&d.join(embtier::META_FILE), CATALOG_OFFSET + 130));
     let msg = open_err(&dir);
     assert!(
         msg.contains("embtier.meta") && msg.contains(&format!("offset {CATALOG_OFFSET}")),
@@ -209,12 +205,12 @@ fn a_bad_catalog_is_an_error_naming_its_offset() {
 fn data_blocks_flipped_are_restored_by_the_journal_or_reported() {
     // Block 0 was overwritten by the crashed checkpoint: the journal's
     // image replaces it whatever its bytes, so recovery is correct.
-    let (_t, dir) = patched(|d| flip(&d.join(embtier::DATA_FILE), 100));
+    let (_t, dir) = patched(|d| common::flip(&d.join(embtier::DATA_FILE), 100));
     let s = Store::open(&dir).unwrap();
     assert_at_checkpoint(&s, "journaled block flipped");
     // Block 1 was not touched since the checkpoint: its rows fail to read,
     // naming the file and the block, and the others still read.
-    let (_t, dir) = patched(|d| flip(&d.join(embtier::DATA_FILE), 4096 + 100));
+    let (_t, dir) = patched(|d| common::flip(&d.join(embtier::DATA_FILE), 4096 + 100));
     let s = Store::open(&dir).unwrap();
     let mut out = vec![0f32; 4];
     let msg = s.lookup("t", &[300], &mut out).unwrap_err().to_string();
@@ -232,14 +228,14 @@ fn journal_flips_are_errors_with_the_journal_offset() {
     assert_eq!(b.len(), 2, "one batch per table");
     let jpath = |d: &Path| d.join(embtier::JOURNAL_FILE);
     // An image of the first batch (followed by another batch).
-    let (_t, dir) = patched(|d| flip(&jpath(d), BLOCK_SIZE as u64 + 8));
+    let (_t, dir) = patched(|d| common::flip(&jpath(d), BLOCK_SIZE as u64 + 8));
     let msg = open_err(&dir);
     assert!(
         msg.contains("journal.emb") && msg.contains("checksum mismatch at offset 4096"),
         "{msg}"
     );
     // The first batch's header (followed by another batch).
-    let (_t, dir) = patched(|d| flip(&jpath(d), jh::ENTRIES as u64));
+    let (_t, dir) = patched(|d| common::flip(&jpath(d), jh::ENTRIES as u64));
     let msg = open_err(&dir);
     assert!(
         msg.contains("journal.emb") && msg.contains("checksum mismatch at offset 0"),
@@ -248,7 +244,7 @@ fn journal_flips_are_errors_with_the_journal_offset() {
     // An image of the last batch: its group was already overwritten (it
     // carries the crashed epoch), so the bad image cannot be a torn append.
     let last = b[1].offset + BLOCK_SIZE as u64;
-    let (_t, dir) = patched(|d| flip(&jpath(d), last + 2 * BLOCK_SIZE as u64 + 9));
+    let (_t, dir) = patched(|d| common::flip(&jpath(d), last + 2 * BLOCK_SIZE as u64 + 9));
     let msg = open_err(&dir);
     let second_image = last + 2 * BLOCK_SIZE as u64;
     assert!(
@@ -258,7 +254,7 @@ fn journal_flips_are_errors_with_the_journal_offset() {
     // The last batch's header: indistinguishable from a torn append, so
     // recovery skips it; the groups it should have restored carry the
     // crashed epoch, and reading them is an error naming the block.
-    let (_t, dir) = patched(|d| flip(&jpath(d), b[1].offset + jh::EPOCH as u64));
+    let (_t, dir) = patched(|d| common::flip(&jpath(d), b[1].offset + jh::EPOCH as u64));
     let s = Store::open(&dir).unwrap();
     assert!(s.recovery().torn_tail);
     let mut out = vec![0f32; W_DIM];
@@ -316,7 +312,7 @@ fn journal_damages() -> Vec<Damage> {
             let off = h + i as u64;
             cases.push((
                 format!("batch {bi} header byte {i} flipped"),
-                Box::new(move |d: &Path| flip(&jpath(d), off)),
+                Box::new(move |d: &Path| common::flip(&jpath(d), off)),
             ));
             cases.push((
                 format!("batch {bi} header byte {i} zeroed"),
@@ -333,7 +329,7 @@ fn journal_damages() -> Vec<Damage> {
         for off in [images, images + image_bytes / 2, images + image_bytes - 1] {
             cases.push((
                 format!("batch {bi} image byte {} flipped", off - images),
-                Box::new(move |d: &Path| flip(&jpath(d), off)),
+                Box::new(move |d: &Path| common::flip(&jpath(d), off)),
             ));
         }
         for cut in [h, h + 100, h + BLOCK_SIZE as u64, images + image_bytes / 2] {

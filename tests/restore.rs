@@ -89,12 +89,6 @@ fn assert_newest(s: &Store, case: &str) {
     }
 }
 
-fn flip(path: &Path, at: u64) {
-    let mut b = fs::read(path).unwrap();
-    b[at as usize] ^= 0x5a;
-    fs::write(path, b).unwrap();
-}
-
 fn cold() -> OpenOptionsExt {
     OpenOptionsExt {
         cold: true,
@@ -142,15 +136,15 @@ fn the_first_damaged_block_in_log_order_fails_the_open() {
     let data = path.join(embtier::DATA_FILE);
     let first = log[2 * CHUNK_BLOCKS + 7];
     let later = *log.last().unwrap();
-    flip(&data, later + 200);
-    flip(&data, first + 100);
+    common::flip(&data, later + 200);
+    common::flip(&data, first + 100);
     let msg = Store::open_ext(&path, cold()).unwrap_err().to_string();
     assert!(
         msg.contains("data.emb") && msg.contains(&format!("checksum mismatch at offset {first}")),
         "{msg}"
     );
     // Mended, the first no longer stops it: the open names the later one.
-    flip(&data, first + 100);
+    common::flip(&data, first + 100);
     let msg = Store::open_ext(&path, cold()).unwrap_err().to_string();
     assert!(
         msg.contains(&format!("checksum mismatch at offset {later}")),

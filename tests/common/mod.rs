@@ -117,3 +117,11 @@ pub fn reboot(dir: &std::path::Path) {
         std::fs::write(&path, other.encode().unwrap()).unwrap();
     }
 }
+
+/// Damage the byte at `at` of the file at `path` (XOR 0x5a: every bit
+/// pattern changes).
+pub fn flip(path: &std::path::Path, at: u64) {
+    let mut b = std::fs::read(path).unwrap();
+    b[at as usize] ^= 0x5a;
+    std::fs::write(path, b).unwrap();
+}
