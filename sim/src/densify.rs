@@ -109,21 +109,25 @@ impl IdTable {
         embtier::hint::prefetch(self.slots.as_ptr().wrapping_add(i));
     }
 
-    /// The dense id of `key` if it has one (a lookup that numbers
-    /// nothing).
-    pub fn get(&self, key: u64) -> Option<u32> {
+    /// The slot of `key` (whose [`IdTable::hash`] is `h`): its own, or
+    /// the empty one where it would go.
+    #[inline(always)]
+    fn probe(&self, key: u64, h: u64) -> usize {
         let mask = self.slots.len() - 1;
-        let mut i = (IdTable::hash(key) >> self.shift) as usize;
+        let mut i = (h >> self.shift) as usize;
         loop {
             let s = &self.slots[i];
-            if s[2] == 0 {
-                return None;
-            }
-            if slot_key(s) == key {
-                return Some(s[2] - 1);
+            if s[2] == 0 || slot_key(s) == key {
+                return i;
             }
             i = (i + 1) & mask;
         }
+    }
+
+    /// The dense id of `key` if it has one (a lookup that numbers
+    /// nothing).
+    pub fn get(&self, key: u64) -> Option<u32> {
+        self.slots[self.probe(key, IdTable::hash(key))][2].checked_sub(1)
     }
 
     /// The dense id of `key`, a new one on its first appearance.
@@ -139,17 +143,9 @@ impl IdTable {
     #[inline(always)]
     pub fn id_hashed(&mut self, key: u64, h: u64) -> u32 {
         debug_assert_eq!(h, IdTable::hash(key));
-        let mask = self.slots.len() - 1;
-        let mut i = (h >> self.shift) as usize;
-        loop {
-            let s = &self.slots[i];
-            if s[2] == 0 {
-                break;
-            }
-            if slot_key(s) == key {
-                return s[2] - 1;
-            }
-            i = (i + 1) & mask;
+        let i = self.probe(key, h);
+        if self.slots[i][2] != 0 {
+            return self.slots[i][2] - 1;
         }
         let id = self.len;
         assert!(id < u32::MAX - 1, "more than 2^32 - 2 distinct ids");
