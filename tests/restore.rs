@@ -41,12 +41,17 @@ fn value(id: u64, round: u32) -> f32 {
     (id as f32) * 0.5 + round as f32 * 1000.0
 }
 
-/// A store whose log holds about 3,000 blocks (three reads of the open),
+/// A store whose log takes more than three reads of the open,
 /// closed at its second checkpoint; its directory and the log's blocks'
 /// offsets in the data file, oldest first.
 fn logged_store(dir: &Path) -> (PathBuf, Vec<u64>) {
+    logged_store_with(dir, cfg())
+}
+
+/// [`logged_store`] with `cfg`.
+fn logged_store_with(dir: &Path, cfg: StoreConfig) -> (PathBuf, Vec<u64>) {
     let path = dir.join("s");
-    let s = Store::create(&path, cfg()).unwrap();
+    let s = Store::create(&path, cfg).unwrap();
     for round in 1..=2u32 {
         let ids: Vec<u64> = (0..ROWS).filter(|&id| round == 1 || id % 2 == 0).collect();
         for chunk in ids.chunks(500) {
@@ -124,7 +129,66 @@ fn a_warm_open_restores_the_log_beside_the_hot_rows() {
         "{warmed} rows put back, {} in the log's map: both must come back",
         st.tables[0].ssd.logged_rows
     );
+    // From the hot rows and the log's reads: nothing read back after.
+    assert_eq!(
+        st.tables[0].ssd.read_ops, 0,
+        "reads after the open: the hot rows held every row"
+    );
     assert_newest(&s, "reopened warm");
+}
+
+/// The rows of the hot set that the hot rows do not hold (here none: a
+/// store without them) and whose newest copy is in the log are put back
+/// from the log's own reads at open: the open reads that log whole
+/// anyway, so reading them again one block at a time, after it, is
+/// wasted. The even rows have two copies in the log; the older one must
+/// not win.
+#[test]
+fn the_hot_sets_logged_rows_come_back_from_the_logs_reads() {
+    let d = tempfile::tempdir().unwrap();
+    let (path, _) = logged_store_with(d.path(), {
+        let mut c = cfg();
+        c.ssd.warm_rows = false;
+        c
+    });
+    assert!(!path.join(embtier::HOT_ROWS_FILE).exists(), "no hot rows");
+    let s = Store::open(&path).unwrap();
+    let warmed = s.wait_warm().unwrap();
+    let st = s.stats();
+    let t = &st.tables[0];
+    assert!(
+        warmed >= 4000 && t.dram().resident_rows >= 4000,
+        "{warmed} rows put back, {} resident: the hot set's 4,096",
+        t.dram().resident_rows
+    );
+    assert_eq!(
+        (t.ssd.rows_read, t.ssd.log_rows_read, t.ssd.read_ops),
+        (0, 0, 0),
+        "rows read back after the open: the log's reads brought them all"
+    );
+    // The hot set's rows, looked up first: in memory, and newest.
+    let hot =
+        embtier::format::hotset::HotSet::decode(&fs::read(path.join(embtier::HOT_FILE)).unwrap())
+            .unwrap();
+    let ids: Vec<u64> = hot.tables[0].tiers.concat();
+    assert!(ids.len() >= 4000, "{} ids in the hot set", ids.len());
+    let mut out = vec![0f32; ids.len() * DIM];
+    s.lookup("t", &ids, &mut out).unwrap();
+    for (id, row) in ids.iter().zip(out.chunks(DIM)) {
+        assert!(
+            row.iter().all(|&x| x == value(*id, 2)),
+            "row {id} is {}, not {}",
+            row[0],
+            value(*id, 2)
+        );
+    }
+    let t = &s.stats().tables[0];
+    assert_eq!(
+        (t.dram().hits, t.ssd.read_ops),
+        (ids.len() as u64, 0),
+        "a lookup of the hot set's rows: all hits"
+    );
+    assert_newest(&s, "reopened from the log's reads");
 }
 
 /// A damaged block in the third read, and another in the fourth: the open
@@ -136,6 +200,11 @@ fn the_first_damaged_block_in_log_order_fails_the_open() {
     let data = path.join(embtier::DATA_FILE);
     let first = log[2 * CHUNK_BLOCKS + 7];
     let later = *log.last().unwrap();
+    assert!(
+        (log.len() - 1) / CHUNK_BLOCKS > 2,
+        "{} log blocks: the later damage must be in a later read than the first",
+        log.len()
+    );
     common::flip(&data, later + 200);
     common::flip(&data, first + 100);
     let msg = Store::open_ext(&path, cold()).unwrap_err().to_string();
@@ -167,10 +236,12 @@ fn every_failed_read_of_the_open_is_an_error_or_harmless() {
     assert!(reads >= 3, "{reads} reads: the log's three at least");
     let dir = path.to_str().unwrap();
     let mut failed = 0;
-    for k in 0..reads {
+    // Cold, and warm: the hot rows go in on a thread of their own while
+    // the log's read fails.
+    for (k, cold) in (0..reads).flat_map(|k| [(k, true), (k, false)]) {
         let plan = Arc::new(FaultPlan::default());
         plan.fail_reads_from.store(k, Ordering::SeqCst);
-        match Store::open_ext(&path, common::faulty_opts(&plan, true)) {
+        match Store::open_ext(&path, common::faulty_opts(&plan, cold)) {
             Err(e) => {
                 let msg = e.to_string();
                 assert!(msg.contains(dir), "read {k}: {msg}");
@@ -183,7 +254,8 @@ fn every_failed_read_of_the_open_is_an_error_or_harmless() {
         }
     }
     assert!(
-        failed >= 3,
-        "{failed} of {reads} failed reads failed the open naming the data file: the log's three at least"
+        failed >= 6,
+        "{failed} of {reads} failed reads (each cold and warm) failed the open naming the data \
+         file: the log's three at least"
     );
 }

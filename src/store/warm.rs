@@ -14,11 +14,14 @@
 //! An open whose committed generation is the hot rows' puts them back
 //! before it returns, reading the file in order: a 512 MiB cache comes
 //! back at the file system's sequential read speed, not one random read
-//! per row. Then it reads the hot set's rows that are not in memory (all
-//! of them without hot rows of that generation, those after a chunk that
-//! fails its checks, and those a snapshot checkpoint left out because
-//! training updated them after its moment; none, and no thread, when the
-//! file held every row the hot set names) back on a background thread
+//! per row. Beside it, the row log's restore puts back the hot set's rows
+//! whose newest copy it reads (`restore_row_log`). Then it reads the hot
+//! set's rows that are not in memory (without hot rows of that
+//! generation, or after a chunk that fails its checks, those not in the
+//! log; and those a snapshot checkpoint left out because training updated
+//! them after its moment and that are not in the log; none, and no
+//! thread, when the two held every row the hot set names) back on a
+//! background thread
 //! through the ordinary miss path: sorted by place, so the reads sweep
 //! the data file in order, lowest tier first so that the first tier ends
 //! holding what it held. Those rows come from the data file after
@@ -264,29 +267,25 @@ impl Store {
         });
     }
 
-    /// Read the hot set's rows back from the data file on a background
-    /// thread (`already`: rows the hot rows put back first, counted in the
-    /// result; rows in memory are not read again): the rows the hot rows
-    /// did not hold (all of them without the file, those after a bad
-    /// chunk, and those a snapshot checkpoint left out because training
-    /// updated them after its moment: under training, the hottest rows).
-    pub(super) fn read_hot_set(&self, already: u64) -> Result<()> {
+    /// The hot set the last checkpoint wrote (`hot.emb`), as the ids to
+    /// bring back per table index (`Store::open` hands them to the row
+    /// log's restore, then to [`Store::read_hot_set`]): lowest tier first,
+    /// so that the first tier ends with its own rows; pinned tables, ids
+    /// out of range and tiers the config no longer has are left out. Empty
+    /// without the file; a file that fails its checks is a hint lost, not
+    /// an error.
+    pub(super) fn hot_plan(&self) -> Result<Vec<(usize, Vec<u64>)>> {
         let path = self.dir.join(HOT_FILE);
         let bytes = match fs::read(&path) {
             Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                self.set_warm_done(already);
-                return Ok(());
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(Error::io(&path, "read", e)),
         };
-        // A hot set that fails its checks is a hint lost, not an error.
         let Ok(hot) = HotSet::decode(&bytes) else {
-            self.set_warm_done(already);
-            return Ok(());
+            return Ok(Vec::new());
         };
         let tiers = self.config.tiers.len();
-        let mut plan: Vec<(Arc<Table>, Vec<u64>)> = Vec::new();
+        let mut plan = Vec::new();
         for ht in hot.tables {
             let Some(t) = self.tables.get(ht.table as usize) else {
                 continue;
@@ -294,21 +293,38 @@ impl Store {
             if t.is_pinned() {
                 continue;
             }
-            // Lowest tier first, so the first tier ends with its own rows;
-            // tiers the config no longer has are dropped.
             let mut ids: Vec<u64> = Vec::new();
             for tier in ht.tiers.iter().take(tiers).rev() {
                 ids.extend(tier.iter().copied().filter(|&id| id < t.entry.rows));
             }
             if !ids.is_empty() {
-                t.close_fill();
-                plan.push((Arc::clone(t), ids));
+                plan.push((ht.table as usize, ids));
             }
         }
+        Ok(plan)
+    }
+
+    /// Read the rows of `plan` ([`Store::hot_plan`]) back from the data
+    /// file on a background thread (`already`: rows the hot rows and the
+    /// row log's restore put back first, counted in the result; rows in
+    /// memory are not read again): the rows those did not hold (all of
+    /// them without the file, those after a bad chunk, and those a
+    /// snapshot checkpoint left out because training updated them after
+    /// its moment and whose newest copy is home, not in the log).
+    pub(super) fn read_hot_set(&self, already: u64, plan: Vec<(usize, Vec<u64>)>) -> Result<()> {
+        let plan: Vec<(Arc<Table>, Vec<u64>)> = plan
+            .into_iter()
+            .map(|(i, ids)| {
+                let t = Arc::clone(&self.tables[i]);
+                t.close_fill();
+                (t, ids)
+            })
+            .collect();
         // The hot rows are a subset of the hot set of the same checkpoint
-        // (written before them): as many put back as it names means all
-        // of it is in memory (after a close, every time), and a thread
-        // that would find each row held is not started.
+        // (written before them), and the log's rows put back are of it: as
+        // many put back as it names means all of it is in memory (after a
+        // close, every time), and a thread that would find each row held
+        // is not started.
         let named: u64 = plan.iter().map(|(_, ids)| ids.len() as u64).sum();
         if plan.is_empty() || already >= named {
             self.set_warm_done(already);

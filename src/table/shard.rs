@@ -299,6 +299,25 @@ impl Shard {
         slot
     }
 
+    /// Open's restore of the row log: put `id`'s logged copy `src` in
+    /// memory as a clean row, over the bytes of the tier that holds it, or
+    /// at the top. The log is restored oldest block first, so the last
+    /// copy put is the newest: the committed value, which is also what a
+    /// hot row put back beside it holds. Nothing is pending at open.
+    /// Returns whether the row was not in memory before.
+    pub(super) fn restore_row(&mut self, id: u64, src: &[u8], ctx: &mut Ctx) -> bool {
+        debug_assert!(self.pending.is_empty() && self.later.is_empty());
+        let tiers = std::iter::once(&mut self.top).chain(self.lower.iter_mut().map(|(_, c)| c));
+        for c in tiers {
+            if let Some(slot) = c.get(id) {
+                c.row_mut(slot).copy_from_slice(src);
+                return false;
+            }
+        }
+        self.insert_top(id, src, false, ctx);
+        true
+    }
+
     /// Whether `id` is anywhere in this shard's memory: a tier, or pending
     /// (either map).
     pub(super) fn holds(&self, id: u64) -> bool {

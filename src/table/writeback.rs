@@ -511,23 +511,51 @@ impl Table {
         self.write_log_copies_home(ssd, &rows, &mut wb)
     }
 
-    /// Recovery: row `id`'s newest committed copy is `bytes`, in row-log
-    /// block `b`. A cached table maps the row there; a pinned table (one
-    /// whose placement changed since it was logged) takes the bytes and
-    /// marks them dirty. Returns whether the log must be merged at the next
-    /// checkpoint (the pinned case).
-    pub(crate) fn restore_logged(&self, id: u64, b: u32, bytes: &[u8]) -> bool {
+    /// Recovery: the rows `ids` of row-log block `b` (`rows`: their bytes,
+    /// in order) have their newest committed copy there, as far as the log
+    /// has been read (it is read oldest block first). A cached table maps
+    /// each row there, and puts those in `cache` (the hot set's) in memory
+    /// too ([`Shard::restore_row`]), since the open has just read their
+    /// bytes; a pinned table (one whose placement changed since it was
+    /// logged) takes the bytes and marks them dirty. Returns whether the
+    /// log must be merged at the next checkpoint (the pinned case), and
+    /// the rows put in memory that were not there.
+    pub(crate) fn restore_logged_block(
+        &self,
+        b: u32,
+        ids: &[u64],
+        rows: &[u8],
+        cache: Option<&rustc_hash::FxHashSet<u64>>,
+    ) -> (bool, u64) {
+        let rb = self.row_bytes;
         match &self.kind {
             TableKind::Cached { shards, .. } => {
-                shards[self.shard_of(id, shards.len())].lock().log_at(id, b);
-                false
+                let mut ctx = Ctx::new();
+                let mut put = 0;
+                for (k, &id) in ids.iter().enumerate() {
+                    let mut sh = shards[self.shard_of(id, shards.len())].lock();
+                    sh.log_at(id, b);
+                    if cache.is_some_and(|c| c.contains(&id)) {
+                        put += sh.restore_row(id, &rows[k * rb..(k + 1) * rb], &mut ctx) as u64;
+                    }
+                }
+                if put > 0 {
+                    self.close_fill();
+                    ctx.c.warmed = put;
+                    self.publish_pending(&mut ctx);
+                    ctx.c.publish(&self.counters);
+                }
+                (false, put)
             }
             TableKind::Pinned { chunks, .. } => {
-                let p = self.pinned_place(id);
-                let mut ch = chunks[p.chunk].lock();
-                ch.row_mut(p, self.row_bytes).copy_from_slice(bytes);
-                ch.mark(p.local_group);
-                true
+                for (k, &id) in ids.iter().enumerate() {
+                    let p = self.pinned_place(id);
+                    let mut ch = chunks[p.chunk].lock();
+                    ch.row_mut(p, rb)
+                        .copy_from_slice(&rows[k * rb..(k + 1) * rb]);
+                    ch.mark(p.local_group);
+                }
+                (true, 0)
             }
         }
     }
