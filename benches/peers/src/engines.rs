@@ -440,7 +440,7 @@ impl Embtier {
                     } = ReadTotals::of(&st);
                     eprintln!(
                         "warm read-back done {:.2} s after the open: {:?} rows in all, \
-                         {at_open} by the open (the hot rows), {} after it; so far {ops} \
+                         {at_open} by the open (the hot rows and the log's reads), {} after it; so far {ops} \
                          SSD reads, {log} rows read from the row log",
                         t.elapsed().as_secs_f64(),
                         r.map_err(|e| e.to_string()),
