@@ -35,10 +35,10 @@ pip_install() {
 pip_install --upgrade pip
 # A full disk fails pip with a bare "No space left on device" after the
 # download; say up front what the install needs, and where it goes.
-need_gb=11
+need_gb=9
 free_gb=$(df -Pk . | awk 'NR == 2 { print int($4 / 1048576) }')
 if ! .venv/bin/python -m pip show -q torch >/dev/null 2>&1 && [ "$free_gb" -lt "$need_gb" ]; then
-  echo "test.sh: $free_gb GiB free under $(pwd); torch with its CUDA libraries needs about $need_gb GiB at its peak (5.5 installed, about 3 for the downloads, the Rust build beside them)" >&2
+  echo "test.sh: $free_gb GiB free under $(pwd); torch with its CUDA libraries needs about $need_gb GiB more (5.5 installed, about 3 for the downloads while it installs)" >&2
 fi
 # torch 2.14.1 is the version fbgemm-gpu-cpu 1.9.0 is built for (it fails
 # to load against 2.15); the CPU build of FBGEMM, never fbgemm-gpu (CUDA).
