@@ -1,11 +1,10 @@
 //! Create and open: the catalog and superblock a create writes, and the
 //! assembly of tables, tiers and the SSD tier that both end in.
 
-use rustc_hash::FxHashSet;
-
 use super::restore::{check_data_len, restore_row_log, row_log_blocks};
 use super::undo::CreateUndo;
 use super::*;
+use crate::table::HotIds;
 
 pub(super) fn now_unix() -> u64 {
     std::time::SystemTime::now()
@@ -161,7 +160,7 @@ impl Store {
             undo.outside_file(p);
         }
         let store = Store::assemble(dir, config, sb, catalog, lock, true, opts)?;
-        restore_row_log(&store.ssd, &store.tables, &store.superblock, &[])?;
+        restore_row_log(&store.ssd, &store.tables, &store.superblock, &mut [])?;
         undo.armed = false;
         store.start_merger()?;
         Ok(store)
@@ -298,13 +297,14 @@ impl Store {
         // The hot set's rows whose newest copy is in the log come back
         // from the log's own reads (see `restore_row_log`).
         let plan = if cold { Vec::new() } else { store.hot_plan()? };
-        let mut hot_ids: Vec<FxHashSet<u64>> = vec![FxHashSet::default(); store.tables.len()];
+        let mut hot_ids: Vec<HotIds> = store.tables.iter().map(|_| HotIds::None).collect();
         for (i, ids) in &plan {
-            hot_ids[*i].extend(ids.iter().copied());
+            hot_ids[*i] = store.tables[*i].hot_ids(ids);
         }
         let put = std::thread::scope(|scope| {
             let hot = (!cold).then(|| scope.spawn(|| store.load_hot_rows()));
-            let restored = restore_row_log(&store.ssd, &store.tables, &store.superblock, &hot_ids);
+            let restored =
+                restore_row_log(&store.ssd, &store.tables, &store.superblock, &mut hot_ids);
             let put = hot.map_or(0, |h| {
                 h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
             });

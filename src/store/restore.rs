@@ -1,9 +1,8 @@
 //! What open checks and restores before the store serves: the data file's
 //! length, the row log's capacity, and the row log's map.
 
-use rustc_hash::FxHashSet;
-
 use super::*;
+use crate::table::HotIds;
 
 /// Refuse a data file shorter than the blocks the superblock commits (the
 /// tables and the committed row log). A block past the end reads as a hole,
@@ -79,7 +78,7 @@ pub(super) fn restore_row_log(
     ssd: &Ssd,
     tables: &[Arc<Table>],
     sb: &Superblock,
-    hot: &[FxHashSet<u64>],
+    hot: &mut [HotIds],
 ) -> Result<u64> {
     let committed = sb.rowlog_blocks;
     let mut last_epoch = 0u64;
@@ -151,7 +150,8 @@ pub(super) fn restore_row_log(
                     ),
                 ));
             }
-            let cache = hot.get(lb.table as usize).filter(|h| !h.is_empty());
+            let mut none = HotIds::None;
+            let cache = hot.get_mut(lb.table as usize).unwrap_or(&mut none);
             let (p, n) = t.restore_logged_block(b, &lb.ids, lb.rows, cache);
             pinned |= p;
             put += n;

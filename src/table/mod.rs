@@ -78,6 +78,7 @@ mod writeback;
 use shard::{by_shard, part, shard_count, walk_prefetched};
 pub use shard::{shard_capacities, shard_of};
 pub(crate) use spill::{remove_spills, SpillTo};
+pub(crate) use writeback::HotIds;
 
 pub(crate) use many::{lookup_many, Part};
 

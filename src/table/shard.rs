@@ -300,17 +300,26 @@ impl Shard {
     }
 
     /// Open's restore of the row log: put `id`'s logged copy `src` in
-    /// memory as a clean row, over the bytes of the tier that holds it, or
-    /// at the top. The log is restored oldest block first, so the last
-    /// copy put is the newest: the committed value, which is also what a
-    /// hot row put back beside it holds. Nothing is pending at open.
-    /// Returns whether the row was not in memory before.
-    pub(super) fn restore_row(&mut self, id: u64, src: &[u8], ctx: &mut Ctx) -> bool {
+    /// memory as a clean row at the top, unless a tier holds it; then
+    /// write `src` over its bytes if `overwrite` (the held copy is an
+    /// older one the restore put). The log is restored oldest block first,
+    /// so the last copy put is the newest: the committed value, which is
+    /// also what a hot row put back beside it holds. Nothing is pending at
+    /// open. Returns whether the row was put at the top.
+    pub(super) fn restore_row(
+        &mut self,
+        id: u64,
+        src: &[u8],
+        overwrite: bool,
+        ctx: &mut Ctx,
+    ) -> bool {
         debug_assert!(self.pending.is_empty() && self.later.is_empty());
         let tiers = std::iter::once(&mut self.top).chain(self.lower.iter_mut().map(|(_, c)| c));
         for c in tiers {
             if let Some(slot) = c.get(id) {
-                c.row_mut(slot).copy_from_slice(src);
+                if overwrite {
+                    c.row_mut(slot).copy_from_slice(src);
+                }
                 return false;
             }
         }

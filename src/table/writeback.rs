@@ -511,21 +511,28 @@ impl Table {
         self.write_log_copies_home(ssd, &rows, &mut wb)
     }
 
+    /// The ids of `ids` (a hot set's, for the row log's restore) as a
+    /// set of this table's rows.
+    pub(crate) fn hot_ids(&self, ids: &[u64]) -> HotIds {
+        HotIds::new(self.entry.rows, ids)
+    }
+
     /// Recovery: the rows `ids` of row-log block `b` (`rows`: their bytes,
     /// in order) have their newest committed copy there, as far as the log
     /// has been read (it is read oldest block first). A cached table maps
     /// each row there, and puts those in `cache` (the hot set's) in memory
     /// too ([`Shard::restore_row`]), since the open has just read their
-    /// bytes; a pinned table (one whose placement changed since it was
-    /// logged) takes the bytes and marks them dirty. Returns whether the
-    /// log must be merged at the next checkpoint (the pinned case), and
-    /// the rows put in memory that were not there.
+    /// bytes, and records in `cache` which it put; a pinned table (one
+    /// whose placement changed since it was logged) takes the bytes and
+    /// marks them dirty. Returns whether the log must be merged at the
+    /// next checkpoint (the pinned case), and the rows put in memory that
+    /// were not there.
     pub(crate) fn restore_logged_block(
         &self,
         b: u32,
         ids: &[u64],
         rows: &[u8],
-        cache: Option<&rustc_hash::FxHashSet<u64>>,
+        cache: &mut HotIds,
     ) -> (bool, u64) {
         let rb = self.row_bytes;
         match &self.kind {
@@ -535,8 +542,16 @@ impl Table {
                 for (k, &id) in ids.iter().enumerate() {
                     let mut sh = shards[self.shard_of(id, shards.len())].lock();
                     sh.log_at(id, b);
-                    if cache.is_some_and(|c| c.contains(&id)) {
-                        put += sh.restore_row(id, &rows[k * rb..(k + 1) * rb], &mut ctx) as u64;
+                    if cache.contains(id) {
+                        // A row in memory that this restore did not put
+                        // there came from the hot rows: the committed
+                        // value already. One it put is an older copy.
+                        let ours = cache.was_put(id);
+                        let src = &rows[k * rb..(k + 1) * rb];
+                        if sh.restore_row(id, src, ours, &mut ctx) && !ours {
+                            cache.set_put(id);
+                            put += 1;
+                        }
                     }
                 }
                 if put > 0 {
@@ -883,4 +898,89 @@ mod tests {
             );
         }
     }
+}
+
+/// A table's ids of the hot set, which the row log's restore puts in memory
+/// ([`Table::restore_logged_block`]), probed once per logged row, and
+/// which of them it put there: a bitmap over the table's rows where that
+/// is at most 64 bytes an id (or 8 MiB), in cache for most tables, else a
+/// hash set (about 16 bytes an id, a cache miss per probe: with it for
+/// every table, a SIGKILLed W5 store's open spent a quarter of its time
+/// probing).
+#[derive(Debug, Default)]
+pub(crate) enum HotIds {
+    /// No id.
+    #[default]
+    None,
+    /// Bit `id` set for each id, and for each id the restore put.
+    Bits { want: Vec<u64>, put: Vec<u64> },
+    /// The ids, and those the restore put.
+    Set {
+        want: rustc_hash::FxHashSet<u64>,
+        put: rustc_hash::FxHashSet<u64>,
+    },
+}
+
+impl HotIds {
+    /// The set of `ids`, all below `rows`.
+    pub(crate) fn new(rows: u64, ids: &[u64]) -> HotIds {
+        if ids.is_empty() {
+            return HotIds::None;
+        }
+        let words = rows.div_ceil(64);
+        if words * 8 <= (64 * ids.len() as u64).max(8 << 20) {
+            let mut want = vec![0u64; words as usize];
+            for &id in ids {
+                want[(id / 64) as usize] |= 1 << (id % 64);
+            }
+            HotIds::Bits {
+                put: vec![0u64; want.len()],
+                want,
+            }
+        } else {
+            HotIds::Set {
+                want: ids.iter().copied().collect(),
+                put: Default::default(),
+            }
+        }
+    }
+
+    /// Whether `id` is one of the ids.
+    #[inline]
+    pub(crate) fn contains(&self, id: u64) -> bool {
+        match self {
+            HotIds::None => false,
+            HotIds::Bits { want, .. } => bit(want, id),
+            HotIds::Set { want, .. } => want.contains(&id),
+        }
+    }
+
+    /// Whether the restore put `id` in memory.
+    #[inline]
+    fn was_put(&self, id: u64) -> bool {
+        match self {
+            HotIds::None => false,
+            HotIds::Bits { put, .. } => bit(put, id),
+            HotIds::Set { put, .. } => put.contains(&id),
+        }
+    }
+
+    /// Record that the restore put `id` in memory.
+    #[inline]
+    fn set_put(&mut self, id: u64) {
+        match self {
+            HotIds::None => {}
+            HotIds::Bits { put, .. } => put[(id / 64) as usize] |= 1 << (id % 64),
+            HotIds::Set { put, .. } => {
+                put.insert(id);
+            }
+        }
+    }
+}
+
+#[inline]
+fn bit(words: &[u64], id: u64) -> bool {
+    words
+        .get((id / 64) as usize)
+        .is_some_and(|w| w & (1 << (id % 64)) != 0)
 }
