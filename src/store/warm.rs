@@ -346,6 +346,12 @@ impl Store {
                         // In place order within the batch: the reads
                         // sweep the file (the miss path sorts by place).
                         read += t.warm(&ssd, batch)?;
+                        // Give back what the batch freed: its buffers
+                        // (tens of MiB) come from glibc's heaps once it
+                        // has raised its mapping threshold, and stayed
+                        // resident there, batch after batch (up to 230
+                        // MiB above the budget after a SIGKILLed W5).
+                        crate::memory::trim();
                     }
                 }
                 Ok(read)
