@@ -40,23 +40,40 @@ fn hot(n: u64) -> Vec<u64> {
 
 #[test]
 fn a_reopened_store_reads_its_hot_set_back() {
-    reopened_store_warms(false);
+    reopened_store_warms(false, false);
 }
 
 /// With the hot rows, the same rows come back with the same values, and
 /// nothing is read from the data file: they come from `hot-rows.emb`.
 #[test]
 fn a_reopened_store_puts_its_hot_rows_back() {
-    reopened_store_warms(true);
+    reopened_store_warms(true, true);
 }
 
-fn reopened_store_warms(warm_rows: bool) {
+/// Without the hot rows, rows whose newest copy is in the row log come
+/// back from the open's reads of the log: nothing is read after it.
+#[test]
+fn a_reopened_store_puts_its_logged_hot_rows_back_from_the_log() {
+    reopened_store_warms(false, true);
+}
+
+/// `cfg` without the row log: written rows go home, and a warm-up reads
+/// them from there.
+fn without_log(mut cfg: StoreConfig) -> StoreConfig {
+    cfg.ssd.row_log = Some(embtier::ByteSize(0));
+    cfg
+}
+
+/// A store reopened warm (`warm_rows`: with hot rows; `log`: with the
+/// row log, which then holds the rows written).
+fn reopened_store_warms(warm_rows: bool, log: bool) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
     let cfg = config_rows(
         vec![TierConfig::dram(3000 * rb(), PolicyKind::Lru)],
         warm_rows,
     );
+    let cfg = if log { cfg } else { without_log(cfg) };
     let s = Store::create(&path, cfg).unwrap();
     let ids = hot(2000);
     let mut out = vec![0f32; ids.len() * DIM as usize];
@@ -83,8 +100,19 @@ fn reopened_store_warms(warm_rows: bool) {
     s.lookup("t", &ids, &mut again).unwrap();
     let t = s.stats().table("t").unwrap().clone();
     assert_eq!(t.dram().hits, ids.len() as u64);
-    let read = if warm_rows { 0 } else { resident };
-    assert_eq!(t.ssd.rows_read, read, "only the warm-up read");
+    match (warm_rows, log) {
+        (true, _) => assert_eq!(t.ssd.rows_read, 0, "all from the hot rows"),
+        (false, false) => assert_eq!(t.ssd.rows_read, resident, "only the warm-up read"),
+        // The rows the checkpoint logged came from the log's reads at
+        // open; the warm-up read the others, from their home.
+        (false, true) => assert!(
+            t.ssd.log_rows_read == 0 && t.ssd.rows_read < resident,
+            "{} rows read, {} of them from the log, of {resident}: the logged ones \
+             come from the open's reads of the log",
+            t.ssd.rows_read,
+            t.ssd.log_rows_read
+        ),
+    }
     assert_eq!(again, out);
 }
 
@@ -302,7 +330,12 @@ fn a_dense_hot_set_comes_back_in_sequential_reads() {
 fn stale_damaged_or_cut_hot_rows_are_refused_chunk_by_chunk() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
-    let cfg = config_rows(vec![TierConfig::dram(60_000 * rb(), PolicyKind::Lru)], true);
+    // Without the row log, the rows the hot rows do not put back are read
+    // from the data file after the open, and counted.
+    let cfg = without_log(config_rows(
+        vec![TierConfig::dram(60_000 * rb(), PolicyKind::Lru)],
+        true,
+    ));
     let s = Store::create(&path, cfg.clone()).unwrap();
     let ids: Vec<u64> = (0..50_000).collect();
     let mut out = vec![0f32; ids.len() * DIM as usize];
