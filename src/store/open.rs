@@ -302,12 +302,20 @@ impl Store {
             hot_ids[*i] = store.tables[*i].hot_ids(ids);
         }
         let put = std::thread::scope(|scope| {
-            let hot = (!cold).then(|| scope.spawn(|| store.load_hot_rows()));
+            let hot = (!cold).then(|| {
+                std::thread::Builder::new()
+                    .name("embtier-hot-rows".into())
+                    .spawn_scoped(scope, || store.load_hot_rows())
+            });
             let restored =
                 restore_row_log(&store.ssd, &store.tables, &store.superblock, &mut hot_ids);
-            let put = hot.map_or(0, |h| {
-                h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
-            });
+            let put = match hot {
+                None => 0,
+                Some(Ok(h)) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                // No thread to be had: the hot rows after the log.
+                Some(Err(_)) if restored.is_ok() => store.load_hot_rows(),
+                Some(Err(_)) => 0,
+            };
             restored.map(|logged| put + logged)
         })?;
         drop(hot_ids);

@@ -202,39 +202,53 @@ fn read_ahead(
         let off = ssd.log_block(first as u32) * BLOCK_SIZE as u64;
         ssd.read_extents_each(&[off], n as usize * BLOCK_SIZE, buf, &mut |_, _| {})
     };
-    if chunks.len() < 2 {
-        let mut buf = AlignedBuf::new(BLOCK_SIZE);
-        for c in chunks {
-            read(c, &mut buf)?;
-            each(c, &buf.as_slice()[..c.2 as usize * BLOCK_SIZE])?;
-        }
-        return Ok(());
-    }
-    std::thread::scope(|scope| {
-        let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<(usize, Result<AlignedBuf>)>(1);
-        let (empty_tx, empty_rx) = std::sync::mpsc::channel::<AlignedBuf>();
-        for _ in 0..2 {
-            let _ = empty_tx.send(AlignedBuf::new(BLOCK_SIZE));
-        }
-        scope.spawn(move || {
-            for (k, c) in chunks.iter().enumerate() {
-                // Gone: `each` failed, and the reads stop.
-                let Ok(mut buf) = empty_rx.recv() else {
-                    return;
-                };
-                let r = read(c, &mut buf).map(|()| buf);
-                let failed = r.is_err();
-                if full_tx.send((k, r)).is_err() || failed {
-                    return;
-                }
+    if chunks.len() >= 2 {
+        let ahead = std::thread::scope(|scope| {
+            let (full_tx, full_rx) =
+                std::sync::mpsc::sync_channel::<(usize, Result<AlignedBuf>)>(1);
+            let (empty_tx, empty_rx) = std::sync::mpsc::channel::<AlignedBuf>();
+            for _ in 0..2 {
+                let _ = empty_tx.send(AlignedBuf::new(BLOCK_SIZE));
             }
+            let reader = std::thread::Builder::new()
+                .name("embtier-log-read".into())
+                .spawn_scoped(scope, move || {
+                    for (k, c) in chunks.iter().enumerate() {
+                        // Gone: `each` failed, and the reads stop.
+                        let Ok(mut buf) = empty_rx.recv() else {
+                            return;
+                        };
+                        let r = read(c, &mut buf).map(|()| buf);
+                        let failed = r.is_err();
+                        if full_tx.send((k, r)).is_err() || failed {
+                            return;
+                        }
+                    }
+                });
+            if reader.is_err() {
+                // No thread to be had: the reads one after the other,
+                // below (the channels went with the closure).
+                return None;
+            }
+            let checked = || {
+                for (k, r) in full_rx {
+                    let buf = r?;
+                    let c = &chunks[k];
+                    each(c, &buf.as_slice()[..c.2 as usize * BLOCK_SIZE])?;
+                    let _ = empty_tx.send(buf);
+                }
+                Ok(())
+            };
+            Some(checked())
         });
-        for (k, r) in full_rx {
-            let buf = r?;
-            let c = &chunks[k];
-            each(c, &buf.as_slice()[..c.2 as usize * BLOCK_SIZE])?;
-            let _ = empty_tx.send(buf);
+        if let Some(r) = ahead {
+            return r;
         }
-        Ok(())
-    })
+    }
+    let mut buf = AlignedBuf::new(BLOCK_SIZE);
+    for c in chunks {
+        read(c, &mut buf)?;
+        each(c, &buf.as_slice()[..c.2 as usize * BLOCK_SIZE])?;
+    }
+    Ok(())
 }
