@@ -349,7 +349,7 @@ impl Store {
                         // Give back what the batch freed: its buffers
                         // (tens of MiB) come from glibc's heaps once it
                         // has raised its mapping threshold, and stayed
-                        // resident there, batch after batch (up to 230
+                        // resident there, batch after batch (up to 220
                         // MiB above the budget after a SIGKILLed W5).
                         crate::memory::trim();
                     }
