@@ -202,13 +202,6 @@ impl<K: std::hash::Hash + Eq> Densify<K> {
     pub fn len(&self) -> u64 {
         self.map.len() as u64
     }
-
-    /// The keys seen, indexed by their dense ids.
-    pub fn into_keys(self) -> Vec<K> {
-        let mut v: Vec<(K, u64)> = self.map.into_iter().collect();
-        v.sort_unstable_by_key(|(_, i)| *i);
-        v.into_iter().map(|(k, _)| k).collect()
-    }
 }
 
 #[cfg(test)]

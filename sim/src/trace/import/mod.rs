@@ -11,6 +11,7 @@ use super::{etrace_err, Access, AccessKind, Trace, TraceError, TraceTable};
 use crate::densify::Densify;
 
 mod readers;
+mod text;
 
 pub use readers::oracle_general_batches;
 use readers::{avazu, criteo, delimited, movielens, oracle_general, txt};

@@ -160,30 +160,26 @@ fn og_feed(
 }
 
 pub(super) fn txt(path: &Path, mut b: Builder<'_>) -> Result<(Trace, Counts), TraceError> {
-    let r = open_text(path)?;
-    let mut ids = crate::densify::IdTable::default();
-    // One line buffer for the file, not a String per line.
-    let mut r = r;
-    let mut line = String::new();
-    for i in 0.. {
-        line.clear();
-        if r.read_line(&mut line).map_err(io_err(path))? == 0 {
-            break;
+    let mut ids = vec![IdTable::default()];
+    let parse = |i: u64, line: &[u8], pending: &mut text::Pending| {
+        let s = line.trim_ascii();
+        if s.is_empty() || s[0] == b'*' || s[0] == b'#' {
+            return Ok(());
         }
-        let s = line.trim();
-        if s.is_empty() || s.starts_with('*') || s.starts_with('#') {
-            continue;
-        }
-        let id: u64 = s.parse().map_err(|_| TraceError::BadRecord {
-            path: path.into(),
-            record: i as u64 + 1,
-            reason: format!("{s:?} is not an integer id"),
-        })?;
-        let row = ids.id(id) as u64;
-        b.push(0, row);
-        b.end_sample();
-    }
-    Ok(b.finish(single_table("ids", ids.len() as u64)))
+        let id: u64 = std::str::from_utf8(s)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| TraceError::BadRecord {
+                path: path.into(),
+                record: i + 1,
+                reason: format!("{:?} is not an integer id", text::shown(s)),
+            })?;
+        pending.push(0, id);
+        pending.end_record();
+        Ok(())
+    };
+    text::number_parsed(path, parse, &mut ids, &mut b)?;
+    Ok(b.finish(single_table("ids", ids[0].len() as u64)))
 }
 
 pub(super) fn column_index(
@@ -242,16 +238,14 @@ pub(super) fn delimited(
             detected
         }
     };
-    let r = open_text(path)?;
-    let mut lines = r.lines().enumerate();
-    let header_line = if has_header {
-        match lines.next() {
-            Some((_, l)) => Some(l.map_err(io_err(path))?),
+    let mut header_line = None;
+    if has_header {
+        let mut first = open_text(path)?.lines();
+        match first.next() {
+            Some(l) => header_line = Some(l.map_err(io_err(path))?),
             None => return Err(TraceError::Empty { path: path.into() }),
         }
-    } else {
-        None
-    };
+    }
     let header: Option<Vec<&str>> = header_line.as_deref().map(|h| h.split(delim).collect());
     let id_col = column_index(&spec.id, header.as_deref(), path)?;
     let table_col = spec
@@ -270,61 +264,71 @@ pub(super) fn delimited(
             .collect::<Vec<_>>()
             .join(", ")
     });
-    let mut tables: Densify<String> = Densify::default();
-    let mut ids: Vec<Densify<String>> = Vec::new();
+    let mut tables = text::Names::default();
+    let mut keys: Vec<text::ValueKeys> = Vec::new();
+    let mut ids: Vec<IdTable> = Vec::new();
     // Whether each id, read as a number, is the one before plus one.
     let mut counting = true;
     let mut last: Option<i128> = None;
     let mut records = 0u64;
-    for (i, line) in lines {
-        let line = line.map_err(io_err(path))?;
-        if line.trim().is_empty() {
-            continue;
+    let delim = spec.delimiter;
+    let parse = |i: u64, line: &[u8], pending: &mut text::Pending| {
+        if (has_header && i == 0) || line.trim_ascii().is_empty() {
+            return Ok(());
         }
-        let cols: Vec<&str> = line.split(delim).collect();
         let rec = |reason: String| TraceError::BadRecord {
             path: path.into(),
-            record: i as u64 + 1,
+            record: i + 1,
             reason,
         };
-        let id = cols
-            .get(id_col)
-            .ok_or_else(|| {
-                rec(format!(
-                    "has {} columns, the id is column {id_col}",
-                    cols.len()
-                ))
-            })?
-            .trim();
+        let (mut id, mut table) = (None, None);
+        for (k, f) in line.split(|&b| b == delim).enumerate() {
+            if k == id_col {
+                id = Some(f);
+            }
+            if Some(k) == table_col {
+                table = Some(f);
+            }
+            if id.is_some() && (table.is_some() || table_col.is_none()) {
+                break;
+            }
+        }
+        let Some(id) = id else {
+            let n = line.split(|&b| b == delim).count();
+            return Err(rec(format!("has {n} columns, the id is column {id_col}")));
+        };
+        let id = id.trim_ascii();
         if id.is_empty() {
             return Err(rec(format!("empty id in column {id_col}")));
         }
         records += 1;
-        let n = id.parse::<i128>().ok();
-        counting &= match (last, n) {
+        let num = if counting {
+            std::str::from_utf8(id)
+                .ok()
+                .and_then(|s| s.parse::<i128>().ok())
+        } else {
+            None
+        };
+        counting &= match (last, num) {
             (None, Some(_)) => true,
             (Some(l), Some(n)) => n == l + 1,
             _ => false,
         };
-        last = n;
-        let t = match table_col {
-            Some(c) => {
-                let name = cols
-                    .get(c)
-                    .ok_or_else(|| rec(format!("has no table column {c}")))?
-                    .trim();
-                tables.id(name.to_string())
-            }
-            None => tables.id(String::new()),
+        last = num;
+        let t = match (table_col, table) {
+            (Some(c), None) => return Err(rec(format!("has no table column {c}"))),
+            (_, Some(name)) => tables.id(name.trim_ascii()),
+            (None, None) => tables.id(b""),
         };
-        if t as usize == ids.len() {
-            ids.push(Densify::default());
+        if t as usize == keys.len() {
+            keys.push(text::ValueKeys::default());
         }
-        let row = ids[t as usize].id(id.to_string());
-        b.push(t as u32, row);
-        b.end_sample();
-    }
-    let distinct: u64 = ids.iter().map(Densify::len).sum();
+        pending.push(t, keys[t as usize].key(id));
+        pending.end_record();
+        Ok(())
+    };
+    text::number_parsed(path, parse, &mut ids, &mut b)?;
+    let distinct: u64 = ids.iter().map(|d| d.len() as u64).sum();
     let warn = |text: String| Note {
         warning: true,
         text,
@@ -347,12 +351,12 @@ pub(super) fn delimited(
         )));
     }
     let tables = tables
-        .into_keys()
+        .into_names()
         .into_iter()
         .zip(&ids)
         .map(|(n, ids)| TraceTable {
             name: if n.is_empty() { "ids".into() } else { n },
-            rows: ids.len().max(1),
+            rows: (ids.len() as u64).max(1),
             dim: 0,
             row_bytes: 0,
         })
@@ -361,56 +365,49 @@ pub(super) fn delimited(
 }
 
 pub(super) fn criteo(path: &Path, mut b: Builder<'_>) -> Result<(Trace, Counts), TraceError> {
-    let r = open_text(path)?;
-    let mut ids: Vec<Densify<u32>> = (0..26).map(|_| Densify::default()).collect();
-    let mut first = true;
-    let mut delim = '\t';
-    for (i, line) in r.lines().enumerate() {
-        let line = line.map_err(io_err(path))?;
-        if first {
-            first = false;
-            if line.starts_with("label,") {
-                delim = ',';
-                continue; // the CSV-with-header variant
-            }
+    let mut ids: Vec<IdTable> = (0..26).map(|_| IdTable::default()).collect();
+    let mut delim = b'\t';
+    let parse = |i: u64, line: &[u8], pending: &mut text::Pending| {
+        if i == 0 && line.starts_with(b"label,") {
+            delim = b',';
+            return Ok(()); // the CSV-with-header variant
         }
         if line.is_empty() {
-            continue;
+            return Ok(());
         }
-        let cols: Vec<&str> = line.split(delim).collect();
+        let mut cols: [&[u8]; 40] = [&[]; 40];
+        let n = text::split_fields(line, delim, &mut cols);
         // Some copies drop trailing empty fields: fewer columns mean the
         // last categorical values are missing.
-        if !(14..=40).contains(&cols.len()) {
+        if !(14..=40).contains(&n) {
             return Err(TraceError::BadRecord {
                 path: path.into(),
-                record: i as u64 + 1,
-                reason: format!(
-                    "has {} columns, Criteo has 40 (label, I1-I13, C1-C26)",
-                    cols.len()
-                ),
+                record: i + 1,
+                reason: format!("has {n} columns, Criteo has 40 (label, I1-I13, C1-C26)"),
             });
         }
-        for (t, v) in cols[14..].iter().enumerate() {
-            let v = v.trim();
+        for (t, v) in cols[14..n].iter().enumerate() {
+            let v = v.trim_ascii();
             if v.is_empty() {
                 continue;
             }
-            let h = u32::from_str_radix(v, 16).map_err(|_| TraceError::BadRecord {
+            let h = text::hex_u32(v).ok_or_else(|| TraceError::BadRecord {
                 path: path.into(),
-                record: i as u64 + 1,
-                reason: format!("C{} = {v:?} is not a 32-bit hex hash", t + 1),
+                record: i + 1,
+                reason: format!("C{} = {:?} is not a 32-bit hex hash", t + 1, text::shown(v)),
             })?;
-            let row = ids[t].id(h);
-            b.push(t as u32, row);
+            pending.push(t as u32, h as u64);
         }
-        b.end_sample();
-    }
+        pending.end_record();
+        Ok(())
+    };
+    text::number_parsed(path, parse, &mut ids, &mut b)?;
     let tables = ids
         .iter()
         .enumerate()
         .map(|(t, d)| TraceTable {
             name: format!("C{}", t + 1),
-            rows: d.len().max(1),
+            rows: (d.len() as u64).max(1),
             dim: 0,
             row_bytes: 0,
         })
@@ -422,10 +419,8 @@ pub(super) fn criteo(path: &Path, mut b: Builder<'_>) -> Result<(Trace, Counts),
 const AVAZU_SKIP: usize = 3;
 
 pub(super) fn avazu(path: &Path, mut b: Builder<'_>) -> Result<(Trace, Counts), TraceError> {
-    let r = open_text(path)?;
-    let mut lines = r.lines().enumerate();
-    let header = match lines.next() {
-        Some((_, l)) => l.map_err(io_err(path))?,
+    let header = match open_text(path)?.lines().next() {
+        Some(l) => l.map_err(io_err(path))?,
         None => return Err(TraceError::Empty { path: path.into() }),
     };
     if !header.starts_with("id,click,hour,") {
@@ -440,36 +435,38 @@ pub(super) fn avazu(path: &Path, mut b: Builder<'_>) -> Result<(Trace, Counts), 
         .skip(AVAZU_SKIP)
         .map(|n| n.trim().to_string())
         .collect();
-    let mut ids: Vec<Densify<String>> = names.iter().map(|_| Densify::default()).collect();
-    for (i, line) in lines {
-        let line = line.map_err(io_err(path))?;
-        if line.trim().is_empty() {
-            continue;
+    let mut keys: Vec<text::ValueKeys> = names.iter().map(|_| Default::default()).collect();
+    let mut ids: Vec<IdTable> = names.iter().map(|_| IdTable::default()).collect();
+    let width = names.len() + AVAZU_SKIP;
+    let parse = |i: u64, line: &[u8], pending: &mut text::Pending| {
+        if i == 0 || line.trim_ascii().is_empty() {
+            return Ok(());
         }
-        let cols: Vec<&str> = line.split(',').collect();
-        if cols.len() != names.len() + AVAZU_SKIP {
+        let mut n = 0;
+        for (k, v) in line.split(|&c| c == b',').enumerate() {
+            n = k + 1;
+            if k >= AVAZU_SKIP && k < width {
+                let t = k - AVAZU_SKIP;
+                pending.push(t as u32, keys[t].key(v.trim_ascii()));
+            }
+        }
+        if n != width {
             return Err(TraceError::BadRecord {
                 path: path.into(),
-                record: i as u64 + 1,
-                reason: format!(
-                    "has {} columns, the header {}",
-                    cols.len(),
-                    names.len() + AVAZU_SKIP
-                ),
+                record: i + 1,
+                reason: format!("has {n} columns, the header {width}"),
             });
         }
-        for (t, v) in cols[AVAZU_SKIP..].iter().enumerate() {
-            let row = ids[t].id(v.trim().to_string());
-            b.push(t as u32, row);
-        }
-        b.end_sample();
-    }
+        pending.end_record();
+        Ok(())
+    };
+    text::number_parsed(path, parse, &mut ids, &mut b)?;
     let tables = names
         .into_iter()
         .zip(&ids)
         .map(|(name, d)| TraceTable {
             name,
-            rows: d.len().max(1),
+            rows: (d.len() as u64).max(1),
             dim: 0,
             row_bytes: 0,
         })

@@ -1,0 +1,526 @@
+//! Text traces read as bytes: the file (or its gzip stream) in large
+//! blocks, split into lines and fields in place, ids numbered from their
+//! bytes. No `String` or `Vec` per line or per field: the readers of CSV,
+//! one-id-per-line, Criteo and Avazu files spent most of their time
+//! allocating those and hashing strings (about 20 MB of text a second).
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::Path;
+
+use super::{io_err, Builder, TraceError};
+use crate::densify::{FastHash, IdTable};
+
+/// Bytes read from the file at a time (a longer line grows the buffer).
+const BLOCK: usize = 4 << 20;
+
+/// The reader of `path`: the file, or its decompressed stream where its
+/// name ends in `.gz`.
+fn open(path: &Path) -> Result<Box<dyn Read>, TraceError> {
+    let f = std::fs::File::open(path).map_err(io_err(path))?;
+    if path.extension().is_some_and(|e| e == "gz") {
+        Ok(Box::new(flate2::read::MultiGzDecoder::new(f)))
+    } else {
+        Ok(Box::new(f))
+    }
+}
+
+/// Hand each line of `path` to `each(index, line)` in order: `index`
+/// counts every line from 0, and `line` is without its end (`\n` or
+/// `\r\n`), as [`std::io::BufRead::lines`] gives them (a last line
+/// without a newline is a line; an empty one after the last newline is
+/// not). Stops at the first error `each` returns.
+pub(super) fn for_each_line(
+    path: &Path,
+    mut each: impl FnMut(u64, &[u8]) -> Result<(), TraceError>,
+) -> Result<(), TraceError> {
+    let mut r = open(path)?;
+    let mut buf = vec![0u8; BLOCK];
+    let mut filled = 0usize;
+    let mut index = 0u64;
+    loop {
+        if filled == buf.len() {
+            // A line longer than the buffer.
+            buf.resize(buf.len() * 2, 0);
+        }
+        let n = match r.read(&mut buf[filled..]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io_err(path)(e)),
+        };
+        if n == 0 {
+            if filled > 0 {
+                each(index, &buf[..filled])?;
+            }
+            return Ok(());
+        }
+        let scan = filled;
+        filled += n;
+        // Only the bytes just read can hold the last newline.
+        let Some(last) = memchr::memrchr(b'\n', &buf[scan..filled]).map(|i| scan + i) else {
+            continue;
+        };
+        let mut start = 0;
+        for nl in memchr::memchr_iter(b'\n', &buf[..=last]) {
+            let line = &buf[start..nl];
+            each(index, line.strip_suffix(b"\r").unwrap_or(line))?;
+            index += 1;
+            start = nl + 1;
+        }
+        buf.copy_within(last + 1..filled, 0);
+        filled -= last + 1;
+    }
+}
+
+/// The fields of `line` split at `delim` into `out` (at most its length;
+/// the rest are counted, not kept): returns how many there are.
+#[inline]
+pub(super) fn split_fields<'a>(line: &'a [u8], delim: u8, out: &mut [&'a [u8]]) -> usize {
+    let mut n = 0;
+    for f in line.split(|&b| b == delim) {
+        if let Some(o) = out.get_mut(n) {
+            *o = f;
+        }
+        n += 1;
+    }
+    n
+}
+
+/// `v` as a hexadecimal `u32`, as `u32::from_str_radix(v, 16)` reads it
+/// (an optional `+`, then digits of either case; no overflow).
+#[inline]
+pub(super) fn hex_u32(v: &[u8]) -> Option<u32> {
+    let v = v.strip_prefix(b"+").unwrap_or(v);
+    if v.is_empty() {
+        return None;
+    }
+    let mut x: u32 = 0;
+    for &b in v {
+        let d = match b {
+            b'0'..=b'9' => b - b'0',
+            b'a'..=b'f' => b - b'a' + 10,
+            b'A'..=b'F' => b - b'A' + 10,
+            _ => return None,
+        };
+        x = x.checked_mul(16)?.checked_add(d as u32)?;
+    }
+    Some(x)
+}
+
+/// `v` as text for a message (bytes that are not UTF-8 replaced).
+pub(super) fn shown(v: &[u8]) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(v)
+}
+
+/// Keys of a column's values, by their bytes: distinct values have
+/// distinct keys, so numbering the keys in order of first appearance
+/// gives the same ids as numbering the values as strings.
+///
+/// A value of 1 to 15 lower-case hexadecimal digits (most ids in these
+/// files: hashes and decimal numbers) is its own key, `len << 60 |
+/// value`, with no hashing of strings: distinct such strings have
+/// distinct keys (the length keeps leading zeros apart). Any other value
+/// is interned and keyed by its index, below `2^60`, so it never meets a
+/// key of the first kind.
+#[derive(Default)]
+pub(super) struct ValueKeys {
+    interned: HashMap<Box<[u8]>, u64, FastHash>,
+}
+
+impl ValueKeys {
+    /// The key of `v` (see the type's documentation).
+    #[inline]
+    pub(super) fn key(&mut self, v: &[u8]) -> u64 {
+        if (1..=15).contains(&v.len()) {
+            let mut x = 0u64;
+            let mut hex = true;
+            for &b in v {
+                let d = match b {
+                    b'0'..=b'9' => b - b'0',
+                    b'a'..=b'f' => b - b'a' + 10,
+                    _ => {
+                        hex = false;
+                        break;
+                    }
+                };
+                x = x << 4 | d as u64;
+            }
+            if hex {
+                return (v.len() as u64) << 60 | x;
+            }
+        }
+        if let Some(&k) = self.interned.get(v) {
+            return k;
+        }
+        let k = self.interned.len() as u64;
+        self.interned.insert(v.into(), k);
+        k
+    }
+}
+
+/// Records parsed but not yet numbered: each table's keys are numbered
+/// by an [`IdTable`] whose slots are random memory, a cache miss each in
+/// a large table. Holding a few thousand records lets the numbering ask
+/// for the slot of a key [`Pending::AHEAD`] keys before its turn, as the
+/// oracleGeneral reader does, instead of waiting on each in turn; and
+/// lets one thread parse while another numbers ([`number_parsed`]).
+#[derive(Default)]
+pub(super) struct Pending {
+    /// `(table, key)` of each access, in order.
+    keys: Vec<(u32, u64)>,
+    /// Where each record's accesses end in `keys`.
+    ends: Vec<u32>,
+}
+
+impl Pending {
+    /// Keys between asking for a slot and numbering its key.
+    const AHEAD: usize = 16;
+    /// Records held before they are numbered.
+    const RECORDS: usize = 4096;
+
+    /// An access of `table` to the value keyed `key`.
+    #[inline]
+    pub(super) fn push(&mut self, table: u32, key: u64) {
+        self.keys.push((table, key));
+    }
+
+    /// The record is whole.
+    #[inline]
+    pub(super) fn end_record(&mut self) {
+        self.ends.push(self.keys.len() as u32);
+    }
+
+    /// Whether enough records are held to number them.
+    #[inline]
+    fn full(&self) -> bool {
+        self.ends.len() >= Pending::RECORDS
+    }
+
+    /// Number every access held (table `t`'s keys by `ids[t]`, which
+    /// grows to the tables met) and hand them to `b`, a record at a time.
+    fn flush(&mut self, ids: &mut Vec<IdTable>, b: &mut Builder<'_>) {
+        const A: usize = Pending::AHEAD;
+        if let Some(top) = self.keys.iter().map(|&(t, _)| t as usize).max() {
+            if top >= ids.len() {
+                ids.resize_with(top + 1, IdTable::default);
+            }
+        }
+        let mut hashes = [0u64; A];
+        for (j, &(t, k)) in self.keys.iter().take(A).enumerate() {
+            hashes[j] = IdTable::hash(k);
+            ids[t as usize].prefetch_hashed(hashes[j]);
+        }
+        let mut ends = self.ends.iter().copied().peekable();
+        for (j, &(t, k)) in self.keys.iter().enumerate() {
+            while ends.next_if(|&e| e as usize == j).is_some() {
+                b.end_sample();
+            }
+            let h = hashes[j % A];
+            if let Some(&(tn, kn)) = self.keys.get(j + A) {
+                let hn = IdTable::hash(kn);
+                ids[tn as usize].prefetch_hashed(hn);
+                hashes[j % A] = hn;
+            }
+            let row = ids[t as usize].id_hashed(k, h);
+            b.push(t, row as u64);
+        }
+        for _ in ends {
+            b.end_sample();
+        }
+        self.keys.clear();
+        self.ends.clear();
+    }
+}
+
+/// Read `path`'s lines, `parse` each into accesses (`parse(index, line,
+/// pending)`, as [`for_each_line`] numbers lines: pushing each access's
+/// table and key, then ending the record), number table `t`'s keys by
+/// `ids[t]` in order of first appearance, and hand the accesses to `b`.
+///
+/// One thread reads and parses while this one numbers, the work split
+/// about evenly (a Criteo file: 0.4 of a core parsing, 0.6 numbering),
+/// in chunks of [`Pending::RECORDS`] records; where the system refuses a
+/// thread, both are done here, one chunk after the other. The first
+/// error `parse` returns ends the reading, and is returned after the
+/// records before it are numbered.
+pub(super) fn number_parsed(
+    path: &Path,
+    mut parse: impl FnMut(u64, &[u8], &mut Pending) -> Result<(), TraceError> + Send,
+    ids: &mut Vec<IdTable>,
+    b: &mut Builder<'_>,
+) -> Result<(), TraceError> {
+    use std::sync::mpsc;
+    let parsed = std::thread::scope(|s| {
+        // Chunks parsed, and chunks numbered (their buffers, to reuse).
+        let (full_tx, full_rx) = mpsc::sync_channel::<Pending>(4);
+        let (free_tx, free_rx) = mpsc::channel::<Pending>();
+        let parse = &mut parse;
+        let parser = std::thread::Builder::new()
+            .name("trace-parse".into())
+            .spawn_scoped(s, move || {
+                let mut cur = Pending::default();
+                for_each_line(path, |i, line| {
+                    parse(i, line, &mut cur)?;
+                    if cur.full() {
+                        let next = free_rx.try_recv().unwrap_or_default();
+                        full_tx
+                            .send(std::mem::replace(&mut cur, next))
+                            .map_err(|_| stopped(path))?;
+                    }
+                    Ok(())
+                })?;
+                full_tx.send(cur).map_err(|_| stopped(path))
+            });
+        let Ok(parser) = parser else {
+            return None;
+        };
+        for mut chunk in full_rx {
+            chunk.flush(ids, b);
+            // The parser may have finished: then the buffer is dropped.
+            let _ = free_tx.send(chunk);
+        }
+        Some(
+            parser
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+        )
+    });
+    match parsed {
+        Some(r) => r,
+        None => number_here(path, parse, ids, b),
+    }
+}
+
+/// [`number_parsed`] without a thread: parse and number here, a chunk at
+/// a time.
+fn number_here(
+    path: &Path,
+    mut parse: impl FnMut(u64, &[u8], &mut Pending) -> Result<(), TraceError>,
+    ids: &mut Vec<IdTable>,
+    b: &mut Builder<'_>,
+) -> Result<(), TraceError> {
+    let mut cur = Pending::default();
+    for_each_line(path, |i, line| {
+        parse(i, line, &mut cur)?;
+        if cur.full() {
+            cur.flush(ids, b);
+        }
+        Ok(())
+    })?;
+    cur.flush(ids, b);
+    Ok(())
+}
+
+/// What the parsing thread returns when the numbering has stopped (it
+/// panicked: its panic is what the caller sees).
+fn stopped(path: &Path) -> TraceError {
+    io_err(path)(std::io::Error::other("the numbering of the ids stopped"))
+}
+
+/// Dense ids of names (a CSV's table column) in order of first
+/// appearance, kept as their text.
+#[derive(Default)]
+pub(super) struct Names {
+    ids: HashMap<Box<[u8]>, u32, FastHash>,
+    names: Vec<String>,
+}
+
+impl Names {
+    /// The dense id of name `v`.
+    #[inline]
+    pub(super) fn id(&mut self, v: &[u8]) -> u32 {
+        if let Some(&i) = self.ids.get(v) {
+            return i;
+        }
+        let i = self.names.len() as u32;
+        self.ids.insert(v.into(), i);
+        self.names.push(shown(v).into_owned());
+        i
+    }
+
+    /// The names, by dense id.
+    pub(super) fn into_names(self) -> Vec<String> {
+        self.names
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn lines_of(bytes: &[u8], gz: bool) -> Vec<(u64, Vec<u8>)> {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(if gz { "t.txt.gz" } else { "t.txt" });
+        let mut f = std::fs::File::create(&p).unwrap();
+        if gz {
+            let mut e = flate2::write::GzEncoder::new(f, flate2::Compression::fast());
+            e.write_all(bytes).unwrap();
+            e.finish().unwrap();
+        } else {
+            f.write_all(bytes).unwrap();
+        }
+        let mut out = Vec::new();
+        for_each_line(&p, |i, l| {
+            out.push((i, l.to_vec()));
+            Ok(())
+        })
+        .unwrap();
+        out
+    }
+
+    /// The lines `BufRead::lines` gives, numbered: the reference.
+    fn reference(bytes: &[u8]) -> Vec<(u64, Vec<u8>)> {
+        use std::io::BufRead;
+        std::io::Cursor::new(bytes)
+            .lines()
+            .enumerate()
+            .map(|(i, l)| (i as u64, l.unwrap().into_bytes()))
+            .collect()
+    }
+
+    #[test]
+    fn lines_are_the_std_readers_lines() {
+        let mut long = vec![b'x'; 9 << 20];
+        long.extend_from_slice(b"\r\nshort\n\n");
+        let cases: Vec<Vec<u8>> = vec![
+            b"".to_vec(),
+            b"a".to_vec(),
+            b"a\n".to_vec(),
+            b"a\r\nb\r\n\r\nc".to_vec(),
+            b"\n\n\nx\n".to_vec(),
+            b"a\rb\n".to_vec(),
+            long,
+            (0..2_000_000u32)
+                .map(|i| format!("{i},{}\n", i % 7))
+                .collect::<String>()
+                .into_bytes(),
+        ];
+        for c in &cases {
+            for gz in [false, true] {
+                let got = lines_of(c, gz);
+                let want = reference(c);
+                assert_eq!(got.len(), want.len(), "{} bytes, gz {gz}", c.len());
+                assert!(got == want, "{} bytes, gz {gz}: lines differ", c.len());
+            }
+        }
+    }
+
+    #[test]
+    fn hex_reads_as_from_str_radix() {
+        for v in [
+            "0",
+            "ff",
+            "FF",
+            "+1a",
+            "+",
+            "",
+            "-1",
+            "ffffffff",
+            "100000000",
+            "0000000001",
+            "1g",
+            " 1",
+            "68fd1e64",
+        ] {
+            assert_eq!(
+                hex_u32(v.as_bytes()),
+                u32::from_str_radix(v, 16).ok(),
+                "{v:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn values_are_numbered_as_strings() {
+        let vals = [
+            "a",
+            "0a",
+            "00a",
+            "A",
+            "10",
+            "010",
+            "1005",
+            "abcdef012345678",
+            "abcdef0123456789",
+            "x",
+            "",
+            "a",
+            "A",
+            "0a",
+            "zz",
+            "abcdef0123456789",
+            "1005",
+            "fffffffffffffff",
+        ];
+        let mut keys = ValueKeys::default();
+        let mut ids = IdTable::default();
+        let mut reference: HashMap<&str, u32> = HashMap::new();
+        for v in vals {
+            let n = reference.len() as u32;
+            let want = *reference.entry(v).or_insert(n);
+            assert_eq!(ids.id(keys.key(v.as_bytes())), want, "{v:?}");
+        }
+        assert_eq!(ids.len(), reference.len());
+    }
+
+    /// The numbering with a parsing thread and without one (where the
+    /// system refuses a thread) give the same accesses, batches, ids and
+    /// errors.
+    #[test]
+    fn numbered_alike_with_and_without_a_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.txt");
+        let mut text = String::new();
+        let mut x = 7u64;
+        for i in 0..30_000u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            if i % 97 == 0 {
+                text.push_str("-\n"); // a record with no access
+            } else {
+                text.push_str(&format!("{} {}\n", (x >> 60) % 3, (x >> 20) % 5000));
+            }
+        }
+        std::fs::write(&p, &text).unwrap();
+        let parse = |fail_at: u64| {
+            move |i: u64, line: &[u8], out: &mut Pending| {
+                if i == fail_at {
+                    return Err(TraceError::BadRecord {
+                        path: "t".into(),
+                        record: i + 1,
+                        reason: "told to".into(),
+                    });
+                }
+                let s = std::str::from_utf8(line).unwrap();
+                if let Some((t, k)) = s.split_once(' ') {
+                    out.push(t.parse().unwrap(), k.parse().unwrap());
+                }
+                out.end_record();
+                Ok(())
+            }
+        };
+        let run = |threaded: bool, fail_at: u64| {
+            let mut ids = Vec::new();
+            let mut b = Builder::new(7);
+            let r = if threaded {
+                number_parsed(&p, parse(fail_at), &mut ids, &mut b)
+            } else {
+                number_here(&p, parse(fail_at), &mut ids, &mut b)
+            };
+            let (t, _) = b.finish(Vec::new());
+            let rows: Vec<(u32, u64)> = t.accesses.iter().map(|a| (a.table, a.row)).collect();
+            let lens: Vec<usize> = ids.iter().map(IdTable::len).collect();
+            (r.map_err(|e| e.to_string()), rows, t.batch_ends, lens)
+        };
+        let (r, rows, ends, lens) = run(true, u64::MAX);
+        assert!(r.is_ok());
+        assert_eq!(rows.len(), 30_000 - 30_000usize.div_ceil(97));
+        assert_eq!(lens.len(), 3);
+        assert_eq!((r, rows, ends, lens), run(false, u64::MAX));
+        let e = run(true, 20_000).0.unwrap_err();
+        assert!(e.contains("record 20001"), "{e}");
+        assert_eq!(run(false, 20_000).0.unwrap_err(), e);
+    }
+}

@@ -1,0 +1,388 @@
+//! The text readers (Criteo, Avazu, CSV with a column spec, one id per
+//! line) against a plain reference on generated files: the reference reads
+//! lines with `BufRead::lines`, splits them into `String`s and numbers each
+//! table's values as strings with a `HashMap`, as the readers did before
+//! they read bytes. Every access, batch and table must agree, over files
+//! large enough to cross the readers' blocks (4 MiB) and chunks (4,096
+//! records), with the oddities real files carry: CRLF endings, blank
+//! lines, trimmed blanks, missing trailing fields, upper-case and
+//! zero-padded hex, ids that are not hex at all, records with no access.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+
+use embtier_sim::trace::{import, CsvSpec, Format, Trace};
+
+/// A small deterministic generator (SplitMix64).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// What a reader gives: `(table, row)` per access, the batches' ends, and
+/// each table's name and rows.
+type Seen = (Vec<(u32, u64)>, Vec<usize>, Vec<(String, u64)>);
+
+fn seen(t: &Trace) -> Seen {
+    (
+        t.accesses.iter().map(|a| (a.table, a.row)).collect(),
+        t.batch_ends.clone(),
+        t.tables.iter().map(|t| (t.name.clone(), t.rows)).collect(),
+    )
+}
+
+/// The reference's numbering: per table, values as strings.
+#[derive(Default)]
+struct Reference {
+    ids: Vec<HashMap<String, u64>>,
+    accesses: Vec<(u32, u64)>,
+    ends: Vec<usize>,
+    in_batch: usize,
+    batch: usize,
+}
+
+impl Reference {
+    fn new(tables: usize, batch: usize) -> Reference {
+        Reference {
+            ids: vec![HashMap::new(); tables],
+            batch,
+            ..Default::default()
+        }
+    }
+    fn push(&mut self, t: usize, v: &str) {
+        if t >= self.ids.len() {
+            self.ids.resize(t + 1, HashMap::new());
+        }
+        let n = self.ids[t].len() as u64;
+        let row = *self.ids[t].entry(v.to_string()).or_insert(n);
+        self.accesses.push((t as u32, row));
+    }
+    fn end_sample(&mut self) {
+        self.in_batch += 1;
+        if self.in_batch == self.batch {
+            self.close();
+        }
+    }
+    fn close(&mut self) {
+        if self.ends.last().copied().unwrap_or(0) != self.accesses.len() {
+            self.ends.push(self.accesses.len());
+        }
+        self.in_batch = 0;
+    }
+    fn finish(mut self, names: Vec<String>) -> Seen {
+        self.close();
+        let tables = names
+            .into_iter()
+            .zip(&self.ids)
+            .map(|(n, m)| (n, (m.len() as u64).max(1)))
+            .collect();
+        (self.accesses, self.ends, tables)
+    }
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    use std::io::BufRead;
+    std::io::BufReader::new(std::fs::File::open(path).unwrap())
+        .lines()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// A line end: mostly LF, sometimes CRLF.
+fn end(r: &mut Rng) -> &'static str {
+    if r.chance(10) {
+        "\r\n"
+    } else {
+        "\n"
+    }
+}
+
+/// A hex value as Criteo files write it, or as damaged copies do.
+fn hex_value(r: &mut Rng, bits: u32) -> String {
+    let v = r.below(1 << bits) as u32;
+    match r.below(20) {
+        0 => format!("{v:X}"),
+        1 => format!("{v:010x}"),
+        2 => format!(" {v:x} "),
+        3 => String::new(),
+        _ => format!("{v:08x}"),
+    }
+}
+
+fn criteo_reference(path: &Path, batch: usize) -> Seen {
+    let mut r = Reference::new(26, batch);
+    let mut delim = '\t';
+    for (i, line) in lines(path).iter().enumerate() {
+        if i == 0 && line.starts_with("label,") {
+            delim = ',';
+            continue;
+        }
+        if line.is_empty() {
+            continue;
+        }
+        let cols: Vec<&str> = line.split(delim).collect();
+        for (t, v) in cols[14..].iter().enumerate() {
+            let v = v.trim();
+            if !v.is_empty() {
+                // Numbered by value, as the reader parses the hash.
+                let n = u32::from_str_radix(v, 16).unwrap();
+                r.push(t, &n.to_string());
+            }
+        }
+        r.end_sample();
+    }
+    r.finish((1..=26).map(|t| format!("C{t}")).collect())
+}
+
+#[test]
+fn criteo_matches_the_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    for (case, csv) in [(0u64, false), (1, true)] {
+        let mut r = Rng(case + 11);
+        let path = dir.path().join(format!("c{case}.txt"));
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        if csv {
+            let mut h = vec!["label".to_string()];
+            h.extend((1..=13).map(|i| format!("I{i}")));
+            h.extend((1..=26).map(|i| format!("C{i}")));
+            writeln!(f, "{}", h.join(",")).unwrap();
+        }
+        let delim = if csv { "," } else { "\t" };
+        for _ in 0..30_000 {
+            if r.chance(2) {
+                write!(f, "{}", end(&mut r)).unwrap();
+                continue;
+            }
+            let mut cols: Vec<String> = (0..14).map(|i| (i * 3).to_string()).collect();
+            // Some copies drop trailing empty fields.
+            let cats = if r.chance(5) { 26 - r.below(27) } else { 26 };
+            for t in 0..cats {
+                // Skewed: a few bits for some tables, many for others.
+                let bits = [4, 9, 14, 20, 26][(t % 5) as usize];
+                cols.push(if r.chance(3) {
+                    String::new()
+                } else {
+                    hex_value(&mut r, bits)
+                });
+            }
+            write!(f, "{}{}", cols.join(delim), end(&mut r)).unwrap();
+        }
+        drop(f);
+        assert!(std::fs::metadata(&path).unwrap().len() > 5 << 20);
+        for batch in [1, 7, 4096] {
+            let (t, _) = import(&path, Format::Criteo, &CsvSpec::default(), batch).unwrap();
+            let want = criteo_reference(&path, batch);
+            let got = seen(&t);
+            assert_eq!(got.2, want.2, "case {case}, batch {batch}: tables");
+            assert_eq!(got.1, want.1, "case {case}, batch {batch}: batches");
+            assert!(got.0 == want.0, "case {case}, batch {batch}: accesses");
+        }
+    }
+}
+
+/// An id as a CSV might hold it: numbers, hex, zero-padded, upper case,
+/// words, long strings.
+fn csv_value(r: &mut Rng) -> String {
+    let v = r.below(3000);
+    match r.below(10) {
+        0 => format!("{v:x}"),
+        1 => format!("{v:05}"),
+        2 => format!("{v:X}"),
+        3 => format!("user-{v}"),
+        4 => format!("{v:020}"),
+        5 => format!(" {v} "),
+        _ => v.to_string(),
+    }
+}
+
+fn csv_reference(path: &Path, id_col: usize, table_col: Option<usize>, batch: usize) -> Seen {
+    let mut r = Reference::new(0, batch);
+    let mut names: Vec<String> = Vec::new();
+    for (i, line) in lines(path).iter().enumerate() {
+        if i == 0 || line.trim().is_empty() {
+            continue; // the header
+        }
+        let cols: Vec<&str> = line.split(',').collect();
+        let name = table_col.map_or("", |c| cols[c].trim());
+        let t = match names.iter().position(|n| n == name) {
+            Some(t) => t,
+            None => {
+                names.push(name.to_string());
+                names.len() - 1
+            }
+        };
+        r.push(t, cols[id_col].trim());
+        r.end_sample();
+    }
+    let names = names
+        .into_iter()
+        .map(|n| if n.is_empty() { "ids".into() } else { n })
+        .collect();
+    r.finish(names)
+}
+
+#[test]
+fn csv_matches_the_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.csv");
+    let mut r = Rng(5);
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    writeln!(f, "time,table,key,size").unwrap();
+    let tables = ["emb a", "b", "c", "  d  "];
+    for i in 0..60_000u64 {
+        if r.chance(1) {
+            write!(f, "  {}", end(&mut r)).unwrap();
+            continue;
+        }
+        let t = tables[r.below(4) as usize];
+        write!(
+            f,
+            "{i},{t},{},{}{}",
+            csv_value(&mut r),
+            r.below(9),
+            end(&mut r)
+        )
+        .unwrap();
+    }
+    drop(f);
+    for (spec, id_col, table_col) in [
+        ("id=key,table=table", 2, Some(1)),
+        ("id=2", 2, None),
+        ("id=size,table=1", 3, Some(1)),
+    ] {
+        let spec: CsvSpec = spec.parse().unwrap();
+        for batch in [1, 13, 4096] {
+            let (t, _) = import(&path, Format::Csv, &spec, batch).unwrap();
+            let want = csv_reference(&path, id_col, table_col, batch);
+            let got = seen(&t);
+            assert_eq!(got.2, want.2, "{spec:?}, batch {batch}: tables");
+            assert_eq!(got.1, want.1, "{spec:?}, batch {batch}: batches");
+            assert!(got.0 == want.0, "{spec:?}, batch {batch}: accesses");
+        }
+    }
+}
+
+#[test]
+fn avazu_matches_the_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.csv");
+    let mut r = Rng(9);
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    let names = ["C1", "banner_pos", "site_id", "app_id", "device_ip", "C14"];
+    writeln!(f, "id,click,hour,{}", names.join(",")).unwrap();
+    for i in 0..40_000u64 {
+        let mut cols = vec![i.to_string(), "0".into(), "14102100".into()];
+        for _ in &names {
+            cols.push(csv_value(&mut r));
+        }
+        write!(f, "{}{}", cols.join(","), end(&mut r)).unwrap();
+    }
+    drop(f);
+    let mut want = Reference::new(names.len(), 64);
+    for line in lines(&path).iter().skip(1) {
+        for (t, v) in line.split(',').skip(3).enumerate() {
+            want.push(t, v.trim());
+        }
+        want.end_sample();
+    }
+    let want = want.finish(names.iter().map(|n| n.to_string()).collect());
+    let (t, _) = import(&path, Format::Avazu, &CsvSpec::default(), 64).unwrap();
+    let got = seen(&t);
+    assert_eq!(got.2, want.2, "tables");
+    assert_eq!(got.1, want.1, "batches");
+    assert!(got.0 == want.0, "accesses");
+}
+
+#[test]
+fn txt_matches_the_reference_plain_and_gzip() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = Rng(3);
+    let mut text = String::new();
+    for _ in 0..200_000 {
+        match r.below(50) {
+            0 => text.push_str("*\n"),
+            1 => text.push_str("# a comment\n"),
+            2 => text.push('\n'),
+            3 => text.push_str(&format!(" +{} \r\n", r.below(1000))),
+            _ => text.push_str(&format!("{}\n", r.below(1 << 18) * 1_000_003)),
+        }
+    }
+    let mut want = Reference::new(1, 100);
+    for line in text.lines() {
+        let s = line.trim();
+        if s.is_empty() || s.starts_with('*') || s.starts_with('#') {
+            continue;
+        }
+        want.push(0, &s.parse::<u64>().unwrap().to_string());
+        want.end_sample();
+    }
+    let want = want.finish(vec!["ids".into()]);
+    let plain = dir.path().join("ids.txt");
+    std::fs::write(&plain, &text).unwrap();
+    let gz = dir.path().join("ids.txt.gz");
+    let mut e = flate2::write::GzEncoder::new(
+        std::fs::File::create(&gz).unwrap(),
+        flate2::Compression::fast(),
+    );
+    e.write_all(text.as_bytes()).unwrap();
+    e.finish().unwrap();
+    for p in [&plain, &gz] {
+        let (t, _) = import(p, Format::Txt, &CsvSpec::default(), 100).unwrap();
+        let got = seen(&t);
+        assert_eq!(got.2, want.2, "{}: tables", p.display());
+        assert_eq!(got.1, want.1, "{}: batches", p.display());
+        assert!(got.0 == want.0, "{}: accesses", p.display());
+    }
+}
+
+/// A bad record deep in a file (past the first chunks the parsing thread
+/// hands on) is named by its line, and nothing is returned.
+#[test]
+fn a_bad_record_far_in_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.tsv");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    let good: Vec<String> = (0..14)
+        .map(|i| i.to_string())
+        .chain((0..26).map(|t| format!("{:08x}", t * 977)))
+        .collect();
+    for _ in 0..20_000 {
+        writeln!(f, "{}", good.join("\t")).unwrap();
+    }
+    let mut bad = good.clone();
+    bad[20] = "nothex!".into();
+    writeln!(f, "{}", bad.join("\t")).unwrap();
+    for _ in 0..5_000 {
+        writeln!(f, "{}", good.join("\t")).unwrap();
+    }
+    drop(f);
+    let e = import(&path, Format::Criteo, &CsvSpec::default(), 64)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("record 20001") && e.contains("C7"), "{e}");
+    let path = dir.path().join("bad.csv");
+    let mut text = String::from("k\n");
+    for i in 0..9_000 {
+        text.push_str(&format!("{}\n", i % 100));
+    }
+    text.push_str("\n \n,\n");
+    std::fs::write(&path, &text).unwrap();
+    let e = import(&path, Format::Csv, &"id=k".parse().unwrap(), 64)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("record 9004") && e.contains("empty id"), "{e}");
+}
