@@ -56,8 +56,14 @@ pub fn densify(ids: &[u64]) -> (Vec<u32>, usize) {
 }
 
 /// Dense ids for u64 keys in order of first appearance: an open-addressing
-/// table (linear probing, SplitMix64 hash, at most half full), the hot path
-/// of every importer of integer ids.
+/// table (linear probing, SplitMix64 hash, at most three quarters full),
+/// the hot path of every importer of integer ids.
+///
+/// Three quarters rather than half: a probe's cost is its first cache
+/// miss, not the few slots after it in the same line, and a Criteo file's
+/// 26 tables of 13 M values took 250 MB less (582 against 833 MB of peak
+/// RSS for `analyze --sample`) in the same time; a 5.3 M-record
+/// oracleGeneral file numbered as fast.
 ///
 /// A slot is 12 bytes, `[key low, key high, id + 1]` (id 0 marks an empty
 /// slot), not a 16-byte `(u64, u32)` with 4 bytes of padding: the table is
@@ -85,7 +91,7 @@ fn slot_key(s: &[u32; 3]) -> u64 {
 impl IdTable {
     /// A table for about `n` keys before it grows.
     pub fn with_capacity(n: usize) -> IdTable {
-        let cap = (2 * n).next_power_of_two().max(1024);
+        let cap = (4 * n).div_ceil(3).next_power_of_two().max(1024);
         IdTable {
             slots: vec![[0; 3]; cap],
             len: 0,
@@ -151,7 +157,7 @@ impl IdTable {
         assert!(id < u32::MAX - 1, "more than 2^32 - 2 distinct ids");
         self.slots[i] = [key as u32, (key >> 32) as u32, id + 1];
         self.len += 1;
-        if self.len as usize * 2 > self.slots.len() {
+        if self.len as usize * 4 > self.slots.len() * 3 {
             self.grow();
         }
         id
