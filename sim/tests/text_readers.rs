@@ -386,3 +386,19 @@ fn a_bad_record_far_in_is_named() {
         .to_string();
     assert!(e.contains("record 9004") && e.contains("empty id"), "{e}");
 }
+
+/// Values are numbered by their bytes: a file in Latin-1 (not UTF-8),
+/// with or without a header, reads without an error.
+#[test]
+fn values_need_not_be_utf8() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("latin1.csv");
+    let body: &[u8] = b"caf\xe9,1\nna\xefve,2\ncaf\xe9,3\ncafe,4\n";
+    for header in [&b""[..], b"name,n\n"] {
+        std::fs::write(&path, [header, body].concat()).unwrap();
+        let (t, _) = import(&path, Format::Csv, &CsvSpec::default(), 64).unwrap();
+        let rows: Vec<u64> = t.accesses.iter().map(|a| a.row).collect();
+        assert_eq!(rows, vec![0, 1, 0, 2], "header {header:?}");
+        assert_eq!(t.tables[0].rows, 3);
+    }
+}

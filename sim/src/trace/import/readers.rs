@@ -217,10 +217,8 @@ pub(super) fn delimited(
         Some(h) => h,
         None => {
             // The first two lines decide.
-            let mut two = open_text(path)?.lines().take(2);
-            let a = two.next().transpose().map_err(io_err(path))?;
-            let b = two.next().transpose().map_err(io_err(path))?;
-            let detected = match (a, b) {
+            let two = text::first_lines(path, 2)?;
+            let detected = match (two.first(), two.get(1)) {
                 (Some(a), Some(b)) => {
                     let a: Vec<&str> = a.split(delim).collect();
                     let b: Vec<&str> = b.split(delim).collect();
@@ -240,9 +238,8 @@ pub(super) fn delimited(
     };
     let mut header_line = None;
     if has_header {
-        let mut first = open_text(path)?.lines();
-        match first.next() {
-            Some(l) => header_line = Some(l.map_err(io_err(path))?),
+        match text::first_lines(path, 1)?.pop() {
+            Some(l) => header_line = Some(l),
             None => return Err(TraceError::Empty { path: path.into() }),
         }
     }
@@ -419,8 +416,8 @@ pub(super) fn criteo(path: &Path, mut b: Builder<'_>) -> Result<(Trace, Counts),
 const AVAZU_SKIP: usize = 3;
 
 pub(super) fn avazu(path: &Path, mut b: Builder<'_>) -> Result<(Trace, Counts), TraceError> {
-    let header = match open_text(path)?.lines().next() {
-        Some(l) => l.map_err(io_err(path))?,
+    let header = match text::first_lines(path, 1)?.pop() {
+        Some(l) => l,
         None => return Err(TraceError::Empty { path: path.into() }),
     };
     if !header.starts_with("id,click,hour,") {

@@ -72,6 +72,27 @@ pub(super) fn for_each_line(
     }
 }
 
+/// The first `n` lines of `path` (fewer in a shorter file), as text
+/// (bytes that are not UTF-8 replaced), without their ends: a header, or
+/// the lines that tell whether there is one.
+pub(super) fn first_lines(path: &Path, n: usize) -> Result<Vec<String>, TraceError> {
+    use std::io::BufRead;
+    let mut r = std::io::BufReader::new(open(path)?);
+    let mut out = Vec::with_capacity(n);
+    let mut line = Vec::new();
+    while out.len() < n {
+        line.clear();
+        if r.read_until(b'\n', &mut line).map_err(io_err(path))? == 0 {
+            break;
+        }
+        let l = line
+            .strip_suffix(b"\n")
+            .map_or(&line[..], |l| l.strip_suffix(b"\r").unwrap_or(l));
+        out.push(shown(l).into_owned());
+    }
+    Ok(out)
+}
+
 /// The fields of `line` split at `delim` into `out` (at most its length;
 /// the rest are counted, not kept): returns how many there are.
 #[inline]
