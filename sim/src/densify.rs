@@ -2,8 +2,6 @@
 //! to `0..n` in order of first appearance, so that simulated caches and
 //! analyses index vectors instead of hashing per request.
 
-use std::collections::HashMap;
-
 use embtier::init::mix64;
 
 /// A fast hasher for integer keys (the SplitMix64 finaliser), for the hash
@@ -189,30 +187,10 @@ impl IdTable {
     }
 }
 
-/// Dense ids in order of first appearance, one key at a time (the
-/// importers' id maps).
-#[derive(Debug, Default)]
-pub(crate) struct Densify<K: std::hash::Hash + Eq> {
-    map: HashMap<K, u64, FastHash>,
-}
-
-impl<K: std::hash::Hash + Eq> Densify<K> {
-    /// The dense id of `key`, a new one on its first appearance.
-    #[inline]
-    pub fn id(&mut self, key: K) -> u64 {
-        let n = self.map.len() as u64;
-        *self.map.entry(key).or_insert(n)
-    }
-
-    /// Keys seen.
-    pub fn len(&self) -> u64 {
-        self.map.len() as u64
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     /// First-appearance ids by a plain map: the reference.
     fn reference(ids: &[u64]) -> (Vec<u32>, usize) {

@@ -402,3 +402,106 @@ fn values_need_not_be_utf8() {
         assert_eq!(t.tables[0].rows, 3);
     }
 }
+
+/// MovieLens: ratings in timestamp order (ties in file order), users and
+/// items numbered as strings in that order; tabs, commas and spaces
+/// separate, a RecBole header is skipped.
+#[test]
+fn movielens_matches_the_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.inter");
+    let mut r = Rng(21);
+    let mut text = String::from("user_id:token\titem_id:token\trating:float\ttimestamp:float\n");
+    for _ in 0..50_000 {
+        if r.chance(1) {
+            text.push_str(" \n");
+            continue;
+        }
+        let sep = ["\t", ",", " ", "  "][r.below(4) as usize];
+        let ts = if r.chance(20) {
+            format!("{}.5", r.below(1000))
+        } else {
+            r.below(2000).to_string()
+        };
+        let user = csv_value(&mut r);
+        let item = format!("i{}", r.below(700));
+        text.push_str(&format!(
+            "{}{sep}{item}{sep}{}{sep}{ts}{}",
+            user.trim(),
+            r.below(5),
+            end(&mut r)
+        ));
+    }
+    std::fs::write(&path, &text).unwrap();
+    let mut recs: Vec<(f64, String, String)> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if i == 0 || line.trim().is_empty() {
+            continue;
+        }
+        let cols: Vec<&str> = line
+            .split(['\t', ',', ' '])
+            .filter(|c| !c.is_empty())
+            .collect();
+        recs.push((cols[3].parse().unwrap(), cols[0].into(), cols[1].into()));
+    }
+    recs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut want = Reference::new(2, 32);
+    for (_, u, it) in &recs {
+        want.push(0, u);
+        want.push(1, it);
+        want.end_sample();
+    }
+    let want = want.finish(vec!["users".into(), "items".into()]);
+    let (t, _) = import(&path, Format::Movielens, &CsvSpec::default(), 32).unwrap();
+    let got = seen(&t);
+    assert_eq!(got.2, want.2, "tables");
+    assert_eq!(got.1, want.1, "batches");
+    assert!(got.0 == want.0, "accesses");
+}
+
+/// The MovieLens layouts beside ml-100k's: ml-1m's `ratings.dat` (`::`)
+/// and ml-25m's `ratings.csv` (with its header) are found by name or
+/// first line and read alike; a timestamp that is not a number past the
+/// first line is an error naming its line.
+#[test]
+fn movielens_dat_and_csv_layouts() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = [(1, 10, 300), (2, 10, 100), (1, 11, 200), (3, 12, 100)];
+    let dat = dir.path().join("ratings.dat");
+    let csv = dir.path().join("ratings.csv");
+    let mut d = String::new();
+    let mut c = String::from("userId,movieId,rating,timestamp\n");
+    for (u, i, t) in rows {
+        d.push_str(&format!("{u}::{i}::4::{t}\n"));
+        c.push_str(&format!("{u},{i},4.5,{t}\r\n"));
+    }
+    std::fs::write(&dat, d).unwrap();
+    std::fs::write(&csv, &c).unwrap();
+    for p in [&dat, &csv] {
+        let (t, f) = import(p, Format::Auto, &CsvSpec::default(), 8).unwrap();
+        assert_eq!(f, Format::Movielens, "{}", p.display());
+        // By time: (2,10,100), (3,12,100), (1,11,200), (1,10,300).
+        let got: Vec<(u32, u64)> = t.accesses.iter().map(|a| (a.table, a.row)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (0, 0),
+                (1, 0),
+                (0, 1),
+                (1, 1),
+                (0, 2),
+                (1, 2),
+                (0, 2),
+                (1, 0)
+            ],
+            "{}",
+            p.display()
+        );
+    }
+    c.push_str("4,13,3,soon\n");
+    std::fs::write(&csv, &c).unwrap();
+    let e = import(&csv, Format::Auto, &CsvSpec::default(), 8)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("record 6") && e.contains("soon"), "{e}");
+}

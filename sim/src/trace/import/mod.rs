@@ -3,12 +3,11 @@
 //! `.etrace`.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::Path;
 use std::str::FromStr;
 
 use super::{etrace_err, Access, AccessKind, Trace, TraceError, TraceTable};
-use crate::densify::Densify;
 
 mod readers;
 mod text;
@@ -35,7 +34,8 @@ pub enum Format {
     /// Avazu CTR: CSV with the header `id,click,hour,C1,banner_pos,...,C21`;
     /// each of the 21 categorical columns after `hour` is a table.
     Avazu,
-    /// MovieLens `u.data` or RecBole `.inter`: users and items in timestamp order.
+    /// MovieLens `u.data`, `ratings.dat` or `ratings.csv`, or RecBole
+    /// `.inter`: users and items in timestamp order.
     Movielens,
 }
 
@@ -160,17 +160,6 @@ fn io_err(path: &Path) -> impl Fn(std::io::Error) -> TraceError + '_ {
     }
 }
 
-fn open_text(path: &Path) -> Result<Box<dyn BufRead>, TraceError> {
-    let f = File::open(path).map_err(io_err(path))?;
-    if path.extension().is_some_and(|e| e == "gz") {
-        Ok(Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(
-            f,
-        ))))
-    } else {
-        Ok(Box::new(BufReader::with_capacity(1 << 20, f)))
-    }
-}
-
 /// Decide the format of `path` from its first bytes and its name.
 pub fn detect(path: &Path) -> Result<Format, TraceError> {
     let mut head = [0u8; 512];
@@ -187,7 +176,7 @@ pub fn detect(path: &Path) -> Result<Format, TraceError> {
     if name.contains("oraclegeneral") || name.ends_with(".oracle") {
         return Ok(Format::OracleGeneral);
     }
-    if name.ends_with(".inter") || name == "u.data" {
+    if name.ends_with(".inter") || name == "u.data" || name == "ratings.dat" {
         return Ok(Format::Movielens);
     }
     if name.ends_with(".gz") || name.ends_with(".trace") || name.ends_with(".txt") {
@@ -200,6 +189,9 @@ pub fn detect(path: &Path) -> Result<Format, TraceError> {
     }
     if first.starts_with("id,click,hour,") {
         return Ok(Format::Avazu);
+    }
+    if first.starts_with("userId,movieId,rating,timestamp") {
+        return Ok(Format::Movielens);
     }
     if name.ends_with(".csv") || name.ends_with(".tsv") {
         return Ok(Format::Csv);

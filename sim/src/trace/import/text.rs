@@ -213,13 +213,13 @@ impl Pending {
 
     /// Whether enough records are held to number them.
     #[inline]
-    fn full(&self) -> bool {
+    pub(super) fn full(&self) -> bool {
         self.ends.len() >= Pending::RECORDS
     }
 
     /// Number every access held (table `t`'s keys by `ids[t]`, which
     /// grows to the tables met) and hand them to `b`, a record at a time.
-    fn flush(&mut self, ids: &mut Vec<IdTable>, b: &mut Builder<'_>) {
+    pub(super) fn flush(&mut self, ids: &mut Vec<IdTable>, b: &mut Builder<'_>) {
         const A: usize = Pending::AHEAD;
         if let Some(top) = self.keys.iter().map(|&(t, _)| t as usize).max() {
             if top >= ids.len() {
