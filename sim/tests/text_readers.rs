@@ -505,3 +505,19 @@ fn movielens_dat_and_csv_layouts() {
         .to_string();
     assert!(e.contains("record 6") && e.contains("soon"), "{e}");
 }
+
+/// A binary file read as text has "lines" of kilobytes: the error names
+/// the record and shows the start of the value, on one short line.
+#[test]
+fn a_long_bad_value_is_cut_in_the_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bin.txt");
+    let mut bytes = b"12\n".to_vec();
+    bytes.extend((0..20_000u32).map(|i| (i % 200 + 14) as u8));
+    std::fs::write(&path, &bytes).unwrap();
+    let e = import(&path, Format::Txt, &CsvSpec::default(), 8)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("record 2") && e.contains("(20000 bytes)"), "{e}");
+    assert!(e.len() < 400 && !e.contains('\n'), "{} bytes: {e}", e.len());
+}

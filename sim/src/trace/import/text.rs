@@ -88,7 +88,7 @@ pub(super) fn first_lines(path: &Path, n: usize) -> Result<Vec<String>, TraceErr
         let l = line
             .strip_suffix(b"\n")
             .map_or(&line[..], |l| l.strip_suffix(b"\r").unwrap_or(l));
-        out.push(shown(l).into_owned());
+        out.push(lossy(l).into_owned());
     }
     Ok(out)
 }
@@ -128,9 +128,22 @@ pub(super) fn hex_u32(v: &[u8]) -> Option<u32> {
     Some(x)
 }
 
-/// `v` as text for a message (bytes that are not UTF-8 replaced).
-pub(super) fn shown(v: &[u8]) -> std::borrow::Cow<'_, str> {
+/// `v` as text (bytes that are not UTF-8 replaced).
+fn lossy(v: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(v)
+}
+
+/// Bytes of a value an error message shows at most.
+const SHOWN: usize = 64;
+
+/// `v` as text for a one-line message: bytes that are not UTF-8 replaced,
+/// and a value longer than [`SHOWN`] bytes cut, saying how long it is (a
+/// binary file read as text has "lines" of many kilobytes).
+pub(super) fn shown(v: &[u8]) -> String {
+    if v.len() <= SHOWN {
+        return lossy(v).into_owned();
+    }
+    format!("{}... ({} bytes)", lossy(&v[..SHOWN]), v.len())
 }
 
 /// Keys of a column's values, by their bytes: distinct values have
@@ -355,7 +368,7 @@ impl Names {
         }
         let i = self.names.len() as u32;
         self.ids.insert(v.into(), i);
-        self.names.push(shown(v).into_owned());
+        self.names.push(lossy(v).into_owned());
         i
     }
 
