@@ -275,8 +275,9 @@ impl Pending {
 /// about evenly (a Criteo file: 0.4 of a core parsing, 0.6 numbering),
 /// in chunks of [`Pending::RECORDS`] records; where the system refuses a
 /// thread, both are done here, one chunk after the other. The first
-/// error `parse` returns ends the reading, and is returned after the
-/// records before it are numbered.
+/// error `parse` returns ends the reading and is returned; the records of
+/// its chunk parsed before it are not numbered (a streamed import hands on
+/// up to a chunk fewer batches before the error than the old reader did).
 pub(super) fn number_parsed(
     path: &Path,
     mut parse: impl FnMut(u64, &[u8], &mut Pending) -> Result<(), TraceError> + Send,
