@@ -119,6 +119,7 @@ fn hex_value(r: &mut Rng, bits: u32) -> String {
         1 => format!("{v:010x}"),
         2 => format!(" {v:x} "),
         3 => String::new(),
+        4 => format!("\x0b{v:x}\u{a0}"),
         _ => format!("{v:08x}"),
     }
 }
@@ -205,6 +206,9 @@ fn csv_value(r: &mut Rng) -> String {
         3 => format!("user-{v}"),
         4 => format!("{v:020}"),
         5 => format!(" {v} "),
+        // Blanks `str::trim` takes and `trim_ascii` leaves.
+        6 => format!("\u{a0}{v}\u{3000}"),
+        7 => format!("\x0b{v}\u{85}"),
         _ => v.to_string(),
     }
 }
@@ -242,13 +246,13 @@ fn csv_matches_the_reference() {
     let mut r = Rng(5);
     let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
     writeln!(f, "time,table,key,size").unwrap();
-    let tables = ["emb a", "b", "c", "  d  "];
+    let tables = ["emb a", "b", "c", "  d  ", "\u{a0}b\u{2003}"];
     for i in 0..60_000u64 {
         if r.chance(1) {
             write!(f, "  {}", end(&mut r)).unwrap();
             continue;
         }
-        let t = tables[r.below(4) as usize];
+        let t = tables[r.below(5) as usize];
         write!(
             f,
             "{i},{t},{},{}{}",
@@ -318,6 +322,7 @@ fn txt_matches_the_reference_plain_and_gzip() {
             1 => text.push_str("# a comment\n"),
             2 => text.push('\n'),
             3 => text.push_str(&format!(" +{} \r\n", r.below(1000))),
+            4 => text.push_str(&format!("\u{2003}{}\x0b\n", r.below(1000))),
             _ => text.push_str(&format!("{}\n", r.below(1 << 18) * 1_000_003)),
         }
     }
@@ -424,7 +429,13 @@ fn movielens_matches_the_reference() {
             r.below(2000).to_string()
         };
         let user = csv_value(&mut r);
-        let item = format!("i{}", r.below(700));
+        // A single colon is part of a value (IMDb-style ids, URLs); only
+        // `::` separates, in ratings.dat.
+        let item = if r.chance(10) {
+            format!("tt:{}", r.below(700))
+        } else {
+            format!("i{}", r.below(700))
+        };
         text.push_str(&format!(
             "{}{sep}{item}{sep}{}{sep}{ts}{}",
             user.trim(),
@@ -504,6 +515,13 @@ fn movielens_dat_and_csv_layouts() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("record 6") && e.contains("soon"), "{e}");
+    // A first line with a numeric rating is data, not a header: its bad
+    // timestamp is an error too.
+    std::fs::write(&csv, "4,13,3,soon\n1,10,4,300\n").unwrap();
+    let e = import(&csv, Format::Movielens, &CsvSpec::default(), 8)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("record 1") && e.contains("soon"), "{e}");
 }
 
 /// A binary file read as text has "lines" of kilobytes: the error names

@@ -221,7 +221,7 @@ fn og_feed(
 pub(super) fn txt(path: &Path, mut b: Builder<'_>) -> Result<(Trace, Counts), TraceError> {
     let mut ids = vec![IdTable::default()];
     let parse = |i: u64, line: &[u8], pending: &mut text::Pending| {
-        let s = line.trim_ascii();
+        let s = text::trim(line);
         if s.is_empty() || s[0] == b'*' || s[0] == b'#' {
             return Ok(());
         }
@@ -329,7 +329,7 @@ pub(super) fn delimited(
     let mut records = 0u64;
     let delim = spec.delimiter;
     let parse = |i: u64, line: &[u8], pending: &mut text::Pending| {
-        if (has_header && i == 0) || line.trim_ascii().is_empty() {
+        if (has_header && i == 0) || text::trim(line).is_empty() {
             return Ok(());
         }
         let rec = |reason: String| TraceError::BadRecord {
@@ -353,7 +353,7 @@ pub(super) fn delimited(
             let n = line.split(|&b| b == delim).count();
             return Err(rec(format!("has {n} columns, the id is column {id_col}")));
         };
-        let id = id.trim_ascii();
+        let id = text::trim(id);
         if id.is_empty() {
             return Err(rec(format!("empty id in column {id_col}")));
         }
@@ -373,7 +373,7 @@ pub(super) fn delimited(
         last = num;
         let t = match (table_col, table) {
             (Some(c), None) => return Err(rec(format!("has no table column {c}"))),
-            (_, Some(name)) => tables.id(name.trim_ascii()),
+            (_, Some(name)) => tables.id(text::trim(name)),
             (None, None) => tables.id(b""),
         };
         if t as usize == keys.len() {
@@ -443,7 +443,7 @@ pub(super) fn criteo(path: &Path, mut b: Builder<'_>) -> Result<(Trace, Counts),
             });
         }
         for (t, v) in cols[14..n].iter().enumerate() {
-            let v = v.trim_ascii();
+            let v = text::trim(v);
             if v.is_empty() {
                 continue;
             }
@@ -495,7 +495,7 @@ pub(super) fn avazu(path: &Path, mut b: Builder<'_>) -> Result<(Trace, Counts), 
     let mut ids: Vec<IdTable> = names.iter().map(|_| IdTable::default()).collect();
     let width = names.len() + AVAZU_SKIP;
     let parse = |i: u64, line: &[u8], pending: &mut text::Pending| {
-        if i == 0 || line.trim_ascii().is_empty() {
+        if i == 0 || text::trim(line).is_empty() {
             return Ok(());
         }
         let mut n = 0;
@@ -503,7 +503,7 @@ pub(super) fn avazu(path: &Path, mut b: Builder<'_>) -> Result<(Trace, Counts), 
             n = k + 1;
             if k >= AVAZU_SKIP && k < width {
                 let t = k - AVAZU_SKIP;
-                pending.push(t as u32, keys[t].key(v.trim_ascii()));
+                pending.push(t as u32, keys[t].key(text::trim(v)));
             }
         }
         if n != width {
@@ -530,10 +530,32 @@ pub(super) fn avazu(path: &Path, mut b: Builder<'_>) -> Result<(Trace, Counts), 
     Ok(b.finish(tables))
 }
 
-/// What separates a MovieLens file's fields: tabs (`u.data`, RecBole's
-/// `.inter`), commas (`ratings.csv`), `::` (`ratings.dat`) or spaces.
-fn ml_separator(c: &u8) -> bool {
-    matches!(c, b'\t' | b',' | b' ' | b':')
+/// The fields of a MovieLens line into `out` (the first four; the rest
+/// are counted): returns how many there are. A line with `::` is
+/// ml-1m's `ratings.dat` and splits there (a single `:` is part of a
+/// value); any other splits at runs of tabs (`u.data`, RecBole's
+/// `.inter`), commas (`ratings.csv`) and spaces.
+fn ml_fields<'a>(line: &'a [u8], out: &mut [&'a [u8]; 4]) -> usize {
+    let mut n = 0;
+    let mut keep = |f: &'a [u8]| {
+        if let Some(o) = out.get_mut(n) {
+            *o = f;
+        }
+        n += 1;
+    };
+    if memchr::memmem::find(line, b"::").is_some() {
+        let mut at = 0;
+        for end in memchr::memmem::find_iter(line, b"::") {
+            keep(text::trim(&line[at..end]));
+            at = end + 2;
+        }
+        keep(text::trim(&line[at..]));
+    } else {
+        line.split(|c| matches!(c, b'\t' | b',' | b' '))
+            .filter(|f| !f.is_empty())
+            .for_each(keep);
+    }
+    n
 }
 
 pub(super) fn movielens(path: &Path, mut b: Builder<'_>) -> Result<(Trace, Counts), TraceError> {
@@ -545,28 +567,28 @@ pub(super) fn movielens(path: &Path, mut b: Builder<'_>) -> Result<(Trace, Count
         if i == 0 && line.windows(6).any(|w| w == b":token") {
             return Ok(()); // RecBole .inter header
         }
-        if line.trim_ascii().is_empty() {
+        if text::trim(line).is_empty() {
             return Ok(());
         }
-        let mut cols = line.split(ml_separator).filter(|c| !c.is_empty());
         let rec = |reason: String| TraceError::BadRecord {
             path: path.into(),
             record: i + 1,
             reason,
         };
-        let (Some(user), Some(item), Some(_rating), Some(ts)) =
-            (cols.next(), cols.next(), cols.next(), cols.next())
-        else {
-            let n = line.split(ml_separator).filter(|c| !c.is_empty()).count();
+        let mut cols: [&[u8]; 4] = [&[]; 4];
+        let n = ml_fields(line, &mut cols);
+        if n < 4 {
             return Err(rec(format!(
                 "has {n} columns, need user, item, rating, timestamp"
             )));
-        };
+        }
+        let [user, item, rating, ts] = cols;
         let Some(t) = std::str::from_utf8(ts)
             .ok()
             .and_then(|t| t.parse::<f64>().ok())
         else {
-            if i == 0 {
+            let words = |f: &[u8]| !f.iter().any(u8::is_ascii_digit);
+            if i == 0 && words(rating) && words(ts) {
                 return Ok(()); // a header: `userId,movieId,rating,timestamp`
             }
             return Err(rec(format!(

@@ -107,6 +107,61 @@ pub(super) fn split_fields<'a>(line: &'a [u8], delim: u8, out: &mut [&'a [u8]]) 
     n
 }
 
+/// `v` without the white space `str::trim` removes at its ends: ASCII
+/// blanks, the vertical tab, and Unicode's (no-break space, U+0085,
+/// U+2000-U+200A, U+3000, ...). Bytes that are not UTF-8 stay, and a
+/// value with only ASCII at its ends (nearly all) costs one pass of
+/// `trim_ascii`.
+#[inline]
+pub(super) fn trim(v: &[u8]) -> &[u8] {
+    let mut v = v.trim_ascii();
+    while let Some(n) = first_blank(v) {
+        v = v[n..].trim_ascii_start();
+    }
+    while let Some(n) = last_blank(v) {
+        v = v[..v.len() - n].trim_ascii_end();
+    }
+    v
+}
+
+/// The length of the white-space character `v` starts with, if it does
+/// (beyond the ASCII blanks `trim_ascii` takes).
+fn first_blank(v: &[u8]) -> Option<usize> {
+    let &b = v.first()?;
+    if b == 0x0b {
+        return Some(1);
+    }
+    if b < 0x80 {
+        return None;
+    }
+    let len = match b {
+        0xc0..=0xdf => 2,
+        0xe0..=0xef => 3,
+        0xf0..=0xf7 => 4,
+        _ => return None,
+    };
+    let c = std::str::from_utf8(v.get(..len)?).ok()?.chars().next()?;
+    c.is_whitespace().then_some(len)
+}
+
+/// The length of the white-space character `v` ends with, if it does.
+fn last_blank(v: &[u8]) -> Option<usize> {
+    let &b = v.last()?;
+    if b == 0x0b {
+        return Some(1);
+    }
+    if b < 0x80 {
+        return None;
+    }
+    // The character starts at the last byte that is not a continuation
+    // byte (10xxxxxx), at most 4 from the end.
+    let start = (v.len().saturating_sub(4)..v.len())
+        .rev()
+        .find(|&i| v[i] & 0xc0 != 0x80)?;
+    let c = std::str::from_utf8(&v[start..]).ok()?.chars().next()?;
+    c.is_whitespace().then_some(v.len() - start)
+}
+
 /// `v` as a hexadecimal `u32`, as `u32::from_str_radix(v, 16)` reads it
 /// (an optional `+`, then digits of either case; no overflow).
 #[inline]
@@ -439,6 +494,48 @@ mod tests {
                 assert!(got == want, "{} bytes, gz {gz}: lines differ", c.len());
             }
         }
+    }
+
+    /// `trim` takes what `str::trim` takes, on every string of up to four
+    /// pieces drawn from blanks (ASCII, the vertical tab, Unicode's) and
+    /// non-blanks (ASCII, multi-byte, a zero-width space, which is not
+    /// white space); bytes that are not UTF-8 stay.
+    #[test]
+    fn trims_as_str_trim() {
+        let pieces = [
+            " ",
+            "\t",
+            "\x0b",
+            "\x0c",
+            "\r",
+            "\u{a0}",
+            "\u{85}",
+            "\u{2003}",
+            "\u{3000}",
+            "\u{1680}",
+            "a",
+            "7",
+            "\u{e9}",
+            "\u{200b}",
+            "\u{feff}",
+            "\u{1f600}",
+        ];
+        let n = pieces.len();
+        for code in 0..n.pow(4) {
+            for len in 0..=4 {
+                let mut s = String::new();
+                let mut c = code;
+                for _ in 0..len {
+                    s.push_str(pieces[c % n]);
+                    c /= n;
+                }
+                assert_eq!(trim(s.as_bytes()), s.trim().as_bytes(), "{s:?}");
+            }
+        }
+        assert_eq!(trim(b"\xa0 x\xff "), b"\xa0 x\xff");
+        assert_eq!(trim(b"\xc2\xa0\xff\xc2\xa0"), b"\xff");
+        assert_eq!(trim(b"\xe3\x80"), b"\xe3\x80");
+        assert_eq!(trim(b"\x80\x80\x80\x80\x80"), b"\x80\x80\x80\x80\x80");
     }
 
     #[test]
