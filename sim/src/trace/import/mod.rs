@@ -9,6 +9,7 @@ use std::str::FromStr;
 
 use super::{etrace_err, Access, AccessKind, Trace, TraceError, TraceTable};
 
+mod pipe;
 mod readers;
 mod text;
 

@@ -67,7 +67,6 @@ fn og_records(path: &Path) -> Result<usize, TraceError> {
 /// three blocks in turn; where the system refuses a thread, the blocks
 /// are read here, one after the other.
 fn og_blocks(path: &Path, records: usize, mut each: impl FnMut(&[u8])) -> Result<(), TraceError> {
-    use std::sync::mpsc;
     let mut f = File::open(path).map_err(io_err(path))?;
     let block = OG_BLOCK_RECORDS.min(records) * 24;
     let total = records * 24;
@@ -76,37 +75,24 @@ fn og_blocks(path: &Path, records: usize, mut each: impl FnMut(&[u8])) -> Result
         buf.resize(n, 0);
         f.read_exact(buf).map_err(io_err(path))
     };
-    let threaded = std::thread::scope(|s| {
-        let (full_tx, full_rx) = mpsc::sync_channel::<Vec<u8>>(2);
-        let (free_tx, free_rx) = mpsc::channel::<Vec<u8>>();
-        let f = &mut f;
-        let reader = std::thread::Builder::new()
-            .name("trace-read".into())
-            .spawn_scoped(s, move || -> Result<(), TraceError> {
-                let mut done = 0;
-                while done < total {
-                    let mut buf = free_rx.try_recv().unwrap_or_default();
-                    read(f, &mut buf, done)?;
-                    done += buf.len();
-                    if full_tx.send(buf).is_err() {
-                        break; // the caller stopped
-                    }
+    let f = &mut f;
+    let threaded = super::pipe::on_a_thread(
+        "trace-read",
+        2,
+        move |h| -> Result<(), TraceError> {
+            let (mut done, mut buf) = (0, Vec::new());
+            while done < total {
+                read(f, &mut buf, done)?;
+                done += buf.len();
+                match h.send(buf) {
+                    Some(next) => buf = next,
+                    None => break, // the caller stopped
                 }
-                Ok(())
-            });
-        let Ok(reader) = reader else {
-            return None;
-        };
-        for buf in full_rx {
-            each(&buf);
-            let _ = free_tx.send(buf);
-        }
-        Some(
-            reader
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-        )
-    });
+            }
+            Ok(())
+        },
+        |buf: &mut Vec<u8>| each(buf),
+    );
     match threaded {
         Some(r) => r,
         None => og_blocks_here(path, records, each),

@@ -339,42 +339,25 @@ pub(super) fn number_parsed(
     ids: &mut Vec<IdTable>,
     b: &mut Builder<'_>,
 ) -> Result<(), TraceError> {
-    use std::sync::mpsc;
-    let parsed = std::thread::scope(|s| {
-        // Chunks parsed, and chunks numbered (their buffers, to reuse).
-        let (full_tx, full_rx) = mpsc::sync_channel::<Pending>(4);
-        let (free_tx, free_rx) = mpsc::channel::<Pending>();
-        let parse = &mut parse;
-        let parser = std::thread::Builder::new()
-            .name("trace-parse".into())
-            .spawn_scoped(s, move || {
-                let mut cur = Pending::default();
-                for_each_line(path, |i, line| {
-                    parse(i, line, &mut cur)?;
-                    if cur.full() {
-                        let next = free_rx.try_recv().unwrap_or_default();
-                        full_tx
-                            .send(std::mem::replace(&mut cur, next))
-                            .map_err(|_| stopped(path))?;
-                    }
-                    Ok(())
-                })?;
-                full_tx.send(cur).map_err(|_| stopped(path))
-            });
-        let Ok(parser) = parser else {
-            return None;
-        };
-        for mut chunk in full_rx {
-            chunk.flush(ids, b);
-            // The parser may have finished: then the buffer is dropped.
-            let _ = free_tx.send(chunk);
-        }
-        Some(
-            parser
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-        )
-    });
+    let parse_here = &mut parse;
+    let parsed = super::pipe::on_a_thread(
+        "trace-parse",
+        4,
+        move |h| {
+            let mut cur = Pending::default();
+            for_each_line(path, |i, line| {
+                parse_here(i, line, &mut cur)?;
+                if cur.full() {
+                    cur = h
+                        .send(std::mem::take(&mut cur))
+                        .ok_or_else(|| stopped(path))?;
+                }
+                Ok(())
+            })?;
+            h.send(cur).map(drop).ok_or_else(|| stopped(path))
+        },
+        |chunk: &mut Pending| chunk.flush(ids, b),
+    );
     match parsed {
         Some(r) => r,
         None => number_here(path, parse, ids, b),
