@@ -539,3 +539,167 @@ fn a_long_bad_value_is_cut_in_the_message() {
     assert!(e.contains("record 2") && e.contains("(20000 bytes)"), "{e}");
     assert!(e.len() < 400 && !e.contains('\n'), "{} bytes: {e}", e.len());
 }
+
+/// What `import` reads of `text` written to `name`: (accesses, distinct
+/// rows of each table), or the error's text.
+fn read_text(
+    dir: &Path,
+    name: &str,
+    text: &[u8],
+    format: Format,
+    spec: &str,
+) -> Result<(usize, Vec<u64>, Format), String> {
+    let p = dir.join(name);
+    if name.ends_with(".gz") {
+        let mut e = flate2::write::GzEncoder::new(
+            std::fs::File::create(&p).unwrap(),
+            flate2::Compression::fast(),
+        );
+        e.write_all(text).unwrap();
+        e.finish().unwrap();
+    } else {
+        std::fs::write(&p, text).unwrap();
+    }
+    let spec: CsvSpec = spec.parse().unwrap();
+    import(&p, format, &spec, 64)
+        .map(|(t, f)| {
+            (
+                t.accesses.len(),
+                t.tables.iter().map(|t| t.rows).collect(),
+                f,
+            )
+        })
+        .map_err(|e| e.to_string())
+}
+
+/// A header with a trailing delimiter is still a header; a file that is
+/// only a header has no accesses; a column named where no header was
+/// detected says so (not "the spec says header=no").
+#[test]
+fn headers_with_a_trailing_delimiter_or_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    assert_eq!(
+        read_text(d, "t5.csv", b"id,\n1,\n2,\n1,\n", Format::Csv, "").unwrap(),
+        (3, vec![2], Format::Csv)
+    );
+    let mut text = String::from("table,id,seq,\n");
+    for i in 0..400 {
+        text.push_str(&format!("t{},{},{i},\n", i % 2, i % 50));
+    }
+    let (n, rows, _) = read_text(
+        d,
+        "trail.csv",
+        text.as_bytes(),
+        Format::Auto,
+        "id=id,table=table",
+    )
+    .unwrap();
+    assert_eq!((n, rows.iter().sum::<u64>()), (400, 50));
+    assert_eq!(
+        read_text(d, "trail.csv", text.as_bytes(), Format::Auto, "id=1")
+            .unwrap()
+            .0,
+        400
+    );
+    for only in [
+        &b"table,id,seq\n"[..],
+        b"table,id,seq",
+        b"table,id,seq,\r\n",
+    ] {
+        let e = read_text(d, "only.csv", only, Format::Auto, "").unwrap_err();
+        assert!(e.contains("no accesses"), "{only:?}: {e}");
+    }
+    let e = read_text(d, "nohead.csv", b"1,2\n3,4\n", Format::Csv, "id=id").unwrap_err();
+    assert!(e.contains("no header") && !e.contains("header=no"), "{e}");
+    let e = read_text(d, "dup.csv", b"id,id,seq\n1,2,3\n", Format::Csv, "id=id").unwrap_err();
+    assert!(e.contains("columns 0 and 1"), "{e}");
+    let e = "id=1,id=2".parse::<CsvSpec>().unwrap_err();
+    assert!(e.contains("twice"), "{e}");
+}
+
+/// A UTF-8 byte-order mark before the first line is not part of it, in
+/// every text reader and in the detection of the format.
+#[test]
+fn a_byte_order_mark_is_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let bom = "\u{feff}";
+    let csv = format!("{bom}table,id\nA,1\nA,2\nB,1\n");
+    assert_eq!(
+        read_text(
+            d,
+            "b.csv",
+            csv.as_bytes(),
+            Format::Auto,
+            "id=id,table=table"
+        )
+        .unwrap(),
+        (3, vec![2, 1], Format::Csv)
+    );
+    assert_eq!(
+        read_text(
+            d,
+            "b.txt",
+            format!("{bom}8\n9\n8\n").as_bytes(),
+            Format::Txt,
+            ""
+        )
+        .unwrap(),
+        (3, vec![2], Format::Txt)
+    );
+    let mut h = vec!["label".to_string()];
+    h.extend((1..=13).map(|i| format!("I{i}")));
+    h.extend((1..=26).map(|i| format!("C{i}")));
+    let row: Vec<String> = (0..14)
+        .map(|i| i.to_string())
+        .chain((0..26).map(|t| format!("{:08x}", t)))
+        .collect();
+    let crit = format!(
+        "{bom}{}\n{}\n{}\n",
+        h.join(","),
+        row.join(","),
+        row.join(",")
+    );
+    let (n, _, f) = read_text(d, "crit.csv", crit.as_bytes(), Format::Auto, "").unwrap();
+    assert_eq!((n, f), (52, Format::Criteo));
+    let tsv = format!("{bom}{}\n", row.join("\t"));
+    let (n, _, f) = read_text(d, "crit.tsv", tsv.as_bytes(), Format::Auto, "").unwrap();
+    assert_eq!((n, f), (26, Format::Criteo));
+}
+
+/// A gzip file is detected by what it holds, and a compressed binary
+/// trace is refused with a message saying so (not read as records).
+#[test]
+fn gzip_files_are_detected_by_their_contents() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let csv = b"table,id\nA,1\nA,2\nB,1\n";
+    assert_eq!(
+        read_text(d, "plain.csv.gz", csv, Format::Auto, "id=id,table=table").unwrap(),
+        (3, vec![2, 1], Format::Csv)
+    );
+    let row: Vec<String> = (0..14)
+        .map(|i| i.to_string())
+        .chain((0..26).map(|t| format!("{:08x}", t)))
+        .collect();
+    let tsv = format!("{}\n{}\n", row.join("\t"), row.join("\t"));
+    let (n, _, f) = read_text(d, "day.tsv.gz", tsv.as_bytes(), Format::Auto, "").unwrap();
+    assert_eq!((n, f), (52, Format::Criteo));
+    // 1,000 oracleGeneral records, compressed: refused, by detection and
+    // by the reader.
+    let mut og = Vec::new();
+    for i in 0..1000u64 {
+        og.extend_from_slice(&(i as u32).to_le_bytes());
+        og.extend_from_slice(&(i % 37).to_le_bytes());
+        og.extend_from_slice(&1u32.to_le_bytes());
+        og.extend_from_slice(&(-1i64).to_le_bytes());
+    }
+    for format in [Format::Auto, Format::OracleGeneral] {
+        let e = read_text(d, "t.oracleGeneral.bin.gz", &og, format, "").unwrap_err();
+        assert!(
+            e.contains("gzip") && e.contains("decompress"),
+            "{format:?}: {e}"
+        );
+    }
+}

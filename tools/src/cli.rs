@@ -38,7 +38,7 @@ pub struct Input {
     /// (COL: a 0-based index or a header name; the header is detected by default).
     #[arg(long, default_value = "id=0", value_parser = |s: &str| s.parse::<CsvSpec>())]
     pub columns: CsvSpec,
-    /// Accesses per batch (samples per batch for criteo and movielens).
+    /// Accesses per batch (samples per batch for criteo, avazu and movielens).
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch_size: u64,
 }

@@ -113,10 +113,15 @@ impl FromStr for CsvSpec {
     /// `id=COL[,table=COL][,header=yes|no|auto][,delim=,|tab|;|space]`
     fn from_str(s: &str) -> Result<CsvSpec, String> {
         let mut spec = CsvSpec::default();
+        let mut given: Vec<&str> = Vec::new();
         for part in s.split(',').filter(|p| !p.is_empty()) {
             let (k, v) = part.split_once('=').ok_or_else(|| {
                 format!("column spec {part:?} is not key=value (try id=lbn,header=yes)")
             })?;
+            if given.contains(&k.trim()) {
+                return Err(format!("column spec key {:?} is given twice", k.trim()));
+            }
+            given.push(k.trim());
             match k.trim() {
                 "id" => spec.id = v.trim().to_string(),
                 "table" => spec.table = Some(v.trim().to_string()),
@@ -161,19 +166,79 @@ fn io_err(path: &Path) -> impl Fn(std::io::Error) -> TraceError + '_ {
     }
 }
 
-/// Decide the format of `path` from its first bytes and its name.
+/// How a file is compressed, from its first bytes: gzip or zstd (as
+/// libCacheSim's traces are published), or `None`.
+pub fn compression(head: &[u8]) -> Option<&'static str> {
+    if head.starts_with(&[0x1f, 0x8b, 0x08]) {
+        Some("gzip")
+    } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        Some("zstd")
+    } else {
+        None
+    }
+}
+
+/// The error for a compressed file given to a reader of binary records,
+/// which reads the plain file (it seeks and sizes it).
+pub(super) fn compressed(path: &Path, how: &str, format: Format) -> TraceError {
+    let tool = if how == "gzip" { "gunzip" } else { "zstd -d" };
+    TraceError::Unrecognised {
+        path: path.into(),
+        reason: format!(
+            "a {how}-compressed {} file: decompress it first ({tool})",
+            format.name()
+        ),
+    }
+}
+
+/// Decide the format of `path` from its first bytes and its name; a
+/// gzip file by what it holds (the name without `.gz`, the first bytes
+/// decompressed).
 pub fn detect(path: &Path) -> Result<Format, TraceError> {
     let mut head = [0u8; 512];
     let mut f = File::open(path).map_err(io_err(path))?;
     let n = f.read(&mut head).map_err(io_err(path))?;
     let head = &head[..n];
-    if head.starts_with(&embtier_format::trace::TRACE_MAGIC[..6]) {
-        return Ok(Format::Etrace);
-    }
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().to_lowercase())
         .unwrap_or_default();
+    let Some(how) = compression(head) else {
+        return detect_plain(path, &name, head);
+    };
+    let inner = [".gz", ".zst", ".zstd"]
+        .iter()
+        .find_map(|s| name.strip_suffix(s))
+        .unwrap_or(&name);
+    if how != "gzip" {
+        let format = detect_plain(path, inner, b"").unwrap_or(Format::OracleGeneral);
+        return Err(compressed(path, how, format));
+    }
+    // Up to 512 bytes of what it holds (a damaged stream: what came out
+    // before the damage; the reader names the error).
+    let mut d = flate2::read::MultiGzDecoder::new(File::open(path).map_err(io_err(path))?);
+    let mut inside = [0u8; 512];
+    let mut got = 0;
+    while got < inside.len() {
+        match d.read(&mut inside[got..]) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => got += k,
+        }
+    }
+    let format = detect_plain(path, inner, &inside[..got])?;
+    match format {
+        Format::Etrace | Format::OracleGeneral => Err(compressed(path, how, format)),
+        f => Ok(f),
+    }
+}
+
+/// [`detect`] of a file named `name` (lower case) that starts with
+/// `head`, uncompressed.
+fn detect_plain(path: &Path, name: &str, head: &[u8]) -> Result<Format, TraceError> {
+    let head = head.strip_prefix(text::BOM).unwrap_or(head);
+    if head.starts_with(&embtier_format::trace::TRACE_MAGIC[..6]) {
+        return Ok(Format::Etrace);
+    }
     if name.contains("oraclegeneral") || name.ends_with(".oracle") {
         return Ok(Format::OracleGeneral);
     }
@@ -285,13 +350,33 @@ fn numeric(f: &str) -> bool {
 }
 
 /// Whether `first` is a header over `second`: some column is a number in
-/// `second` and not in `first`, and every field of `first` is non-empty.
+/// `second` and not in `first`, and every field of `first` is non-empty
+/// (but for empty ones at its end: a trailing delimiter).
 pub fn looks_like_header(first: &[&str], second: &[&str]) -> bool {
-    first.iter().all(|f| !f.trim().is_empty())
+    let named = first
+        .iter()
+        .rposition(|f| !f.trim().is_empty())
+        .map_or(0, |i| i + 1);
+    let first = &first[..named];
+    !first.is_empty()
+        && first.iter().all(|f| !f.trim().is_empty())
         && first
             .iter()
             .zip(second)
             .any(|(a, b)| !numeric(a) && numeric(b))
+}
+
+/// Whether `line`, the only line of a file, is a header: its fields
+/// (but for empty ones at its end) all non-empty, and none a number.
+pub(super) fn lone_header(line: &[&str]) -> bool {
+    let named = line
+        .iter()
+        .rposition(|f| !f.trim().is_empty())
+        .map_or(0, |i| i + 1);
+    named > 0
+        && line[..named]
+            .iter()
+            .all(|f| !f.trim().is_empty() && !numeric(f))
 }
 
 /// Accumulates accesses into batches of a fixed size: holds them (a

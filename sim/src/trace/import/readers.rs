@@ -49,6 +49,18 @@ use crate::densify::IdTable;
 /// Records of an oracleGeneral file, checked to be whole.
 fn og_records(path: &Path) -> Result<usize, TraceError> {
     let len = std::fs::metadata(path).map_err(io_err(path))?.len();
+    // A compressed file (by its name and first bytes: the first record's
+    // time alone could spell a magic number) is not records.
+    let name = path.to_string_lossy().to_lowercase();
+    if [".gz", ".zst", ".zstd"].iter().any(|s| name.ends_with(s)) {
+        let mut head = [0u8; 4];
+        let n = File::open(path)
+            .and_then(|mut f| f.read(&mut head))
+            .map_err(io_err(path))?;
+        if let Some(how) = compression(&head[..n]) {
+            return Err(compressed(path, how, Format::OracleGeneral));
+        }
+    }
     if len % 24 != 0 {
         return Err(TraceError::BadRecord {
             path: path.into(),
@@ -227,28 +239,45 @@ pub(super) fn txt(path: &Path, mut b: Builder<'_>) -> Result<(Trace, Counts), Tr
     Ok(b.finish(single_table("ids", ids[0].len() as u64)))
 }
 
+/// The index of column `spec_col` (an index, or a name in `header`);
+/// `said` is what the spec said of a header (`None`: detected).
 pub(super) fn column_index(
     spec_col: &str,
     header: Option<&[&str]>,
+    said: Option<bool>,
     path: &Path,
 ) -> Result<usize, TraceError> {
     if let Ok(i) = spec_col.parse::<usize>() {
         return Ok(i);
     }
-    let names = header.ok_or_else(|| TraceError::Unrecognised {
+    let unrecognised = |reason: String| TraceError::Unrecognised {
         path: path.into(),
-        reason: format!("column {spec_col:?} is a name, but the spec says header=no"),
-    })?;
-    names
-        .iter()
-        .position(|n| n.trim() == spec_col)
-        .ok_or_else(|| TraceError::Unrecognised {
-            path: path.into(),
-            reason: format!(
-                "no column {spec_col:?} in the header ({})",
-                names.join(", ")
+        reason,
+    };
+    let Some(names) = header else {
+        return Err(unrecognised(match said {
+            Some(false) => format!("column {spec_col:?} is a name, but the spec says header=no"),
+            _ => format!(
+                "column {spec_col:?} is a name, but the file has no header (none detected: \
+                 add header=yes to --columns if its first line names the columns, or give the column's index)"
             ),
-        })
+        }));
+    };
+    let mut at = names
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.trim() == spec_col)
+        .map(|(i, _)| i);
+    match (at.next(), at.next()) {
+        (Some(i), None) => Ok(i),
+        (Some(i), Some(j)) => Err(unrecognised(format!(
+            "columns {i} and {j} are both named {spec_col:?} in the header: give the column's index"
+        ))),
+        (None, _) => Err(unrecognised(format!(
+            "no column {spec_col:?} in the header ({})",
+            names.join(", ")
+        ))),
+    }
 }
 
 pub(super) fn delimited(
@@ -269,6 +298,9 @@ pub(super) fn delimited(
                     let b: Vec<&str> = b.split(delim).collect();
                     looks_like_header(&a, &b)
                 }
+                // A file of one line: a header when it names columns
+                // (it then holds no access).
+                (Some(a), None) => lone_header(&a.split(delim).collect::<Vec<_>>()),
                 _ => false,
             };
             if detected {
@@ -289,11 +321,11 @@ pub(super) fn delimited(
         }
     }
     let header: Option<Vec<&str>> = header_line.as_deref().map(|h| h.split(delim).collect());
-    let id_col = column_index(&spec.id, header.as_deref(), path)?;
+    let id_col = column_index(&spec.id, header.as_deref(), spec.header, path)?;
     let table_col = spec
         .table
         .as_deref()
-        .map(|c| column_index(c, header.as_deref(), path))
+        .map(|c| column_index(c, header.as_deref(), spec.header, path))
         .transpose()?;
     let column = |c: usize| match &header {
         Some(h) => format!("column {c} ({})", h.get(c).map_or("?", |n| n.trim())),

@@ -14,6 +14,10 @@ use crate::densify::{FastHash, IdTable};
 /// Bytes read from the file at a time (a longer line grows the buffer).
 const BLOCK: usize = 4 << 20;
 
+/// The UTF-8 byte-order mark some tools (Excel, PowerShell) write
+/// before a file's first line: not part of it.
+pub(super) const BOM: &[u8] = b"\xef\xbb\xbf";
+
 /// The reader of `path`: the file, or its decompressed stream where its
 /// name ends in `.gz`.
 fn open(path: &Path) -> Result<Box<dyn Read>, TraceError> {
@@ -29,7 +33,8 @@ fn open(path: &Path) -> Result<Box<dyn Read>, TraceError> {
 /// counts every line from 0, and `line` is without its end (`\n` or
 /// `\r\n`), as [`std::io::BufRead::lines`] gives them (a last line
 /// without a newline is a line; an empty one after the last newline is
-/// not). Stops at the first error `each` returns.
+/// not), and a byte-order mark before the first line left out. Stops at
+/// the first error `each` returns.
 pub(super) fn for_each_line(
     path: &Path,
     mut each: impl FnMut(u64, &[u8]) -> Result<(), TraceError>,
@@ -50,7 +55,12 @@ pub(super) fn for_each_line(
         };
         if n == 0 {
             if filled > 0 {
-                each(index, &buf[..filled])?;
+                let line = &buf[..filled];
+                let line = match index {
+                    0 => line.strip_prefix(BOM).unwrap_or(line),
+                    _ => line,
+                };
+                each(index, line)?;
             }
             return Ok(());
         }
@@ -62,7 +72,10 @@ pub(super) fn for_each_line(
         };
         let mut start = 0;
         for nl in memchr::memchr_iter(b'\n', &buf[..=last]) {
-            let line = &buf[start..nl];
+            let mut line = &buf[start..nl];
+            if index == 0 {
+                line = line.strip_prefix(BOM).unwrap_or(line);
+            }
             each(index, line.strip_suffix(b"\r").unwrap_or(line))?;
             index += 1;
             start = nl + 1;
@@ -85,9 +98,12 @@ pub(super) fn first_lines(path: &Path, n: usize) -> Result<Vec<String>, TraceErr
         if r.read_until(b'\n', &mut line).map_err(io_err(path))? == 0 {
             break;
         }
-        let l = line
+        let mut l = line
             .strip_suffix(b"\n")
             .map_or(&line[..], |l| l.strip_suffix(b"\r").unwrap_or(l));
+        if out.is_empty() {
+            l = l.strip_prefix(BOM).unwrap_or(l);
+        }
         out.push(lossy(l).into_owned());
     }
     Ok(out)
