@@ -703,3 +703,34 @@ fn gzip_files_are_detected_by_their_contents() {
         );
     }
 }
+
+/// Quoted CSV fields (RFC 4180) are read as their text: a delimiter or a
+/// doubled quote inside quotes is part of the value, in the header and
+/// in the records; a quote left open names its record.
+#[test]
+fn quoted_fields_are_unquoted() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut text = String::from("\"table\",\"id\",seq\n");
+    let mut plain = String::from("table,id,seq\n");
+    for i in 0..300 {
+        let (t, id) = (["y,z", "x", "say \"hi\""][i % 3], i % 17);
+        let q = format!("\"{}\"", t.replace('"', "\"\""));
+        text.push_str(&format!("{q},\"{id}\",{i}\n"));
+        plain.push_str(&format!("{},{id},{i}\n", t.replace([',', '"'], "_")));
+    }
+    let p = d.join("q.csv");
+    std::fs::write(&p, &text).unwrap();
+    let spec: CsvSpec = "id=id,table=table".parse().unwrap();
+    let (t, _) = import(&p, Format::Csv, &spec, 64).unwrap();
+    let names: Vec<&str> = t.tables.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["y,z", "x", "say \"hi\""]);
+    let q = d.join("plain.csv");
+    std::fs::write(&q, &plain).unwrap();
+    let (want, _) = import(&q, Format::Csv, &spec, 64).unwrap();
+    assert_eq!(seen(&t).0, seen(&want).0);
+    assert_eq!(seen(&t).1, seen(&want).1);
+    std::fs::write(&p, "table,id\nx,1\n\"x,2\n").unwrap();
+    let e = import(&p, Format::Csv, &spec, 64).unwrap_err().to_string();
+    assert!(e.contains("record 3") && e.contains("quote"), "{e}");
+}

@@ -286,7 +286,6 @@ pub(super) fn delimited(
     mut b: Builder<'_>,
     notes: &mut Vec<Note>,
 ) -> Result<(Trace, Counts), TraceError> {
-    let delim = spec.delimiter as char;
     let has_header = match spec.header {
         Some(h) => h,
         None => {
@@ -294,13 +293,20 @@ pub(super) fn delimited(
             let two = text::first_lines(path, 2)?;
             let detected = match (two.first(), two.get(1)) {
                 (Some(a), Some(b)) => {
-                    let a: Vec<&str> = a.split(delim).collect();
-                    let b: Vec<&str> = b.split(delim).collect();
+                    let (a, b) = (
+                        text::cells(a, spec.delimiter),
+                        text::cells(b, spec.delimiter),
+                    );
+                    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+                    let b: Vec<&str> = b.iter().map(String::as_str).collect();
                     looks_like_header(&a, &b)
                 }
                 // A file of one line: a header when it names columns
                 // (it then holds no access).
-                (Some(a), None) => lone_header(&a.split(delim).collect::<Vec<_>>()),
+                (Some(a), None) => {
+                    let a = text::cells(a, spec.delimiter);
+                    lone_header(&a.iter().map(String::as_str).collect::<Vec<_>>())
+                }
                 _ => false,
             };
             if detected {
@@ -320,7 +326,10 @@ pub(super) fn delimited(
             None => return Err(TraceError::Empty { path: path.into() }),
         }
     }
-    let header: Option<Vec<&str>> = header_line.as_deref().map(|h| h.split(delim).collect());
+    let header_cells = header_line.map(|h| text::cells(&h, spec.delimiter));
+    let header: Option<Vec<&str>> = header_cells
+        .as_ref()
+        .map(|h| h.iter().map(String::as_str).collect());
     let id_col = column_index(&spec.id, header.as_deref(), spec.header, path)?;
     let table_col = spec
         .table
@@ -355,8 +364,17 @@ pub(super) fn delimited(
             record: i + 1,
             reason,
         };
+        // A line with a quote is split as RFC 4180 quotes fields (rare:
+        // every other line is split in place).
+        let unquoted;
+        let line_fields: &mut dyn Iterator<Item = &[u8]> = if memchr::memchr(b'"', line).is_some() {
+            unquoted = text::split_quoted(line, delim).map_err(rec)?;
+            &mut unquoted.iter().map(Vec::as_slice)
+        } else {
+            &mut line.split(|&b| b == delim)
+        };
         let (mut id, mut table) = (None, None);
-        for (k, f) in line.split(|&b| b == delim).enumerate() {
+        for (k, f) in line_fields.enumerate() {
             if k == id_col {
                 id = Some(f);
             }
@@ -368,7 +386,10 @@ pub(super) fn delimited(
             }
         }
         let Some(id) = id else {
-            let n = line.split(|&b| b == delim).count();
+            let n = match text::split_quoted(line, delim) {
+                Ok(f) => f.len(),
+                Err(_) => line.split(|&b| b == delim).count(),
+            };
             return Err(rec(format!("has {n} columns, the id is column {id_col}")));
         };
         let id = text::trim(id);

@@ -178,6 +178,69 @@ fn last_blank(v: &[u8]) -> Option<usize> {
     c.is_whitespace().then_some(v.len() - start)
 }
 
+/// The fields of `line` split at `delim`, where a field may be quoted
+/// as RFC 4180 writes it: `"a,b"` is `a,b` and `""` inside quotes is one
+/// `"`; text after a closing quote, before the next delimiter, is kept.
+/// A quote that does not close on the line is an error (a quoted field
+/// that spans lines is not read).
+pub(super) fn split_quoted(line: &[u8], delim: u8) -> Result<Vec<Vec<u8>>, String> {
+    let mut fields = Vec::new();
+    let mut cur = Vec::new();
+    let mut i = 0;
+    let mut start = true;
+    while i < line.len() {
+        let c = line[i];
+        if start && c == b'"' {
+            // A quoted field, up to its closing quote.
+            i += 1;
+            loop {
+                match line.get(i) {
+                    None => {
+                        return Err(format!(
+                            "field {} opens a quote that does not close on its line",
+                            fields.len()
+                        ))
+                    }
+                    Some(b'"') if line.get(i + 1) == Some(&b'"') => {
+                        cur.push(b'"');
+                        i += 2;
+                    }
+                    Some(b'"') => {
+                        i += 1;
+                        break;
+                    }
+                    Some(&b) => {
+                        cur.push(b);
+                        i += 1;
+                    }
+                }
+            }
+            start = false;
+            continue;
+        }
+        if c == delim {
+            fields.push(std::mem::take(&mut cur));
+            start = true;
+        } else {
+            cur.push(c);
+            start = false;
+        }
+        i += 1;
+    }
+    fields.push(cur);
+    Ok(fields)
+}
+
+/// [`split_quoted`] of a header or a line that decides one, as text
+/// (bytes that are not UTF-8 replaced); an unclosed quote leaves the
+/// line split at every delimiter.
+pub(super) fn cells(line: &str, delim: u8) -> Vec<String> {
+    match split_quoted(line.as_bytes(), delim) {
+        Ok(f) => f.iter().map(|c| lossy(c).into_owned()).collect(),
+        Err(_) => line.split(delim as char).map(str::to_string).collect(),
+    }
+}
+
 /// `v` as a hexadecimal `u32`, as `u32::from_str_radix(v, 16)` reads it
 /// (an optional `+`, then digits of either case; no overflow).
 #[inline]
@@ -535,6 +598,25 @@ mod tests {
         assert_eq!(trim(b"\xc2\xa0\xff\xc2\xa0"), b"\xff");
         assert_eq!(trim(b"\xe3\x80"), b"\xe3\x80");
         assert_eq!(trim(b"\x80\x80\x80\x80\x80"), b"\x80\x80\x80\x80\x80");
+    }
+
+    /// Quoted fields as RFC 4180 writes them.
+    #[test]
+    fn quoted_fields_split() {
+        let f = |l: &str| {
+            split_quoted(l.as_bytes(), b',').map(|v| {
+                v.into_iter()
+                    .map(|c| String::from_utf8(c).unwrap())
+                    .collect::<Vec<_>>()
+            })
+        };
+        assert_eq!(f("a,b").unwrap(), ["a", "b"]);
+        assert_eq!(f("\"a,b\",c").unwrap(), ["a,b", "c"]);
+        assert_eq!(f("\"say \"\"hi\"\"\",,").unwrap(), ["say \"hi\"", "", ""]);
+        assert_eq!(f("x\"y,\"\"").unwrap(), ["x\"y", ""]);
+        assert_eq!(f("\"a\"b,c").unwrap(), ["ab", "c"]);
+        assert_eq!(f("").unwrap(), [""]);
+        assert!(f("a,\"b").unwrap_err().contains("field 1"));
     }
 
     #[test]
