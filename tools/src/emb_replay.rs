@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use embtier::PolicyKind;
 use embtier_sim::calibrate::calibrate;
-use embtier_sim::minisim::{MiniSim, DEFAULT_MIN_OBJECTS};
+use embtier_sim::minisim::{MiniPoint, MiniSim, DEFAULT_MIN_OBJECTS};
 use embtier_sim::profile::{profiles_toml, DeviceProfile};
 use embtier_sim::replay::{
     run_store, simulate_hierarchy, Hierarchy, HierarchyReport, RowGeometry, RunReport, TierSpec,
@@ -155,8 +155,10 @@ struct RunArgs {
 struct CalibrateArgs {
     /// Directory on the devices to measure (PMem: a DAX mount).
     dir: PathBuf,
-    /// MiB of buffers and files per device (at least 16).
-    #[arg(long, default_value_t = 512)]
+    /// MiB of buffers and files per device: at least 16, at most half
+    /// the memory available (a DRAM buffer of that size is held) and
+    /// 512 GiB.
+    #[arg(long, default_value_t = 512, value_parser = parse_mib)]
     mib: usize,
     #[command(flatten)]
     output: Output,
@@ -189,6 +191,54 @@ fn parse_ratio(s: &str) -> Result<f64, String> {
     }
 }
 
+/// The fewest MiB `calibrate --mib` takes.
+const MIN_MIB: usize = 16;
+
+/// The most MiB `calibrate --mib` takes on any machine (512 GiB: its
+/// pointer chase numbers 256-byte rows with u32s, and no machine it runs
+/// on holds much more).
+const MAX_MIB: usize = 512 << 10;
+
+/// MiB of memory available (`MemAvailable` of `/proc/meminfo`), if known.
+fn available_mib() -> Option<usize> {
+    let m = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: usize = m
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib >> 10)
+}
+
+/// `calibrate --mib`: at least [`MIN_MIB`], at most [`MAX_MIB`] and half
+/// the memory available (calibrate holds a DRAM buffer of that size, and
+/// its mapped file as much again in the page cache).
+fn parse_mib(s: &str) -> Result<usize, String> {
+    let n: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a whole number of MiB"))?;
+    if n < MIN_MIB {
+        return Err(format!(
+            "{n} MiB is too small: calibrate measures at least {MIN_MIB} MiB per device"
+        ));
+    }
+    let (most, why) = match available_mib() {
+        Some(a) if a / 2 < MAX_MIB => (
+            (a / 2).max(MIN_MIB),
+            format!("half of the {a} MiB of memory available: calibrate holds a DRAM buffer of that size"),
+        ),
+        _ => (MAX_MIB, "512 GiB".to_string()),
+    };
+    if n > most {
+        return Err(format!("{n} MiB is more than {why}; use at most {most}"));
+    }
+    Ok(n)
+}
+
 fn mib(bytes: u64) -> String {
     format!("{:.1}", bytes as f64 / (1 << 20) as f64)
 }
@@ -196,6 +246,18 @@ fn mib(bytes: u64) -> String {
 /// `emb-replay calibrate`: measure, print the figures, write the profile.
 fn calibrate_cmd(a: CalibrateArgs) -> Result<(), Fail> {
     let CalibrateArgs { dir, mib, output } = a;
+    // The buffers calibrate allocates (a region, and a u32 per 256-byte
+    // row of it) asked for first without aborting on failure: a size the
+    // parser allows that this machine cannot allocate now is an error.
+    let reserve = mib
+        .checked_mul(1 << 20)
+        .and_then(|b| b.checked_add(b / 64))
+        .ok_or_else(|| usage(format!("--mib {mib}: too large for this machine")))?;
+    if let Err(e) = Vec::<u8>::new().try_reserve_exact(reserve) {
+        return Err(data(format!(
+            "--mib {mib}: cannot allocate the DRAM buffers ({e}); use a smaller --mib"
+        )));
+    }
     std::fs::create_dir_all(&dir).map_err(|e| data(format!("{}: {e}", dir.display())))?;
     eprintln!(
         "measuring DRAM, PMem (a file mapped from {0}) and SSD (a file in {0}) with {mib} MiB each ...",
@@ -293,6 +355,38 @@ mod tests {
             ),
             "{e}"
         );
+    }
+
+    #[test]
+    fn tiers_need_the_ssd_and_name_themselves() {
+        let Err(Fail(2, e)) = parse_tiers("dram:lru:10", 256, 100) else {
+            panic!()
+        };
+        assert!(e.contains("dram:lru:10,ssd"), "{e}");
+        for bad in ["dram:lru:0,ssd", "dram:lru:auto,ssd", "dram:lru:1B,ssd"] {
+            let Err(Fail(2, e)) = parse_tiers(bad, 256, 100) else {
+                panic!("{bad}")
+            };
+            assert!(e.starts_with("--tiers: \"dram:lru:"), "{e}");
+        }
+    }
+
+    #[test]
+    fn figures_to_three_digits() {
+        assert_eq!(sig(0.010_000_002), "0.01");
+        assert_eq!(sig(0.64), "0.64");
+        assert_eq!(sig(12.345), "12.3");
+        assert_eq!(sig(1.0 / (1u64 << 24) as f64), "0.0000000596");
+        assert_eq!(sig_up(0.010_03), "0.0101");
+        assert_eq!(sig_up(0.008_78), "0.00878");
+    }
+
+    #[test]
+    fn mib_is_bounded() {
+        assert_eq!(parse_mib("16"), Ok(16));
+        for bad in ["0", "15", "-1", "x", "99999999"] {
+            assert!(parse_mib(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -60,26 +60,32 @@ pub(super) fn demo() -> Result<(), Fail> {
         .iter()
         .flat_map(|&s| sizes.iter().map(move |&z| (s, z)))
         .collect();
-    let res: Vec<(SimPolicy, u64, f64)> = jobs
-        .par_iter()
-        .map(|&(s, z)| (s, z, sweep.run(s, z).miss_ratio()))
-        .collect();
+    let res: Vec<MiniPoint> = jobs.par_iter().map(|&(s, z)| sweep.run(s, z)).collect();
     let _ = writeln!(
         o,
         "1. DRAM miss ratio (misses / requests) by policy and DRAM size in rows ({} unique rows):\n",
         sweep.unique_estimate()
     );
+    let point = |s: SimPolicy, z: u64| {
+        res.iter()
+            .find(|p| p.policy == s && p.size == z)
+            .expect("simulated")
+    };
     o.push_str(&miss_ratio_table(
         &sims,
         &sizes,
         |z| format!("{}k rows", z / 1000),
         |s, z| {
-            res.iter()
-                .find(|r| r.0 == s && r.1 == z)
-                .expect("simulated")
-                .2
+            let p = point(s, z);
+            miss_ratio_cell(z, p.miss_ratio(), rows_simulated(p))
         },
     ));
+    if res.iter().any(|p| rows_simulated(p) != p.size) {
+        let _ = writeln!(
+            o,
+            "\n(N rows): the cache held N rows; a {WAYS}-way cache holds whole sets of {WAYS} rows"
+        );
+    }
     // 2. Three tiers with step-time estimates.
     let geo = RowGeometry::of(&t, 128);
     let dev = |n: &str| DeviceProfile::builtin(n).expect("built-in");

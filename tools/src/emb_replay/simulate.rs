@@ -33,24 +33,53 @@ pub(super) fn simulate(a: SimulateArgs) -> Result<(), Fail> {
     if sweep.rate() < 1.0 && !a.no_lru_reference {
         sweep = sweep.with_lru_reference();
     }
+    let is_sampled = sweep.rate() < 1.0;
+    if let (true, Some(asked)) = (is_sampled, a.sample) {
+        check_sample(asked, sweep.rate(), sweep.sampled().0, requests)?;
+    }
     let unique = sweep.unique_estimate();
+    // Under sampling the unique rows are an estimate, said as one.
+    let unique_text = if is_sampled {
+        format!(
+            "about {unique} unique rows (estimated from the {}% sample)",
+            sig(sweep.rate() * 100.0)
+        )
+    } else {
+        format!("{unique} unique rows")
+    };
     let mean = mean_row_bytes_by_table(&tables, &per_table, row_bytes);
-    let sizes = parse_sizes(&a.sizes, unique, mean)?;
+    let auto = a.sizes.len() == 1 && a.sizes[0].trim() == "auto";
+    let sizes = if is_sampled && !auto {
+        // No size "exceeds the trace's unique rows" on an estimate.
+        let sizes = parse_sizes(&a.sizes, u64::MAX, mean)?;
+        for &z in sizes.iter().filter(|&&z| z > unique) {
+            eprintln!(
+                "note: size {z} exceeds the estimated {unique} unique rows (from the {}% sample): it may see only cold misses",
+                sig(sweep.rate() * 100.0)
+            );
+        }
+        sizes
+    } else {
+        parse_sizes(&a.sizes, unique, mean)?
+    };
     let points = sweep.curves(&sims, &sizes);
-    let results: Vec<(SimPolicy, u64, SimResult)> = points
+    // (policy, size asked, result, rows the cache really held)
+    let results: Vec<(SimPolicy, u64, SimResult, u64)> = points
         .iter()
-        .map(|p| (p.policy, p.size, p.result))
+        .map(|p| (p.policy, p.size, p.result, rows_simulated(p)))
         .collect();
-    let sampled = if sweep.rate() < 1.0 {
+    warn_rounded(&sims, &results);
+    let rounded = results.iter().any(|r| r.3 != r.1);
+    let sampled = if is_sampled {
         let (req, keys) = sweep.sampled();
         let raised: Vec<String> = sizes
             .iter()
             .filter(|&&z| sweep.rate_for(z) > sweep.rate())
-            .map(|&z| format!("{z} at {:.4}", sweep.rate_for(z)))
+            .map(|&z| format!("{z} at {}", sig(sweep.rate_for(z))))
             .collect();
         format!(
-            "; a spatial sample at rate {:.4}: {req} requests of {keys} keys, caches scaled by the rate{}{}",
-            sweep.rate(),
+            "; a spatial sample at rate {}: {req} requests of {keys} keys, caches scaled by the rate{}{}",
+            sig(sweep.rate()),
             if sweep.lru_reference() {
                 ", corrected by LRU's error on the sample"
             } else {
@@ -70,25 +99,29 @@ pub(super) fn simulate(a: SimulateArgs) -> Result<(), Fail> {
         String::new()
     };
     eprintln!(
-        "{} simulations of {requests} requests ({unique} unique rows{sampled}) in {:.2} s",
+        "{} simulations of {requests} requests ({unique_text}{sampled}) in {:.2} s",
         results.len(),
         start.elapsed().as_secs_f64()
     );
     let get = |s: SimPolicy, z: u64| {
-        results
+        let r = results
             .iter()
             .find(|r| r.0 == s && r.1 == z)
-            .expect("simulated")
-            .2
+            .expect("simulated");
+        (r.2, r.3)
     };
     if let Some(dir) = &a.plot {
         std::fs::create_dir_all(dir).map_err(|e| data(format!("--plot {}: {e}", dir.display())))?;
+        // Each point at the rows its cache held.
         let series: Vec<(String, Vec<(f64, f64)>)> = sims
             .iter()
             .map(|&s| {
                 let pts = sizes
                     .iter()
-                    .map(|&z| (z as f64, get(s, z).miss_ratio()))
+                    .map(|&z| {
+                        let (r, rows) = get(s, z);
+                        (rows as f64, r.miss_ratio())
+                    })
                     .collect();
                 (s.name().to_string(), pts)
             })
@@ -105,28 +138,38 @@ pub(super) fn simulate(a: SimulateArgs) -> Result<(), Fail> {
     let o = if a.output.json {
         let v: Vec<serde_json::Value> = results
             .iter()
-            .map(|(s, z, r)| {
+            .map(|(s, z, r, rows)| {
                 serde_json::json!({
-                    "policy": s.name(), "size": z, "miss_ratio": r.miss_ratio(),
-                    "hits": r.hits, "misses": r.misses, "rate": sweep.rate_for(*z),
+                    "policy": s.name(), "size": z, "rows_simulated": rows,
+                    "miss_ratio": r.miss_ratio(), "hits": r.hits, "misses": r.misses,
+                    "rate": sweep.rate_for(*z),
                 })
             })
             .collect();
         let mut o = serde_json::to_string_pretty(&serde_json::json!({
-            "results": v, "requests": requests, "unique_rows": unique, "sample_rate": sweep.rate(),
+            "results": v, "requests": requests, "unique_rows": unique,
+            "unique_rows_estimated": is_sampled, "sample_rate": sweep.rate(),
         }))
         .map_err(data)?;
         o.push('\n');
         o
     } else if a.output.csv {
-        let mut t = Table::new(["policy", "size", "miss_ratio", "hits", "misses"]);
-        for (s, z, r) in &results {
+        let mut t = Table::new([
+            "policy",
+            "size",
+            "miss_ratio",
+            "hits",
+            "misses",
+            "rows_simulated",
+        ]);
+        for (s, z, r, rows) in &results {
             t.row([
                 s.name().to_string(),
                 z.to_string(),
                 format!("{:.6}", r.miss_ratio()),
                 r.hits.to_string(),
                 r.misses.to_string(),
+                rows.to_string(),
             ]);
         }
         t.csv()
@@ -135,37 +178,174 @@ pub(super) fn simulate(a: SimulateArgs) -> Result<(), Fail> {
             &sims,
             &sizes,
             |z| z.to_string(),
-            |s, z| get(s, z).miss_ratio(),
+            |s, z| miss_ratio_cell(z, get(s, z).0.miss_ratio(), get(s, z).1),
         );
         let _ = writeln!(
             o,
-            "\nmiss ratios (misses / requests); sizes in rows; {requests} requests, {unique} unique rows{sampled}"
+            "\nmiss ratios (misses / requests); sizes in rows{}; {requests} requests, {unique_text}{sampled}",
+            if rounded {
+                format!(
+                    " (a figure followed by (N rows) is a cache of N rows: a {WAYS}-way cache holds whole sets of {WAYS} rows)"
+                )
+            } else {
+                String::new()
+            }
         );
         o
     };
     emit(&o)
 }
 
+/// Ways per set of the 32-way caches.
+pub(super) const WAYS: u64 = embtier_sim::policy::WAYS as u64;
+
+/// The rows the cache of point `p` really held, as a full-trace size:
+/// the size asked for, except for a set-associative cache, which holds
+/// whole sets of [`WAYS`] rows (its miniature cache's size rounded up to
+/// a multiple of [`WAYS`], and scaled back by the rate it ran at).
+pub(super) fn rows_simulated(p: &MiniPoint) -> u64 {
+    match p.policy {
+        SimPolicy::SetAssoc(_) => {
+            let held = p.scaled.max(1).div_ceil(WAYS) * WAYS;
+            if held == p.scaled {
+                p.size
+            } else if p.rate >= 1.0 {
+                held
+            } else {
+                (held as f64 / p.rate).round() as u64
+            }
+        }
+        _ => p.size,
+    }
+}
+
+/// A cell of a miss-ratio table: the ratio, and the rows simulated where
+/// they are not the `size` of its column.
+pub(super) fn miss_ratio_cell(size: u64, ratio: f64, rows: u64) -> String {
+    if rows == size {
+        format!("{ratio:.4}")
+    } else {
+        format!("{ratio:.4} ({rows} rows)")
+    }
+}
+
+/// A warning line per policy of `sims` that ran some size of `results`
+/// (policy, size, result, rows simulated) at other than that many rows.
+pub(super) fn warn_rounded(sims: &[SimPolicy], results: &[(SimPolicy, u64, SimResult, u64)]) {
+    for &s in sims {
+        let moved: Vec<(u64, u64)> = results
+            .iter()
+            .filter(|r| r.0 == s && r.3 != r.1)
+            .map(|r| (r.1, r.3))
+            .collect();
+        if moved.is_empty() {
+            continue;
+        }
+        let list: Vec<String> = moved
+            .iter()
+            .enumerate()
+            .map(|(i, (z, rows))| {
+                if i == 0 {
+                    format!("{z} ran as {rows}")
+                } else {
+                    format!("{z} as {rows}")
+                }
+            })
+            .collect();
+        eprintln!(
+            "warning: {s} holds whole sets of {WAYS} rows: size{} {} rows; its figures are those of the rows simulated (rows_simulated in --json and --csv)",
+            if moved.len() > 1 { "s" } else { "" },
+            list.join(", ")
+        );
+    }
+}
+
+/// The fewest sampled requests a curve is worth trusting from.
+const MIN_SAMPLED: usize = 1000;
+
+/// A sample at `rate` (`asked` on the command line) holding `sampled` of
+/// the trace's `requests`: none is a data error, few a warning; each says
+/// about what rate would hold [`MIN_SAMPLED`].
+fn check_sample(asked: f64, rate: f64, sampled: usize, requests: usize) -> Result<(), Fail> {
+    let want = if sampled == 0 {
+        (MIN_SAMPLED as f64 / requests.max(1) as f64).max(2.0 * rate)
+    } else {
+        rate * MIN_SAMPLED as f64 / sampled as f64
+    };
+    let advice = if want < 1.0 {
+        format!(
+            "use a larger rate (about {} or more for {MIN_SAMPLED} requests)",
+            sig_up(want)
+        )
+    } else {
+        format!("use a larger rate, or no --sample (the trace has too few requests for a sample of {MIN_SAMPLED})")
+    };
+    if sampled == 0 {
+        return Err(data(format!(
+            "--sample {}: the sample at rate {} holds none of the trace's {requests} requests; {advice}",
+            sig(asked),
+            sig(rate)
+        )));
+    }
+    if sampled < MIN_SAMPLED {
+        eprintln!(
+            "warning: --sample {}: the sample at rate {} holds only {sampled} of the trace's {requests} requests: the estimated curve is unreliable; {advice}",
+            sig(asked),
+            sig(rate)
+        );
+    }
+    Ok(())
+}
+
+/// The decimals that show `x` to three significant digits.
+fn sig_decimals(x: f64) -> usize {
+    (2 - x.log10().floor() as i64).max(0) as usize
+}
+
+/// `x` to three significant digits, rounded up (a rate to ask for).
+pub(super) fn sig_up(x: f64) -> String {
+    if x <= 0.0 || !x.is_finite() {
+        return format!("{x}");
+    }
+    let d = sig_decimals(x);
+    let scale = 10f64.powi(d as i32);
+    sig((x * scale).ceil() / scale)
+}
+
+/// `x` to three significant digits, without trailing zeros (`0.01`,
+/// `12.5`, `5.96e-8` as `0.0000000596`).
+pub(super) fn sig(x: f64) -> String {
+    if x <= 0.0 || !x.is_finite() {
+        return format!("{x}");
+    }
+    let decimals = sig_decimals(x);
+    let s = format!("{x:.decimals$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
 /// A markdown table of miss ratios: a row per policy, a column per cache
-/// size (headed by `label`).
+/// size (headed by `label`), each cell from `cell` (see [`miss_ratio_cell`]).
 pub(super) fn miss_ratio_table(
     sims: &[SimPolicy],
     sizes: &[u64],
     label: impl Fn(u64) -> String,
-    ratio: impl Fn(SimPolicy, u64) -> f64,
+    cell: impl Fn(SimPolicy, u64) -> String,
 ) -> String {
     let mut t =
         Table::new(std::iter::once("policy".to_string()).chain(sizes.iter().map(|&z| label(z))));
     for &s in sims {
-        t.row(
-            std::iter::once(s.name().to_string())
-                .chain(sizes.iter().map(|&z| format!("{:.4}", ratio(s, z)))),
-        );
+        t.row(std::iter::once(s.name().to_string()).chain(sizes.iter().map(|&z| cell(s, z))));
     }
     t.markdown()
 }
 
-/// Parse `dram:lru:64MiB,pmem:sieve:1GiB,ssd`.
+/// Parse `dram:lru:64MiB,pmem:sieve:1GiB,ssd`: cache tiers, fastest
+/// first, above the SSD, which ends the list (the hierarchy reads its
+/// misses from it, and costs that).
 pub(super) fn parse_tiers(spec: &str, row_bytes: u64, unique: u64) -> Result<Hierarchy, Fail> {
     let mut h = Hierarchy {
         tiers: Vec::new(),
@@ -198,7 +378,7 @@ pub(super) fn parse_tiers(spec: &str, row_bytes: u64, unique: u64) -> Result<Hie
                     PolicyKind::list(PolicyKind::ALL.iter().copied())
                 ))
             })?;
-        let rows = parse_sizes(&[f[2].to_string()], unique, row_bytes)?[0];
+        let rows = tier_rows(part, f[2], row_bytes, unique)?;
         let memory = f[0]
             .parse::<embtier::MemoryKind>()
             .map_err(|e| usage(format!("--tiers: {e}")))?;
@@ -211,10 +391,49 @@ pub(super) fn parse_tiers(spec: &str, row_bytes: u64, unique: u64) -> Result<Hie
     if h.tiers.is_empty() {
         return Err(usage("--tiers: at least one cache tier"));
     }
+    if !h.ssd {
+        return Err(usage(format!(
+            "--tiers: {spec:?} has no ssd: the cache tiers sit above an SSD, which ends the list, e.g. {},ssd",
+            parts.join(",")
+        )));
+    }
     Ok(h)
 }
 
-/// The table of a hierarchy simulation: a row per tier, then the SSD.
+/// The rows of tier `part` from its `size` field: rows (`1000`) or bytes
+/// (`64MiB`, at `row_bytes` a row); a note when above the `unique` rows.
+fn tier_rows(part: &str, size: &str, row_bytes: u64, unique: u64) -> Result<u64, Fail> {
+    let bad = |why: String| usage(format!("--tiers: {part:?}: {why}"));
+    let rows = if !size.is_empty() && size.chars().all(|c| c.is_ascii_digit()) {
+        size.parse::<u64>()
+            .map_err(|_| bad(format!("{size:?} is too large")))?
+    } else {
+        let b = size.parse::<embtier::ByteSize>().map_err(|e| {
+            bad(format!(
+                "{e} (a tier's size is rows like 1000, or bytes like 64MiB)"
+            ))
+        })?;
+        b.0 / row_bytes.max(1)
+    };
+    if rows == 0 {
+        return Err(bad(format!(
+            "{size:?} is zero rows (a row is {row_bytes} bytes); a tier holds at least one row"
+        )));
+    }
+    if rows > u32::MAX as u64 - 1 {
+        return Err(bad(format!("{size:?} is more than 2^32 rows")));
+    }
+    if rows > unique {
+        eprintln!(
+            "note: tier {part}: {rows} rows exceed the trace's {unique} unique rows: only cold misses remain"
+        );
+    }
+    Ok(rows)
+}
+
+/// The table of a hierarchy simulation: a row per tier, then the SSD,
+/// which serves the requests no tier held (its share of requests is the
+/// miss ratio) and reads their rows, once per batch.
 pub(super) fn hierarchy_table(r: &HierarchyReport) -> Table {
     let mut t = Table::new([
         "tier",
@@ -244,16 +463,22 @@ pub(super) fn hierarchy_table(r: &HierarchyReport) -> Table {
             tr.dirty_writebacks.to_string(),
         ]);
     }
+    let c = Counts::of(r);
     let s = &r.ssd;
     t.row([
         "ssd".to_string(),
         "-".into(),
         "all".into(),
-        format!("{} rows read", s.rows_read),
+        c.misses.to_string(),
         "-".into(),
         "-".into(),
-        "-".into(),
-        format!("{} ({} block reads)", mib(s.bytes_read), s.read_ops),
+        format!("{:.4}", c.miss_ratio()),
+        format!(
+            "{} ({} rows read, {} block reads)",
+            mib(s.bytes_read),
+            s.rows_read,
+            s.read_ops
+        ),
         format!(
             "{} ({} block writes, {} rows)",
             mib(s.bytes_written),
@@ -266,6 +491,38 @@ pub(super) fn hierarchy_table(r: &HierarchyReport) -> Table {
     t
 }
 
+/// The totals of a hierarchy simulation, consistent by construction:
+/// `hits + misses == requests`.
+pub(super) struct Counts {
+    /// Row requests: the first tier's lookups (every row a lookup asks
+    /// for, and every row an update asks for once per batch).
+    pub requests: u64,
+    /// Requests some cache tier held.
+    pub hits: u64,
+    /// Requests no cache tier held: `requests - hits`.
+    pub misses: u64,
+}
+
+impl Counts {
+    /// The totals of `r`.
+    pub fn of(r: &HierarchyReport) -> Counts {
+        let requests = r.tiers.first().map_or(0, |t| t.lookups);
+        let hits: u64 = r.tiers.iter().map(|t| t.hits).sum();
+        Counts {
+            requests,
+            hits,
+            misses: requests.saturating_sub(hits),
+        }
+    }
+
+    /// misses / requests.
+    pub fn miss_ratio(&self) -> f64 {
+        self.misses as f64 / self.requests.max(1) as f64
+    }
+}
+
+/// `emb-replay simulate --tiers`: the trace through a hierarchy, its
+/// counts printed as a table (text, CSV) or JSON.
 pub(super) fn hierarchy(
     t: &Trace,
     spec: &str,
@@ -287,14 +544,17 @@ pub(super) fn hierarchy(
         .collect();
     let profiles = devices.resolve(&names)?;
     let r = simulate_hierarchy(t, &h, &geo, Some(&profiles));
-    let to_ssd = r.ssd.rows_read;
+    let c = Counts::of(&r);
     if output.json {
         let v = serde_json::json!({ "results": [{
             "policy": h.tiers[0].policy.name(),
             "size": h.tiers[0].rows,
-            "miss_ratio": to_ssd as f64 / r.accesses.max(1) as f64,
-            "hits": r.tiers.iter().map(|t| t.hits).sum::<u64>(),
-            "misses": to_ssd,
+            "accesses": r.accesses,
+            "requests": c.requests,
+            "hits": c.hits,
+            "misses": c.misses,
+            "miss_ratio": c.miss_ratio(),
+            "ssd_rows_read": r.ssd.rows_read,
             "inclusive": h.inclusive,
             "tiers": r.tiers,
             "ssd": r.ssd,
@@ -312,20 +572,36 @@ pub(super) fn hierarchy(
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "{} hierarchy, {} accesses in {} batches, {} unique rows\n",
+        "{} hierarchy, {} accesses ({} row requests) in {} batches, {} unique rows\n",
         if h.inclusive {
             "inclusive"
         } else {
             "exclusive"
         },
         r.accesses,
+        c.requests,
         r.batches,
         unique
     );
     o.push_str(&table.markdown());
+    let by_tier: Vec<String> = r
+        .tiers
+        .iter()
+        .map(|t| format!("{} {}", t.name, t.hits))
+        .collect();
     let _ = writeln!(
         o,
-        "\n{SHARES}\nestimated time: {:.3} ms per batch, {:.2} s for the trace (device profiles of {})",
+        "\n{} row requests: {} hits, {} misses (miss ratio {:.4}); hits by tier: {}; the SSD read {} rows for the misses (a row missed twice in a batch is read once)",
+        c.requests,
+        c.hits,
+        c.misses,
+        c.miss_ratio(),
+        by_tier.join(", "),
+        r.ssd.rows_read
+    );
+    let _ = writeln!(
+        o,
+        "{SHARES}\nestimated time: {:.3} ms per batch, {:.2} s for the trace (device profiles of {})",
         r.est_seconds_per_batch * 1e3,
         r.est_seconds,
         names.join(", ")
