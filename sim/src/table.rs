@@ -110,7 +110,9 @@ impl Table {
     }
 }
 
-fn csv_cell(c: &str) -> String {
+/// `c` as a CSV cell: quoted (its quotes doubled) when it holds a comma,
+/// a quote or a line break.
+pub fn csv_cell(c: &str) -> String {
     if c.contains([',', '"', '\n']) {
         format!("\"{}\"", c.replace('"', "\"\""))
     } else {

@@ -219,13 +219,18 @@ struct GenArgs {
     #[arg(long, alias = "config")]
     spec: Option<PathBuf>,
     /// Without --spec: tables as NAME:ROWS:POOLING:ALPHA[:DRIFT], comma separated.
-    #[arg(long, value_delimiter = ',', default_value = "t0:1000000:8:1.05")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "t0:1000000:8:1.05",
+        conflicts_with = "spec"
+    )]
     tables: Vec<String>,
     /// Without --spec: batches.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, conflicts_with = "spec")]
     batches: u64,
     /// Without --spec: samples per batch.
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = 512, conflicts_with = "spec")]
     batch_size: u64,
     /// Seed (overrides the spec's).
     #[arg(long)]
@@ -254,11 +259,27 @@ fn main() -> ExitCode {
     main_with("emb-locality", run)
 }
 
+/// Whether `a` and `b` name the same existing file (by device and
+/// inode: links and `./x` against `x` included).
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
 fn run(cli: Cli) -> Result<(), Fail> {
     match cli.cmd {
         Cmd::Analyze(a) => analyze_cmd(a),
         Cmd::Plan(a) => plan_cmd(a),
         Cmd::Convert { input, out } => {
+            if same_file(&input.trace, &out) {
+                return Err(usage(format!(
+                    "{}: the output is the input file; give convert another path",
+                    out.display()
+                )));
+            }
             let t = load(&input)?;
             let bytes = t.write_etrace(&out).map_err(data)?;
             eprintln!(

@@ -182,9 +182,9 @@ fn plan_emits_a_store_config_the_store_accepts() {
     // JSON plan: fractions sum to one.
     let o = bin(&["plan", tr.to_str().unwrap(), "--dram", "1MiB", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let s = v["dram_hit_ratio"].as_f64().unwrap()
-        + v["pmem_hit_ratio"].as_f64().unwrap()
-        + v["ssd_ratio"].as_f64().unwrap();
+    let s = v["dram_share"].as_f64().unwrap()
+        + v["pmem_share"].as_f64().unwrap()
+        + v["ssd_share"].as_f64().unwrap();
     assert!((s - 1.0).abs() < 1e-9);
     // An SSD too small for the tables is a data error naming the need.
     let o = bin(&[

@@ -42,7 +42,7 @@ fn plan_and_run(trace: &str, args: &[&str]) -> ((f64, f64), (f64, f64)) {
         "{args:?}: SSD rows read {pr} vs {rr}"
     );
     (
-        (f(&p, "dram_hit_ratio"), f(&p, "pmem_hit_ratio")),
+        (f(&p, "dram_share"), f(&p, "pmem_share")),
         (f(&r, "dram_share"), f(&r, "pmem_share")),
     )
 }

@@ -180,6 +180,10 @@ pub struct TableReport {
     pub mrc: Vec<MrcPoint>,
     /// `exact`, or `shards` with the final sampling rate.
     pub mrc_method: String,
+    /// Accesses SHARDS sampled for the MRC and stack distances (`None`
+    /// when they are exact): the fewer, the rougher the estimate; none
+    /// leaves no curve at all.
+    pub mrc_sampled_references: Option<u64>,
     /// Compulsory (cold) miss ratio: unique_rows / accesses.
     pub cold_miss_ratio: f64,
     /// Distinct rows per batch, over time.
@@ -463,6 +467,7 @@ fn report(st: &Stream<'_>, opts: &Options) -> TableReport {
         reuse_distance: dh,
         reuse_time: th,
         method,
+        sampled_references: None,
         ws_batch: &ws_batch,
         ws_window: &ws_window,
         window,
@@ -483,6 +488,7 @@ struct Parts<'a> {
     reuse_distance: Log2Hist,
     reuse_time: Log2Hist,
     method: String,
+    sampled_references: Option<u64>,
     ws_batch: &'a [u64],
     ws_window: &'a [u64],
     window: u64,
@@ -519,6 +525,7 @@ fn assemble(p: Parts<'_>) -> TableReport {
         reuse_time: p.reuse_time,
         mrc,
         mrc_method: p.method,
+        mrc_sampled_references: p.sampled_references,
         cold_miss_ratio: unique as f64 / p.accesses.max(1) as f64,
         working_set_per_batch: Series::of(p.ws_batch),
         working_set_per_window: Series::of(p.ws_window),

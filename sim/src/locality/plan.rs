@@ -69,11 +69,16 @@ pub struct TablePlan {
     pub pmem_rows: u64,
     /// Accesses in the trace.
     pub accesses: u64,
-    /// Predicted fraction of accesses served by DRAM.
+    /// Predicted fraction of the table's accesses served by DRAM (a
+    /// share of all its accesses, `dram_share` in JSON, as `emb-replay
+    /// run` names it; not a tier's local hit ratio).
+    #[serde(rename = "dram_share")]
     pub dram_hit_ratio: f64,
-    /// Predicted fraction served by PMem.
+    /// Predicted fraction served by PMem (`pmem_share` in JSON).
+    #[serde(rename = "pmem_share")]
     pub pmem_hit_ratio: f64,
-    /// Predicted fraction read from SSD.
+    /// Predicted fraction read from SSD (`ssd_share` in JSON).
+    #[serde(rename = "ssd_share")]
     pub ssd_ratio: f64,
     /// Predicted rows read from SSD over the trace: the requests no cache
     /// serves, counting a row once per batch in a simulated store (it
@@ -86,11 +91,15 @@ pub struct TablePlan {
 pub struct Plan {
     /// Per table.
     pub tables: Vec<TablePlan>,
-    /// Predicted fractions of all accesses per tier.
+    /// Predicted fraction of all accesses served by DRAM (`dram_share` in
+    /// JSON).
+    #[serde(rename = "dram_share")]
     pub dram_hit_ratio: f64,
-    /// PMem share.
+    /// PMem share (`pmem_share` in JSON).
+    #[serde(rename = "pmem_share")]
     pub pmem_hit_ratio: f64,
-    /// SSD share.
+    /// SSD share (`ssd_share` in JSON).
+    #[serde(rename = "ssd_share")]
     pub ssd_ratio: f64,
     /// Rows read from SSD over the trace (as [`TablePlan::ssd_rows_read`]).
     pub ssd_rows_read: u64,

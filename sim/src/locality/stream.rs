@@ -775,6 +775,7 @@ fn part_report(
         reuse_distance: dh,
         reuse_time: reuse.scaled(rate),
         method,
+        sampled_references: Some(sampled.sampled),
         ws_batch: per_batch,
         ws_window: per_window,
         window,
@@ -853,6 +854,8 @@ mod tests {
                         r.mrc_method
                     );
                     r.mrc_method.clear();
+                    assert_eq!(r.mrc_sampled_references, Some(r.accesses));
+                    r.mrc_sampled_references = None;
                 }
                 let mut want = want.clone();
                 for r in std::iter::once(&mut want.overall).chain(want.tables.iter_mut()) {

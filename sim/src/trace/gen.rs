@@ -95,8 +95,11 @@ impl GenSpec {
             if t.name.is_empty() || t.name.len() > 255 {
                 return bad("name must be 1 to 255 bytes");
             }
-            if t.rows == 0 {
-                return bad("rows must be positive");
+            if t.rows == 0 || t.rows > embtier::config::MAX_ROWS {
+                return bad("rows must be in 1..=2^62 (the store's limit)");
+            }
+            if self.tables.iter().filter(|o| o.name == t.name).count() > 1 {
+                return bad("two tables have this name");
             }
             if !(t.pooling.is_finite() && t.pooling > 0.0 && t.pooling <= 1e6) {
                 return bad("pooling must be in (0, 1e6]");

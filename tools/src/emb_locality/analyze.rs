@@ -271,6 +271,33 @@ pub(super) fn write_plots(
     Ok(())
 }
 
+/// Samples under which a SHARDS curve is called rough.
+const FEW_SAMPLED: u64 = 1000;
+
+/// A sampled analysis that sampled no access has no curve: refuse it,
+/// naming `--sample`; one that sampled few gets a warning.
+pub(super) fn check_sampled(r: &Report, trace: &std::path::Path) -> Result<(), Fail> {
+    let o = &r.overall;
+    let Some(n) = o.mrc_sampled_references else {
+        return Ok(());
+    };
+    let raise = |n: u64| {
+        format!(
+            "{}: --sample sampled {n} of the {} accesses: raise the rate (to about {:.2e} or more for {FEW_SAMPLED} samples)",
+            trace.display(),
+            o.accesses,
+            (FEW_SAMPLED as f64 / o.accesses.max(1) as f64).min(1.0)
+        )
+    };
+    if n == 0 {
+        return Err(data(format!("{}; there is no curve to report", raise(0))));
+    }
+    if n < FEW_SAMPLED {
+        eprintln!("warning: {}; the curves are rough", raise(n));
+    }
+    Ok(())
+}
+
 pub(super) fn analyze_cmd(a: AnalyzeArgs) -> Result<(), Fail> {
     check_sizes(&a.sizes)?;
     let sample = match (a.sample, a.sample_size) {
@@ -291,6 +318,7 @@ pub(super) fn analyze_cmd(a: AnalyzeArgs) -> Result<(), Fail> {
         mrc_sizes(&a.sizes, mean, a.bytes)
     })?
     .report;
+    check_sampled(&r, &a.input.trace)?;
     if let Some(dir) = &a.plot {
         write_plots(&r, dir, &a.input.trace, a.top)?;
     }
@@ -459,7 +487,7 @@ fn print_csv(o: &mut String, r: &Report) {
             let _ = writeln!(
                 o,
                 "{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{:.4},{:.4},{:.6},{:.1},{:.1},{},{:.6}",
-                t.name,
+                embtier_sim::table::csv_cell(&t.name),
                 t.rows,
                 t.accesses,
                 t.unique_rows,

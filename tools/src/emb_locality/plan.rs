@@ -82,6 +82,7 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
             (an.tables, an.accesses, an.batches, an.report)
         }
     };
+    check_sampled(&r, &a.input.trace)?;
     let rows = table_rows(&a.rows, &tables)?;
     for (tr, rows) in r.tables.iter_mut().zip(&rows) {
         if let Some(n) = rows {
@@ -187,7 +188,8 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
             best = Some(run);
         }
     }
-    let (dram_policy, curves, p, cfg, curve_dram) = best.expect("a candidate");
+    let (dram_policy, curves, mut p, cfg, curve_dram) = best.expect("a candidate");
+    sizes_as_written(&mut p, &cfg);
     eprintln!("candidates: {tried}; chosen: {dram_policy} on {curves} curves");
     // The SSD data file holds every row, in sealed 4 KiB block groups.
     let ssd_need: u64 = cfg
@@ -257,6 +259,21 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
         o.push_str(&toml_text);
     }
     emit(&o)
+}
+
+/// The cached tables' sizes in `p` as `cfg` (the store.toml) writes
+/// them, rounded to units a person would write: `--json`, the table and
+/// the file then give the same bytes and rows.
+fn sizes_as_written(p: &mut Plan, cfg: &embtier::StoreConfig) {
+    for (tp, tc) in p.tables.iter_mut().zip(&cfg.tables) {
+        if tp.placement == Decision::Cached {
+            let rb = tp.row_bytes.max(1);
+            tp.dram_bytes = tc.dram_bytes.map_or(0, |b| b.0);
+            tp.dram_rows = tp.dram_bytes / rb;
+            tp.pmem_bytes = tc.pmem_bytes.map_or(0, |b| b.0);
+            tp.pmem_rows = tp.pmem_bytes / rb;
+        }
+    }
 }
 
 /// The plan as a table: a row per table, then the whole.
