@@ -299,3 +299,30 @@ fn sample_of_nothing_fails() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!stderr(&o).contains("unreliable"), "{}", stderr(&o));
 }
+
+/// A store.toml the store refuses (a DRAM tier of no bytes) is a data
+/// error naming the file.
+#[test]
+fn a_refused_store_toml_names_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let tr = gen(dir.path());
+    let cfg = dir.path().join("zero.toml");
+    std::fs::write(
+        &cfg,
+        "[[tiers]]\nkind = \"dram\"\ncapacity = \"0B\"\n\n[[tables]]\nname = \"a\"\nrows = 20000\ndim = 16\ndram_bytes = \"64KiB\"\n",
+    )
+    .unwrap();
+    let o = replay(&[
+        "run",
+        &tr,
+        "--config",
+        cfg.to_str().unwrap(),
+        "--dir",
+        dir.path().join("store").to_str().unwrap(),
+    ]);
+    let e = fails(&o, 1);
+    assert!(
+        e.contains("zero.toml") && e.contains("invalid config"),
+        "{e}"
+    );
+}

@@ -64,7 +64,11 @@ pub(super) fn replay_store(a: RunArgs) -> Result<(), Fail> {
     );
     let tmp = tempfile::tempdir().map_err(data)?;
     let path = dir.unwrap_or_else(|| tmp.path().join("store"));
-    let store = embtier::Store::create(&path, cfg).map_err(data)?;
+    // A config the store refuses names the file it came from.
+    let store = embtier::Store::create(&path, cfg).map_err(|e| match e {
+        embtier::Error::Config { .. } => data(format!("{}: {e}", config.display())),
+        e => data(e),
+    })?;
     let bar = embtier_tools::cli::batch_bar(t.batch_ends.len() as u64);
     let r = run_store(&store, &t, update_ratio, seed, |done, _| {
         if let Some(b) = &bar {
