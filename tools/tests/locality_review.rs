@@ -23,7 +23,7 @@ fn a_sample_that_samples_nothing_is_refused() {
         let e = stderr(&o);
         assert_eq!(o.status.code(), Some(1), "{args:?}: {e}");
         assert!(
-            e.contains("--sample sampled 0 of the 10240 accesses") && e.contains("raise the rate"),
+            e.contains("--sample sampled 0 of the 10240 accesses") && e.contains("sample more"),
             "{args:?}: {e}"
         );
     }
@@ -34,6 +34,38 @@ fn a_sample_that_samples_nothing_is_refused() {
         "{}",
         stderr(&o)
     );
+    // A table the sample missed: its curve is the bound (every access a
+    // miss below its distinct rows), not "no misses", and a warning
+    // names it.
+    let two = dir.path().join("two.etrace");
+    gen_trace(&two, 40, 256, Some("big:200000:4:0.6,tiny:3:1:0.0"));
+    let o = bin(&[
+        "analyze",
+        two.to_str().unwrap(),
+        "--sample",
+        "0.05",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("sampled none of the accesses of 1 table(s) (tiny)"),
+        "{}",
+        stderr(&o)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let tiny = &v["tables"][1];
+    assert_eq!(tiny["mrc_sampled_references"], 0);
+    for p in tiny["mrc"].as_array().unwrap() {
+        let (rows, m) = (
+            p["cache_rows"].as_u64().unwrap(),
+            p["miss_ratio"].as_f64().unwrap(),
+        );
+        if rows < 3 {
+            assert_eq!(m, 1.0, "{p}");
+        } else {
+            assert!(m > 0.0 && m < 0.01, "{p}");
+        }
+    }
     let o = bin(&["analyze", t, "--sample", "1"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(!stderr(&o).contains("rough"), "{}", stderr(&o));

@@ -762,7 +762,28 @@ fn part_report(
     let (sizes, row_sizes) = curve_sizes(opts, cf.unique, row_bytes, mean);
     let rate = shards.rate();
     let sampled = shards.finish(accesses);
-    let (mrc, dh, method) = sampled_curve(&sampled, opts, &sizes, &row_sizes, row_bytes, mean);
+    let (mut mrc, dh, mut method) =
+        sampled_curve(&sampled, opts, &sizes, &row_sizes, row_bytes, mean);
+    if sampled.sampled == 0 && accesses > 0 {
+        // The sample held none of these accesses (a small table at a low
+        // rate): no estimate, where SHARDS would say no miss at all. LRU
+        // misses only the first access of each row at a size of at least
+        // the distinct rows (counted exactly), at most every access below:
+        // the bound, said in the method.
+        let unique = cf.unique;
+        let cold = unique as f64 / accesses as f64;
+        for (p, &c) in mrc.iter_mut().zip(&row_sizes) {
+            let rows = if opts.bytes && row_bytes == 0 {
+                c / mean
+            } else {
+                c
+            };
+            p.miss_ratio = if rows >= unique { cold } else { 1.0 };
+        }
+        method = format!(
+            "no sampled reference (rate {rate:.6}): a bound, 1 below the {unique} distinct rows and their cold misses from there"
+        );
+    }
     assemble(Parts {
         name,
         rows,

@@ -274,16 +274,18 @@ pub(super) fn write_plots(
 /// Samples under which a SHARDS curve is called rough.
 const FEW_SAMPLED: u64 = 1000;
 
-/// A sampled analysis that sampled no access has no curve: refuse it,
-/// naming `--sample`; one that sampled few gets a warning.
-pub(super) fn check_sampled(r: &Report, trace: &std::path::Path) -> Result<(), Fail> {
+/// A sampled analysis (`flag`: `--sample` or `--sample-size`) that
+/// sampled no access has no curve: refuse it; one that sampled few gets
+/// a warning, and so does each table the sample missed (its curve is a
+/// bound: every access a miss below its distinct rows).
+pub(super) fn check_sampled(r: &Report, trace: &std::path::Path, flag: &str) -> Result<(), Fail> {
     let o = &r.overall;
     let Some(n) = o.mrc_sampled_references else {
         return Ok(());
     };
     let raise = |n: u64| {
         format!(
-            "{}: --sample sampled {n} of the {} accesses: raise the rate (to about {:.2e} or more for {FEW_SAMPLED} samples)",
+            "{}: {flag} sampled {n} of the {} accesses: sample more (a rate of about {:.2e} or more holds {FEW_SAMPLED})",
             trace.display(),
             o.accesses,
             (FEW_SAMPLED as f64 / o.accesses.max(1) as f64).min(1.0)
@@ -294,6 +296,22 @@ pub(super) fn check_sampled(r: &Report, trace: &std::path::Path) -> Result<(), F
     }
     if n < FEW_SAMPLED {
         eprintln!("warning: {}; the curves are rough", raise(n));
+    }
+    let missed: Vec<&str> = r
+        .tables
+        .iter()
+        .filter(|t| t.accesses > 0 && t.mrc_sampled_references == Some(0))
+        .map(|t| t.name.as_str())
+        .collect();
+    if !missed.is_empty() {
+        let shown: Vec<&str> = missed.iter().take(8).copied().collect();
+        eprintln!(
+            "warning: {}: {flag} sampled none of the accesses of {} table(s) ({}{}): their curves are a bound, every access a miss below their distinct rows",
+            trace.display(),
+            missed.len(),
+            shown.join(", "),
+            if missed.len() > shown.len() { ", ..." } else { "" }
+        );
     }
     Ok(())
 }
@@ -318,7 +336,12 @@ pub(super) fn analyze_cmd(a: AnalyzeArgs) -> Result<(), Fail> {
         mrc_sizes(&a.sizes, mean, a.bytes)
     })?
     .report;
-    check_sampled(&r, &a.input.trace)?;
+    let flag = if a.sample.is_none() && a.sample_size.is_some() {
+        "--sample-size"
+    } else {
+        "--sample"
+    };
+    check_sampled(&r, &a.input.trace, flag)?;
     if let Some(dir) = &a.plot {
         write_plots(&r, dir, &a.input.trace, a.top)?;
     }

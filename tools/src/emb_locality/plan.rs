@@ -82,7 +82,7 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
             (an.tables, an.accesses, an.batches, an.report)
         }
     };
-    check_sampled(&r, &a.input.trace)?;
+    check_sampled(&r, &a.input.trace, "--sample")?;
     let rows = table_rows(&a.rows, &tables)?;
     for (tr, rows) in r.tables.iter_mut().zip(&rows) {
         if let Some(n) = rows {

@@ -404,6 +404,7 @@ pub(super) fn parse_tiers(spec: &str, row_bytes: u64, unique: u64) -> Result<Hie
 /// (`64MiB`, at `row_bytes` a row); a note when above the `unique` rows.
 fn tier_rows(part: &str, size: &str, row_bytes: u64, unique: u64) -> Result<u64, Fail> {
     let bad = |why: String| usage(format!("--tiers: {part:?}: {why}"));
+    let size = size.trim();
     let rows = if !size.is_empty() && size.chars().all(|c| c.is_ascii_digit()) {
         size.parse::<u64>()
             .map_err(|_| bad(format!("{size:?} is too large")))?

@@ -225,7 +225,16 @@ pub fn detect(path: &Path) -> Result<Format, TraceError> {
             Ok(k) => got += k,
         }
     }
-    let format = detect_plain(path, inner, &inside[..got])?;
+    if got == 0 && !name.ends_with(".gz") {
+        // Nothing decompressed: not gzip after all (an oracleGeneral
+        // record's time can spell the magic number).
+        return detect_plain(path, &name, head);
+    }
+    let format = match detect_plain(path, inner, &inside[..got]) {
+        // `ids.gz`: one id a line, as before the contents decided.
+        Err(_) if name.ends_with(".gz") && !inner.contains('.') => Format::Txt,
+        f => f?,
+    };
     match format {
         Format::Etrace | Format::OracleGeneral => Err(compressed(path, how, format)),
         f => Ok(f),

@@ -289,8 +289,11 @@ pub(super) fn delimited(
     let has_header = match spec.header {
         Some(h) => h,
         None => {
-            // The first two lines decide.
-            let two = text::first_lines(path, 2)?;
+            // The first two lines that are not blank decide.
+            let two: Vec<String> = text::first_lines(path, 2, true)?
+                .into_iter()
+                .map(|(_, l)| l)
+                .collect();
             let detected = match (two.first(), two.get(1)) {
                 (Some(a), Some(b)) => {
                     let (a, b) = (
@@ -319,10 +322,11 @@ pub(super) fn delimited(
             detected
         }
     };
-    let mut header_line = None;
+    // The header is the first line that is not blank.
+    let (mut header_line, mut header_at) = (None, u64::MAX);
     if has_header {
-        match text::first_lines(path, 1)?.pop() {
-            Some(l) => header_line = Some(l),
+        match text::first_lines(path, 1, true)?.pop() {
+            Some((i, l)) => (header_line, header_at) = (Some(l), i),
             None => return Err(TraceError::Empty { path: path.into() }),
         }
     }
@@ -356,7 +360,7 @@ pub(super) fn delimited(
     let mut records = 0u64;
     let delim = spec.delimiter;
     let parse = |i: u64, line: &[u8], pending: &mut text::Pending| {
-        if (has_header && i == 0) || text::trim(line).is_empty() {
+        if i == header_at || text::trim(line).is_empty() {
             return Ok(());
         }
         let rec = |reason: String| TraceError::BadRecord {
@@ -365,13 +369,16 @@ pub(super) fn delimited(
             reason,
         };
         // A line with a quote is split as RFC 4180 quotes fields (rare:
-        // every other line is split in place).
-        let unquoted;
-        let line_fields: &mut dyn Iterator<Item = &[u8]> = if memchr::memchr(b'"', line).is_some() {
-            unquoted = text::split_quoted(line, delim).map_err(rec)?;
-            &mut unquoted.iter().map(Vec::as_slice)
-        } else {
-            &mut line.split(|&b| b == delim)
+        // every other line is split in place); a quote that does not close
+        // on its line leaves it split at every delimiter, as files that do
+        // not quote are read.
+        let unquoted = match memchr::memchr(b'"', line) {
+            Some(_) => text::split_quoted(line, delim).ok(),
+            None => None,
+        };
+        let line_fields: &mut dyn Iterator<Item = &[u8]> = match &unquoted {
+            Some(f) => &mut f.iter().map(Vec::as_slice),
+            None => &mut line.split(|&b| b == delim),
         };
         let (mut id, mut table) = (None, None);
         for (k, f) in line_fields.enumerate() {
@@ -514,8 +521,8 @@ pub(super) fn criteo(path: &Path, mut b: Builder<'_>) -> Result<(Trace, Counts),
 const AVAZU_SKIP: usize = 3;
 
 pub(super) fn avazu(path: &Path, mut b: Builder<'_>) -> Result<(Trace, Counts), TraceError> {
-    let header = match text::first_lines(path, 1)?.pop() {
-        Some(l) => l,
+    let header = match text::first_lines(path, 1, false)?.pop() {
+        Some((_, l)) => l,
         None => return Err(TraceError::Empty { path: path.into() }),
     };
     if !header.starts_with("id,click,hour,") {

@@ -18,11 +18,27 @@ const BLOCK: usize = 4 << 20;
 /// before a file's first line: not part of it.
 pub(super) const BOM: &[u8] = b"\xef\xbb\xbf";
 
-/// The reader of `path`: the file, or its decompressed stream where its
-/// name ends in `.gz`.
+/// The reader of `path`: the file, or its decompressed stream where it
+/// starts as gzip does or its name ends in `.gz` (as [`super::detect`]
+/// decides: a gzip file named `trace.csv` is read decompressed).
 fn open(path: &Path) -> Result<Box<dyn Read>, TraceError> {
-    let f = std::fs::File::open(path).map_err(io_err(path))?;
-    if path.extension().is_some_and(|e| e == "gz") {
+    use std::io::{Seek, SeekFrom};
+    let mut f = std::fs::File::open(path).map_err(io_err(path))?;
+    let mut head = [0u8; 4];
+    let mut n = 0;
+    while n < head.len() {
+        match f.read(&mut head[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_err(path)(e)),
+        }
+    }
+    f.seek(SeekFrom::Start(0)).map_err(io_err(path))?;
+    let named = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
+    if named || super::compression(&head[..n]) == Some("gzip") {
         Ok(Box::new(flate2::read::MultiGzDecoder::new(f)))
     } else {
         Ok(Box::new(f))
@@ -85,14 +101,21 @@ pub(super) fn for_each_line(
     }
 }
 
-/// The first `n` lines of `path` (fewer in a shorter file), as text
-/// (bytes that are not UTF-8 replaced), without their ends: a header, or
+/// The first `n` lines of `path` (fewer in a shorter file) with their
+/// indices (as [`for_each_line`] numbers them), as text (bytes that are
+/// not UTF-8 replaced), without their ends; lines blank after [`trim`]
+/// left out when `skip_blank` (the readers skip them too): a header, or
 /// the lines that tell whether there is one.
-pub(super) fn first_lines(path: &Path, n: usize) -> Result<Vec<String>, TraceError> {
+pub(super) fn first_lines(
+    path: &Path,
+    n: usize,
+    skip_blank: bool,
+) -> Result<Vec<(u64, String)>, TraceError> {
     use std::io::BufRead;
     let mut r = std::io::BufReader::new(open(path)?);
     let mut out = Vec::with_capacity(n);
     let mut line = Vec::new();
+    let mut index = 0u64;
     while out.len() < n {
         line.clear();
         if r.read_until(b'\n', &mut line).map_err(io_err(path))? == 0 {
@@ -101,10 +124,13 @@ pub(super) fn first_lines(path: &Path, n: usize) -> Result<Vec<String>, TraceErr
         let mut l = line
             .strip_suffix(b"\n")
             .map_or(&line[..], |l| l.strip_suffix(b"\r").unwrap_or(l));
-        if out.is_empty() {
+        if index == 0 {
             l = l.strip_prefix(BOM).unwrap_or(l);
         }
-        out.push(lossy(l).into_owned());
+        if !(skip_blank && trim(l).is_empty()) {
+            out.push((index, lossy(l).into_owned()));
+        }
+        index += 1;
     }
     Ok(out)
 }
