@@ -326,3 +326,26 @@ fn a_refused_store_toml_names_its_file() {
         "{e}"
     );
 }
+
+/// A tier's size with blanks around it is the same size (` 1000` read
+/// as bytes was 3 rows of 256 bytes).
+#[test]
+fn tier_sizes_are_trimmed() {
+    let dir = tempfile::tempdir().unwrap();
+    let tr = gen(dir.path());
+    let plain = json(&replay(&[
+        "simulate",
+        &tr,
+        "--tiers",
+        "dram:lru:1000,ssd",
+        "--json",
+    ]));
+    let spaced = json(&replay(&[
+        "simulate",
+        &tr,
+        "--tiers",
+        "dram:lru: 1000 ,ssd",
+        "--json",
+    ]));
+    assert_eq!(plain["results"][0]["hits"], spaced["results"][0]["hits"]);
+}
