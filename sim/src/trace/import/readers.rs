@@ -359,6 +359,7 @@ pub(super) fn delimited(
     let mut last: Option<i128> = None;
     let mut records = 0u64;
     let delim = spec.delimiter;
+    let mut quoted = text::Quoted::default();
     let parse = |i: u64, line: &[u8], pending: &mut text::Pending| {
         if i == header_at || text::trim(line).is_empty() {
             return Ok(());
@@ -372,13 +373,11 @@ pub(super) fn delimited(
         // every other line is split in place); a quote that does not close
         // on its line leaves it split at every delimiter, as files that do
         // not quote are read.
-        let unquoted = match memchr::memchr(b'"', line) {
-            Some(_) => text::split_quoted(line, delim).ok(),
-            None => None,
-        };
-        let line_fields: &mut dyn Iterator<Item = &[u8]> = match &unquoted {
-            Some(f) => &mut f.iter().map(Vec::as_slice),
-            None => &mut line.split(|&b| b == delim),
+        let unquoted = memchr::memchr(b'"', line).is_some() && quoted.split(line, delim).is_ok();
+        let line_fields: &mut dyn Iterator<Item = &[u8]> = if unquoted {
+            &mut (0..quoted.len()).map(|k| quoted.field(k))
+        } else {
+            &mut line.split(|&b| b == delim)
         };
         let (mut id, mut table) = (None, None);
         for (k, f) in line_fields.enumerate() {

@@ -210,51 +210,81 @@ fn last_blank(v: &[u8]) -> Option<usize> {
 /// A quote that does not close on the line is an error (a quoted field
 /// that spans lines is not read).
 pub(super) fn split_quoted(line: &[u8], delim: u8) -> Result<Vec<Vec<u8>>, String> {
-    let mut fields = Vec::new();
-    let mut cur = Vec::new();
-    let mut i = 0;
-    let mut start = true;
-    while i < line.len() {
-        let c = line[i];
-        if start && c == b'"' {
-            // A quoted field, up to its closing quote.
-            i += 1;
-            loop {
-                match line.get(i) {
-                    None => {
-                        return Err(format!(
-                            "field {} opens a quote that does not close on its line",
-                            fields.len()
-                        ))
-                    }
-                    Some(b'"') if line.get(i + 1) == Some(&b'"') => {
-                        cur.push(b'"');
-                        i += 2;
-                    }
-                    Some(b'"') => {
-                        i += 1;
-                        break;
-                    }
-                    Some(&b) => {
-                        cur.push(b);
-                        i += 1;
+    let mut q = Quoted::default();
+    q.split(line, delim)?;
+    Ok((0..q.len()).map(|k| q.field(k).to_vec()).collect())
+}
+
+/// [`split_quoted`]'s fields in buffers kept from line to line (a file
+/// that quotes every field allocates nothing a line).
+#[derive(Default)]
+pub(super) struct Quoted {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Quoted {
+    /// Split `line` as [`split_quoted`] does, into these buffers.
+    pub(super) fn split(&mut self, line: &[u8], delim: u8) -> Result<(), String> {
+        self.bytes.clear();
+        self.ends.clear();
+        let mut i = 0;
+        let mut start = true;
+        while i < line.len() {
+            let c = line[i];
+            if start && c == b'"' {
+                // A quoted field, up to its closing quote.
+                i += 1;
+                loop {
+                    match line.get(i) {
+                        None => {
+                            return Err(format!(
+                                "field {} opens a quote that does not close on its line",
+                                self.ends.len()
+                            ))
+                        }
+                        Some(b'"') if line.get(i + 1) == Some(&b'"') => {
+                            self.bytes.push(b'"');
+                            i += 2;
+                        }
+                        Some(b'"') => {
+                            i += 1;
+                            break;
+                        }
+                        Some(_) => {
+                            // Up to the next quote at once.
+                            let run = memchr::memchr(b'"', &line[i..]).unwrap_or(line.len() - i);
+                            self.bytes.extend_from_slice(&line[i..i + run]);
+                            i += run;
+                        }
                     }
                 }
+                start = false;
+                continue;
             }
-            start = false;
-            continue;
+            if c == delim {
+                self.ends.push(self.bytes.len());
+                start = true;
+            } else {
+                self.bytes.push(c);
+                start = false;
+            }
+            i += 1;
         }
-        if c == delim {
-            fields.push(std::mem::take(&mut cur));
-            start = true;
-        } else {
-            cur.push(c);
-            start = false;
-        }
-        i += 1;
+        self.ends.push(self.bytes.len());
+        Ok(())
     }
-    fields.push(cur);
-    Ok(fields)
+
+    /// Fields of the last line split.
+    pub(super) fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Field `k` of the last line split.
+    pub(super) fn field(&self, k: usize) -> &[u8] {
+        let start = if k == 0 { 0 } else { self.ends[k - 1] };
+        &self.bytes[start..self.ends[k]]
+    }
 }
 
 /// [`split_quoted`] of a header or a line that decides one, as text
