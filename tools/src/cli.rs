@@ -107,31 +107,39 @@ pub fn parse_sizes(spec: &[String], unique: u64, row_bytes: u64) -> Result<Vec<u
     let mut out = Vec::new();
     for s in spec {
         let t = s.trim();
-        let rows = if t.chars().all(|c| c.is_ascii_digit()) && !t.is_empty() {
-            t.parse::<u64>()
-                .map_err(|_| usage(format!("--sizes: {t:?} is too large")))?
-        } else {
-            let b = t.parse::<embtier::ByteSize>().map_err(|e| {
-                usage(format!(
-                    "--sizes: {e} (rows like 1000, bytes like 64MiB, or auto)"
-                ))
-            })?;
-            b.0 / row_bytes
-        };
-        if rows == 0 {
-            return Err(usage(format!(
-                "--sizes: {t:?} is zero rows (a row is {row_bytes} bytes); a cache holds at least one row"
-            )));
-        }
-        if rows > u32::MAX as u64 - 1 {
-            return Err(usage(format!("--sizes: {t:?} is more than 2^32 rows")));
-        }
+        let rows =
+            size_rows(t, row_bytes, "a cache").map_err(|e| usage(format!("--sizes: {e}")))?;
         if rows > unique {
             eprintln!("note: size {rows} exceeds the trace's {unique} unique rows: only cold misses remain");
         }
         out.push(rows);
     }
     Ok(out)
+}
+
+/// A cache's size in rows from its text (`what` names the cache in the
+/// messages): rows (`1000`) or bytes (`64MiB`, at `row_bytes` a row),
+/// at least one row and below 2^32.
+pub fn size_rows(t: &str, row_bytes: u64, what: &str) -> Result<u64, String> {
+    let t = t.trim();
+    let rows = if t.chars().all(|c| c.is_ascii_digit()) && !t.is_empty() {
+        t.parse::<u64>()
+            .map_err(|_| format!("{t:?} is too large"))?
+    } else {
+        let b = t
+            .parse::<embtier::ByteSize>()
+            .map_err(|e| format!("{e} (rows like 1000, bytes like 64MiB)"))?;
+        b.0 / row_bytes.max(1)
+    };
+    if rows == 0 {
+        return Err(format!(
+            "{t:?} is zero rows (a row is {row_bytes} bytes); {what} holds at least one row"
+        ));
+    }
+    if rows > u32::MAX as u64 - 1 {
+        return Err(format!("{t:?} is more than 2^32 rows"));
+    }
+    Ok(rows)
 }
 
 /// `--sizes` checked before the trace is read: `auto`, or sizes that are

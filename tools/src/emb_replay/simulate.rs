@@ -403,27 +403,8 @@ pub(super) fn parse_tiers(spec: &str, row_bytes: u64, unique: u64) -> Result<Hie
 /// The rows of tier `part` from its `size` field: rows (`1000`) or bytes
 /// (`64MiB`, at `row_bytes` a row); a note when above the `unique` rows.
 fn tier_rows(part: &str, size: &str, row_bytes: u64, unique: u64) -> Result<u64, Fail> {
-    let bad = |why: String| usage(format!("--tiers: {part:?}: {why}"));
-    let size = size.trim();
-    let rows = if !size.is_empty() && size.chars().all(|c| c.is_ascii_digit()) {
-        size.parse::<u64>()
-            .map_err(|_| bad(format!("{size:?} is too large")))?
-    } else {
-        let b = size.parse::<embtier::ByteSize>().map_err(|e| {
-            bad(format!(
-                "{e} (a tier's size is rows like 1000, or bytes like 64MiB)"
-            ))
-        })?;
-        b.0 / row_bytes.max(1)
-    };
-    if rows == 0 {
-        return Err(bad(format!(
-            "{size:?} is zero rows (a row is {row_bytes} bytes); a tier holds at least one row"
-        )));
-    }
-    if rows > u32::MAX as u64 - 1 {
-        return Err(bad(format!("{size:?} is more than 2^32 rows")));
-    }
+    let rows = embtier_tools::cli::size_rows(size, row_bytes, "a tier")
+        .map_err(|e| usage(format!("--tiers: {part:?}: {e}")))?;
     if rows > unique {
         eprintln!(
             "note: tier {part}: {rows} rows exceed the trace's {unique} unique rows: only cold misses remain"
