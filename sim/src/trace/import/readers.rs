@@ -588,9 +588,11 @@ fn ml_fields<'a>(line: &'a [u8], out: &mut [&'a [u8]; 4]) -> usize {
         }
         n += 1;
     };
-    if memchr::memmem::find(line, b"::").is_some() {
+    // One search of the line: its first `::`, if any, starts the split.
+    let mut seps = memchr::memmem::find_iter(line, b"::").peekable();
+    if seps.peek().is_some() {
         let mut at = 0;
-        for end in memchr::memmem::find_iter(line, b"::") {
+        for end in seps {
             keep(text::trim(&line[at..end]));
             at = end + 2;
         }
