@@ -362,11 +362,7 @@ fn numeric(f: &str) -> bool {
 /// `second` and not in `first`, and every field of `first` is non-empty
 /// (but for empty ones at its end: a trailing delimiter).
 pub fn looks_like_header(first: &[&str], second: &[&str]) -> bool {
-    let named = first
-        .iter()
-        .rposition(|f| !f.trim().is_empty())
-        .map_or(0, |i| i + 1);
-    let first = &first[..named];
+    let first = without_trailing_empty(first);
     !first.is_empty()
         && first.iter().all(|f| !f.trim().is_empty())
         && first
@@ -378,14 +374,17 @@ pub fn looks_like_header(first: &[&str], second: &[&str]) -> bool {
 /// Whether `line`, the only line of a file, is a header: its fields
 /// (but for empty ones at its end) all non-empty, and none a number.
 pub(super) fn lone_header(line: &[&str]) -> bool {
-    let named = line
+    let line = without_trailing_empty(line);
+    !line.is_empty() && line.iter().all(|f| !f.trim().is_empty() && !numeric(f))
+}
+
+/// `fields` without the empty ones at its end (a trailing delimiter).
+fn without_trailing_empty<'a, 'b>(fields: &'a [&'b str]) -> &'a [&'b str] {
+    let named = fields
         .iter()
         .rposition(|f| !f.trim().is_empty())
         .map_or(0, |i| i + 1);
-    named > 0
-        && line[..named]
-            .iter()
-            .all(|f| !f.trim().is_empty() && !numeric(f))
+    &fields[..named]
 }
 
 /// Accumulates accesses into batches of a fixed size: holds them (a
