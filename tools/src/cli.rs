@@ -93,6 +93,10 @@ pub fn mean_row_bytes_by_table(tables: &[TraceTable], per_table: &[u64], default
     (total / per_table.iter().sum::<u64>().max(1)).max(1)
 }
 
+/// Sampled accesses under which a sampled curve is called rough (both
+/// tools warn; none sampled is an error).
+pub const FEW_SAMPLED: u64 = 1000;
+
 /// Cache sizes in rows from `--sizes`: rows (`1000`), bytes (`64MiB`, a
 /// unit suffix, at `row_bytes` a row), or `auto` (16 log-spaced sizes up to
 /// the `unique` rows). A size beyond the unique rows gets a note.

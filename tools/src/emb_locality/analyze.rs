@@ -2,6 +2,7 @@
 //! and its charts.
 
 use super::*;
+use embtier_tools::cli::FEW_SAMPLED;
 
 /// Memory the exact analysis takes per access: it streams the trace into
 /// each table's dense ids and holds those (measured: 22.1 M accesses over
@@ -270,9 +271,6 @@ pub(super) fn write_plots(
     );
     Ok(())
 }
-
-/// Samples under which a SHARDS curve is called rough.
-const FEW_SAMPLED: u64 = 1000;
 
 /// A sampled analysis (`flag`: `--sample` or `--sample-size`) that
 /// sampled no access has no curve: refuse it; one that sampled few gets

@@ -261,7 +261,7 @@ pub(super) fn warn_rounded(sims: &[SimPolicy], results: &[(SimPolicy, u64, SimRe
 }
 
 /// The fewest sampled requests a curve is worth trusting from.
-const MIN_SAMPLED: usize = 1000;
+const MIN_SAMPLED: usize = embtier_tools::cli::FEW_SAMPLED as usize;
 
 /// A sample at `rate` (`asked` on the command line) holding `sampled` of
 /// the trace's `requests`: none is a data error, few a warning; each says
