@@ -157,9 +157,10 @@ struct CalibrateArgs {
     dir: PathBuf,
     /// MiB of buffers and files per device: at least 16, at most half
     /// the memory available (a DRAM buffer of that size is held) and
-    /// 512 GiB.
-    #[arg(long, default_value_t = 512, value_parser = parse_mib)]
-    mib: usize,
+    /// 512 GiB [default: 512, or half the memory available where that
+    /// is less]
+    #[arg(long, value_parser = parse_mib)]
+    mib: Option<usize>,
     #[command(flatten)]
     output: Output,
 }
@@ -239,6 +240,18 @@ fn parse_mib(s: &str) -> Result<usize, String> {
     Ok(n)
 }
 
+/// The `--mib` of a `calibrate` that names none: 512, or half the memory
+/// available where that is less; an error where even [`MIN_MIB`] is more.
+fn default_mib(available: Option<usize>) -> Result<usize, Fail> {
+    match available {
+        Some(a) if a / 2 < MIN_MIB => Err(data(format!(
+            "only {a} MiB of memory available: calibrate needs twice {MIN_MIB} MiB (a DRAM buffer and a mapped file of --mib MiB each)"
+        ))),
+        Some(a) => Ok((a / 2).min(512)),
+        None => Ok(512),
+    }
+}
+
 fn mib(bytes: u64) -> String {
     format!("{:.1}", bytes as f64 / (1 << 20) as f64)
 }
@@ -246,6 +259,10 @@ fn mib(bytes: u64) -> String {
 /// `emb-replay calibrate`: measure, print the figures, write the profile.
 fn calibrate_cmd(a: CalibrateArgs) -> Result<(), Fail> {
     let CalibrateArgs { dir, mib, output } = a;
+    let mib = match mib {
+        Some(m) => m,
+        None => default_mib(available_mib())?,
+    };
     // The buffers calibrate allocates (a region, and a u32 per 256-byte
     // row of it) asked for first without aborting on failure: a size the
     // parser allows that this machine cannot allocate now is an error.
@@ -379,6 +396,15 @@ mod tests {
         assert_eq!(sig(1.0 / (1u64 << 24) as f64), "0.0000000596");
         assert_eq!(sig_up(0.010_03), "0.0101");
         assert_eq!(sig_up(0.008_78), "0.00878");
+    }
+
+    #[test]
+    fn default_mib_fits_the_memory_available() {
+        assert_eq!(default_mib(None).ok(), Some(512));
+        assert_eq!(default_mib(Some(24 << 10)).ok(), Some(512));
+        assert_eq!(default_mib(Some(700)).ok(), Some(350));
+        assert_eq!(default_mib(Some(32)).ok(), Some(16));
+        assert!(default_mib(Some(31)).is_err());
     }
 
     #[test]
