@@ -47,13 +47,18 @@ pub enum Error {
         dim: u32,
     },
     /// A value or gradient is NaN or infinite and the table does not allow it.
-    #[error("table {table:?}: non-finite {what} {value} for id {id} at element {element}")]
+    #[error(
+        "table {table:?}: {what} holds a non-finite {value} for {} {id} at element {element}",
+        id_kind(what)
+    )]
     NonFinite {
         /// Table name.
         table: String,
-        /// `values` or `grads`.
+        /// The argument, by the name the API gives it: `values`, `grads`,
+        /// `per_sample_weights`, or `grad` (a pooled step's gradient of
+        /// the bags).
         what: &'static str,
-        /// Row id the value belongs to.
+        /// Row id the value belongs to; for `grad`, the bag's index.
         id: u64,
         /// Element index within the row.
         element: usize,
@@ -70,6 +75,14 @@ pub enum Error {
         at: usize,
         /// What is wrong with it.
         reason: String,
+    },
+    /// Per-sample weights were given with a pooling mode other than sum.
+    #[error("table {table:?}: per_sample_weights need pooling mode \"sum\", not {mode:?}")]
+    WeightsNeedSum {
+        /// Table name.
+        table: String,
+        /// The pooling mode given.
+        mode: &'static str,
     },
     /// A non-finite learning rate.
     #[error("non-finite learning rate {lr}")]
@@ -254,5 +267,15 @@ impl Error {
         Error::Config {
             reason: reason.into(),
         }
+    }
+}
+
+/// What [`Error::NonFinite`]'s id counts: a pooled step's `grad` is one
+/// row a bag, so its id is the bag's index.
+fn id_kind(what: &str) -> &'static str {
+    if what == "grad" {
+        "bag"
+    } else {
+        "id"
     }
 }

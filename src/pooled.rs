@@ -130,11 +130,10 @@ fn check_bags(
     }
     if let Some(w) = weights {
         if mode != PoolingMode::Sum {
-            return Err(Error::config(format!(
-                "table {:?}: per-sample weights need pooling mode \"sum\", not {:?}",
-                t.name,
-                mode.name()
-            )));
+            return Err(Error::WeightsNeedSum {
+                table: t.name.clone(),
+                mode: mode.name(),
+            });
         }
         if w.len() != indices.len() {
             return Err(Error::LengthMismatch {
@@ -150,7 +149,7 @@ fn check_bags(
             if let Some(i) = w.iter().position(|x| !x.is_finite()) {
                 return Err(Error::NonFinite {
                     table: t.name.clone(),
-                    what: "per-sample weight",
+                    what: "per_sample_weights",
                     id: indices[i],
                     element: 0,
                     value: w[i],
@@ -420,7 +419,7 @@ impl Store {
                     // `id` names the bag here: a bag gradient has no row.
                     return Err(Error::NonFinite {
                         table: t.name.clone(),
-                        what: "bag gradient (id is the bag)",
+                        what: "grad",
                         id: (i / t.dim) as u64,
                         element: i % t.dim,
                         value: b.grad[i],

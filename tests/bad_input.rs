@@ -111,7 +111,7 @@ fn non_finite_rejected_unless_allowed() {
     match s.update("t", &[3, 4], &vals) {
         Err(Error::NonFinite {
             id, element, what, ..
-        }) => assert_eq!((id, element, what), (4, 2, "value")),
+        }) => assert_eq!((id, element, what), (4, 2, "values")),
         other => panic!("{other:?}"),
     }
     vals[DIM + 2] = f32::INFINITY;

@@ -89,6 +89,16 @@ pub(crate) fn to_py(py: Python<'_>, e: embtier::Error) -> PyErr {
                 ("at", obj(py, *at)),
             ],
         ),
+        E::WeightsNeedSum { table, mode } => raise(
+            py,
+            "InvalidArgumentError",
+            msg,
+            &[
+                ("table", obj(py, table.as_str())),
+                ("argument", obj(py, "per_sample_weights")),
+                ("mode", obj(py, *mode)),
+            ],
+        ),
         E::BadLearningRate { .. } => raise(py, "InvalidArgumentError", msg, &[]),
         E::NotAStore { path: p, .. } => raise(py, "NotAStoreError", msg, &[("path", path(p))]),
         E::AlreadyExists { path: p } => raise(py, "AlreadyExistsError", msg, &[("path", path(p))]),

@@ -249,7 +249,7 @@ impl Store {
         if !t.imports_directly() || ids.is_empty() {
             return self.update(table, &ids, values);
         }
-        Self::check_finite(t, "value", &ids, values)?;
+        Self::check_finite(t, "values", &ids, values)?;
         let l = t.entry.layout;
         let end = start + ids.len() as u64;
         // The whole groups: from the first group starting at or after

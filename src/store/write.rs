@@ -61,7 +61,7 @@ impl Store {
         let t = self.table(table)?;
         Self::check_len(t, "values", ids.len(), values.len())?;
         Self::check_ids(t, ids)?;
-        Self::check_finite(t, "value", ids, values)?;
+        Self::check_finite(t, "values", ids, values)?;
         // Last occurrence of each id.
         let mut last: HashMap<u64, usize> = HashMap::with_capacity(ids.len());
         for (k, &id) in ids.iter().enumerate() {
@@ -99,7 +99,7 @@ impl Store {
         let t = self.table(table)?;
         Self::check_len(t, "grads", ids.len(), grads.len())?;
         Self::check_ids(t, ids)?;
-        Self::check_finite(t, "gradient", ids, grads)?;
+        Self::check_finite(t, "grads", ids, grads)?;
         if !lr.is_finite() {
             return Err(Error::BadLearningRate { lr });
         }
@@ -132,7 +132,7 @@ impl Store {
         let t = self.table(table)?;
         Self::check_len(t, "grads", ids.len(), grads.len())?;
         Self::check_ids(t, ids)?;
-        Self::check_finite(t, "gradient", ids, grads)?;
+        Self::check_finite(t, "grads", ids, grads)?;
         self.apply_optimizer(t, ids, grads, t.cfg.optimizer)
     }
 
