@@ -86,11 +86,21 @@ class Store:
         ``ssd`` sections; see the Rust docs of ``StoreConfig``) or the path
         of a ``store.toml``. A failed create leaves nothing behind."""
     @staticmethod
-    def open(path: Union[str, os.PathLike[str]]) -> Store:
-        """Open the store in ``path``, recovering its last checkpoint."""
+    def open(path: Union[str, os.PathLike[str]], cold: bool = False) -> Store:
+        """Open the store in ``path``, recovering its last checkpoint.
+        Unless ``cold``, the rows each cache tier held at that checkpoint
+        are read back in the background (a warm restart; see
+        :meth:`wait_warm`)."""
+    def wait_warm(self) -> int:
+        """Wait until the warm restart's read-back has finished; returns
+        the rows it read (0 when there was nothing to read back). The
+        store serves calls while it runs."""
     def close(self) -> None:
-        """Release the store (waits for calls in flight). Idempotent.
-        Updates since the last :meth:`checkpoint` are not durable."""
+        """Release the store, waiting for calls in flight on other threads
+        (and a :meth:`begin_checkpoint` until it commits): once it returns,
+        the store's lock is released and it can be opened again.
+        Idempotent. Updates since the last :meth:`checkpoint` are not
+        durable."""
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""

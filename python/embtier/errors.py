@@ -77,9 +77,12 @@ class InvalidArgumentError(Error, ValueError):
 
 
 class ConfigError(Error, ValueError):
-    """A configuration the store cannot take (``reason``)."""
+    """A configuration the store cannot take (``reason``; ``key``, where
+    a config dict's value is what is wrong, names it, as
+    ``config["tables"][0]["rows"]``)."""
 
     reason: Optional[str] = None
+    key: Optional[str] = None
 
 
 class ClosedError(Error, ValueError):

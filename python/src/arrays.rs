@@ -3,26 +3,25 @@
 
 use super::*;
 
-/// A 1-D id array read in place: int64 or uint64, C-contiguous. int64 ids
-/// are reinterpreted: a negative one reads as an id far out of range.
-pub(crate) enum Ids<'py> {
-    U(PyReadonlyArray1<'py, u64>),
-    I(PyReadonlyArray1<'py, i64>),
+/// A 1-D id array (int64 or uint64, C-contiguous), copied as it is read:
+/// the store addresses its files by these ids after it has checked them,
+/// while the GIL is released, so a copy is what another thread cannot
+/// change between the check and the use (8 bytes an id). int64 ids are
+/// reinterpreted: a negative one reads as an id far out of range.
+pub(crate) struct Ids(Vec<u64>);
+
+impl Ids {
+    pub(crate) fn slice(&self) -> &[u64] {
+        &self.0
+    }
 }
 
-impl Ids<'_> {
-    pub(crate) fn slice(&self) -> &[u64] {
-        match self {
-            Ids::U(a) => a.as_slice().expect("checked contiguous"),
-            Ids::I(a) => {
-                let s = a.as_slice().expect("checked contiguous");
-                // SAFETY: i64 and u64 have the same size and alignment, and
-                // every bit pattern is a valid u64; the slice borrows the
-                // same array for the same lifetime.
-                unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<u64>(), s.len()) }
-            }
-        }
-    }
+/// The elements of `a`, a 1-D array [`array`] checked (C-contiguous and
+/// aligned), or a TypeError naming `arg`. (The other arguments' slices
+/// are taken with `expect`: [`array`] checked what `as_slice` needs.)
+fn elements<'a, T: numpy::Element>(a: &'a PyReadonlyArray1<'_, T>, arg: &str) -> PyResult<&'a [T]> {
+    a.as_slice()
+        .map_err(|e| PyTypeError::new_err(format!("{arg}: {e}")))
 }
 
 /// The array behind `a`, or a TypeError naming `arg` (not a numpy array,
@@ -55,6 +54,17 @@ pub(crate) fn array<'a, 'py>(
             format!("{arg}: must be C-contiguous (use numpy.ascontiguousarray)"),
         ));
     }
+    if !u.is_aligned() {
+        // numpy.frombuffer at an odd offset, for one: its elements cannot
+        // be read in place.
+        return Err(invalid(
+            a.py(),
+            arg,
+            format!(
+                "{arg}: must be aligned to its dtype (use numpy.require(a, requirements=\"CA\"))"
+            ),
+        ));
+    }
     Ok(u)
 }
 
@@ -85,19 +95,19 @@ pub(crate) fn dtype_name(u: &Bound<'_, PyUntypedArray>) -> String {
     u.dtype().to_string()
 }
 
-pub(crate) fn ids<'py>(a: &Bound<'py, PyAny>, arg: &str) -> PyResult<Ids<'py>> {
+pub(crate) fn ids(a: &Bound<'_, PyAny>, arg: &str) -> PyResult<Ids> {
     let u = array(a, arg, 1)?;
     if let Ok(x) = a.cast::<PyArray1<u64>>() {
-        return Ok(Ids::U(
-            x.try_readonly()
-                .map_err(|e| PyTypeError::new_err(format!("{arg}: {e}")))?,
-        ));
+        let r = x
+            .try_readonly()
+            .map_err(|e| PyTypeError::new_err(format!("{arg}: {e}")))?;
+        return Ok(Ids(elements(&r, arg)?.to_vec()));
     }
     if let Ok(x) = a.cast::<PyArray1<i64>>() {
-        return Ok(Ids::I(
-            x.try_readonly()
-                .map_err(|e| PyTypeError::new_err(format!("{arg}: {e}")))?,
-        ));
+        let r = x
+            .try_readonly()
+            .map_err(|e| PyTypeError::new_err(format!("{arg}: {e}")))?;
+        return Ok(Ids(elements(&r, arg)?.iter().map(|&i| i as u64).collect()));
     }
     Err(PyTypeError::new_err(format!(
         "{arg}: expected dtype int64 or uint64, got {}",
@@ -150,7 +160,7 @@ pub(crate) fn out_2d<'py>(
     dim: usize,
 ) -> PyResult<Bound<'py, PyArray2<f32>>> {
     match out {
-        None => Ok(PyArray2::<f32>::zeros(py, [rows, dim], false)),
+        None => zeros(py, rows, dim),
         Some(a) => {
             let u = array(a, "out", 2)?;
             check_shape(u, "out", rows, dim)?;
@@ -162,6 +172,18 @@ pub(crate) fn out_2d<'py>(
             })
         }
     }
+}
+
+/// A new zeroed `(rows, dim)` float32 array, made by `numpy.zeros`: a
+/// size numpy cannot allocate raises its MemoryError (or ValueError), not
+/// a panic.
+pub(crate) fn zeros(py: Python<'_>, rows: usize, dim: usize) -> PyResult<Bound<'_, PyArray2<f32>>> {
+    let np = py.import("numpy")?;
+    let a = np
+        .getattr("zeros")?
+        .call1(((rows, dim), np.getattr("float32")?))?;
+    a.cast_into::<PyArray2<f32>>()
+        .map_err(|e| PyTypeError::new_err(format!("numpy.zeros: {e}")))
 }
 
 pub(crate) fn mode(py: Python<'_>, m: &str) -> PyResult<PoolingMode> {

@@ -52,10 +52,10 @@ impl PyStore {
 
 fn config_from(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<StoreConfig> {
     if let Ok(d) = config.cast::<PyDict>() {
-        // A dict with the schema of store.toml: through JSON to TOML, so
-        // that it is read by exactly the code that reads store.toml.
-        let json: String = py.import("json")?.call_method1("dumps", (d,))?.extract()?;
-        let v: toml::Value = serde_json::from_str(&json).map_err(|e| {
+        // A dict with the schema of store.toml: to TOML, so that it is
+        // read by exactly the code that reads store.toml.
+        let json = config_value(py, d.as_any(), "config")?;
+        let v: toml::Value = serde_json::from_value(json).map_err(|e| {
             raise(
                 py,
                 "ConfigError",
@@ -88,6 +88,92 @@ fn config_from(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<StoreConfi
         )
     })?;
     StoreConfig::from_toml(&text).map_err(|e| to_py(py, e))
+}
+
+/// A ConfigError at `path` (the key, as `config["tables"][0]["rows"]`).
+fn config_error(py: Python<'_>, path: &str, reason: String) -> PyErr {
+    raise(
+        py,
+        "ConfigError",
+        format!("{path}: {reason}"),
+        &[("reason", obj(py, reason.as_str())), ("key", obj(py, path))],
+    )
+}
+
+/// A config dict's value `v` at `path` as a JSON value: what store.toml
+/// holds (strings, numbers, booleans, lists and tables), numpy scalars
+/// taken as the Python values they hold; anything else, and a number
+/// that is not finite, a ConfigError naming the key.
+fn config_value(py: Python<'_>, v: &Bound<'_, PyAny>, path: &str) -> PyResult<serde_json::Value> {
+    use pyo3::types::{PyBool, PyFloat, PyInt, PyString, PyTuple};
+    use serde_json::Value;
+    if let Ok(b) = v.cast::<PyBool>() {
+        return Ok(Value::Bool(b.is_true()));
+    }
+    if let Ok(t) = v.cast::<PyString>() {
+        return Ok(Value::String(t.to_cow()?.into_owned()));
+    }
+    if let Ok(i) = v.cast::<PyInt>() {
+        if let Ok(n) = i.extract::<i64>() {
+            return Ok(Value::from(n));
+        }
+        if let Ok(n) = i.extract::<u64>() {
+            return Ok(Value::from(n));
+        }
+        return Err(config_error(py, path, format!("{i} is out of range")));
+    }
+    if let Ok(f) = v.cast::<PyFloat>() {
+        let x = f.value();
+        return serde_json::Number::from_f64(x)
+            .map(Value::Number)
+            .ok_or_else(|| config_error(py, path, format!("{x} is not a finite number")));
+    }
+    if let Ok(d) = v.cast::<PyDict>() {
+        let mut m = serde_json::Map::new();
+        for (k, x) in d.iter() {
+            let Ok(k) = k.cast::<PyString>().map(|k| k.to_string()) else {
+                return Err(config_error(
+                    py,
+                    path,
+                    format!("key {} is not a string", k.repr()?),
+                ));
+            };
+            let at = format!("{path}[{k:?}]");
+            m.insert(k, config_value(py, &x, &at)?);
+        }
+        return Ok(Value::Object(m));
+    }
+    if v.cast::<PyList>().is_ok() || v.cast::<PyTuple>().is_ok() {
+        let mut out = Vec::new();
+        for (i, x) in v.try_iter()?.enumerate() {
+            out.push(config_value(py, &x?, &format!("{path}[{i}]"))?);
+        }
+        return Ok(Value::Array(out));
+    }
+    // numpy scalars (numpy.int64(5), numpy.float32(0.1), numpy.bool_):
+    // the Python value they hold.
+    let ty = v
+        .get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_default();
+    let is_numpy = v
+        .get_type()
+        .module()
+        .is_ok_and(|m| m == "numpy");
+    if is_numpy && v.hasattr("item")? {
+        let item = v.call_method0("item")?;
+        if !item.is(v) && !item.get_type().is(v.get_type()) {
+            return config_value(py, &item, path);
+        }
+    }
+    Err(config_error(
+        py,
+        path,
+        format!(
+            "a {ty} is not a value store.toml holds (strings, numbers, booleans, lists and dicts)"
+        ),
+    ))
 }
 
 #[pymethods]
@@ -124,10 +210,26 @@ impl PyStore {
         })
     }
 
-    /// Release the store (waiting for calls in flight). Idempotent.
+    /// Release the store, waiting for calls in flight (each holds the
+    /// store while it runs, a `begin_checkpoint` until it is committed):
+    /// once this returns, the store is closed and its lock released.
+    /// Idempotent.
     fn close(&self, py: Python<'_>) {
-        let s = self.inner.write().take();
-        py.detach(move || drop(s));
+        let Some(mut s) = self.inner.write().take() else {
+            return;
+        };
+        // Calls that began before the take hold their own reference; new
+        // ones find the store closed. The wait is without the GIL, which
+        // a call takes again before it returns.
+        py.detach(move || loop {
+            match Arc::try_unwrap(s) {
+                Ok(store) => return drop(store),
+                Err(held) => {
+                    s = held;
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
+        });
     }
 
     #[getter]
@@ -185,7 +287,9 @@ impl PyStore {
             let mut w = out
                 .try_readwrite()
                 .map_err(|e| PyTypeError::new_err(format!("out: {e}")))?;
-            let o = w.as_slice_mut().expect("checked contiguous");
+            let o = w
+                .as_slice_mut()
+                .expect("array() checked contiguous and aligned");
             py.detach(|| s.lookup(table, ids, o))
                 .map_err(|e| to_py(py, e))?;
         }
@@ -204,7 +308,9 @@ impl PyStore {
         let ids = self::ids(ids, "ids")?;
         let ids = ids.slice();
         let v = f32_2d(values, "values", ids.len(), dim)?;
-        let v = v.as_slice().expect("checked contiguous");
+        let v = v
+            .as_slice()
+            .expect("array() checked contiguous and aligned");
         py.detach(|| s.update(table, ids, v))
             .map_err(|e| to_py(py, e))
     }
@@ -221,7 +327,9 @@ impl PyStore {
         let ids = self::ids(ids, "ids")?;
         let ids = ids.slice();
         let g = f32_2d(grads, "grads", ids.len(), dim)?;
-        let g = g.as_slice().expect("checked contiguous");
+        let g = g
+            .as_slice()
+            .expect("array() checked contiguous and aligned");
         py.detach(|| s.step(table, ids, g))
             .map_err(|e| to_py(py, e))
     }
@@ -247,16 +355,19 @@ impl PyStore {
             .map(|w| f32_1d(w, "per_sample_weights"))
             .transpose()?;
         let (idx, off) = (idx.slice(), off.slice());
-        let w = w
-            .as_ref()
-            .map(|w| w.as_slice().expect("checked contiguous"));
+        let w = w.as_ref().map(|w| {
+            w.as_slice()
+                .expect("array() checked contiguous and aligned")
+        });
         let bags = off.len().saturating_sub(1);
         let out = out_2d(py, out, bags, dim)?;
         {
             let mut o = out
                 .try_readwrite()
                 .map_err(|e| PyTypeError::new_err(format!("out: {e}")))?;
-            let o = o.as_slice_mut().expect("checked contiguous");
+            let o = o
+                .as_slice_mut()
+                .expect("array() checked contiguous and aligned");
             py.detach(|| s.lookup_pooled(table, idx, off, m, w, o))
                 .map_err(|e| to_py(py, e))?;
         }
@@ -286,10 +397,13 @@ impl PyStore {
         let (idx, off) = (idx.slice(), off.slice());
         let bags = off.len().saturating_sub(1);
         let g = f32_2d(grad, "grad", bags, dim)?;
-        let g = g.as_slice().expect("checked contiguous");
-        let w = w
-            .as_ref()
-            .map(|w| w.as_slice().expect("checked contiguous"));
+        let g = g
+            .as_slice()
+            .expect("array() checked contiguous and aligned");
+        let w = w.as_ref().map(|w| {
+            w.as_slice()
+                .expect("array() checked contiguous and aligned")
+        });
         py.detach(|| s.step_pooled(table, idx, off, g, m, w))
             .map_err(|e| to_py(py, e))
     }
@@ -322,7 +436,7 @@ impl PyStore {
                 .map(|w| f32_1d(w, "per_sample_weights"))
                 .transpose()?;
             let bags = off.slice().len().saturating_sub(1);
-            let out = PyArray2::<f32>::zeros(py, [bags, dim], false);
+            let out = zeros(py, bags, dim)?;
             held.push((table.as_str(), idx, off, m, w, out));
         }
         let mut outs: Vec<_> = held
@@ -339,11 +453,13 @@ impl PyStore {
                     indices: h.1.slice(),
                     offsets: h.2.slice(),
                     mode: h.3,
-                    per_sample_weights: h
-                        .4
-                        .as_ref()
-                        .map(|w| w.as_slice().expect("checked contiguous")),
-                    out: o.as_slice_mut().expect("checked contiguous"),
+                    per_sample_weights: h.4.as_ref().map(|w| {
+                        w.as_slice()
+                            .expect("array() checked contiguous and aligned")
+                    }),
+                    out: o
+                        .as_slice_mut()
+                        .expect("array() checked contiguous and aligned"),
                 })
                 .collect();
             py.detach(|| s.lookup_pooled_many(&mut parts))
@@ -386,12 +502,15 @@ impl PyStore {
                 table: h.0,
                 indices: h.1.slice(),
                 offsets: h.2.slice(),
-                grad: h.3.as_slice().expect("checked contiguous"),
+                grad: h
+                    .3
+                    .as_slice()
+                    .expect("array() checked contiguous and aligned"),
                 mode: h.4,
-                per_sample_weights: h
-                    .5
-                    .as_ref()
-                    .map(|w| w.as_slice().expect("checked contiguous")),
+                per_sample_weights: h.5.as_ref().map(|w| {
+                    w.as_slice()
+                        .expect("array() checked contiguous and aligned")
+                }),
             })
             .collect();
         py.detach(|| s.step_pooled_many(&parts))
@@ -427,13 +546,25 @@ impl PyStore {
         out: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyArray2<f32>>> {
         let s = self.get(py)?;
-        let dim = Self::dim(py, &s, table)?;
-        let out = out_2d(py, out, count, dim)?;
+        let (rows, dim) = s.table_shape(table).map_err(|e| to_py(py, e))?;
+        // The range checked before an array of `count` rows is made: a
+        // count past the table is the store's error, not numpy's.
+        if count > 0 && start.checked_add(count as u64).is_none_or(|e| e > rows) {
+            let e = embtier::Error::IdOutOfRange {
+                table: table.to_string(),
+                id: start.saturating_add(count as u64 - 1),
+                rows,
+            };
+            return Err(to_py(py, e));
+        }
+        let out = out_2d(py, out, count, dim as usize)?;
         {
             let mut o = out
                 .try_readwrite()
                 .map_err(|e| PyTypeError::new_err(format!("out: {e}")))?;
-            let o = o.as_slice_mut().expect("checked contiguous");
+            let o = o
+                .as_slice_mut()
+                .expect("array() checked contiguous and aligned");
             py.detach(|| s.export_rows(table, start, o))
                 .map_err(|e| to_py(py, e))?;
         }
@@ -452,7 +583,9 @@ impl PyStore {
         let dim = Self::dim(py, &s, table)?;
         let n = array(values, "values", 2)?.shape()[0];
         let v = f32_2d(values, "values", n, dim)?;
-        let v = v.as_slice().expect("checked contiguous");
+        let v = v
+            .as_slice()
+            .expect("array() checked contiguous and aligned");
         py.detach(|| s.import_rows(table, start, v))
             .map_err(|e| to_py(py, e))
     }
