@@ -27,6 +27,7 @@ Importing this module needs ``torch``; importing :mod:`embtier` does not.
 from __future__ import annotations
 
 import collections
+import weakref
 from typing import Any, Deque, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -40,6 +41,17 @@ __all__ = ["TieredEmbeddingBags"]
 
 #: Rows per chunk when a table is streamed in or out (state_dict).
 CHUNK_ROWS = 1 << 16
+
+
+def _index_host(t: torch.Tensor, arg: str) -> np.ndarray:
+    """:func:`_host` of ``indices`` or ``offsets``: int64 or int32 only, as
+    ``nn.EmbeddingBag`` takes them (a float or bool index is an error, not
+    a row)."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{arg}: expected a torch.Tensor, got {type(t).__name__}")
+    if t.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"{arg}: expected dtype torch.int64 or torch.int32, got {t.dtype}")
+    return _host(t, torch.int64)
 
 
 def _host(t: torch.Tensor, dtype: torch.dtype) -> np.ndarray:
@@ -64,6 +76,11 @@ class _Bags:
         offsets: torch.Tensor,
         per_sample_weights: Optional[torch.Tensor],
     ) -> None:
+        #: The pins of the prefetch this batch consumes (see _Pins).
+        self.pins: Optional[_Pins] = None
+        for arg, v in (("indices", indices), ("offsets", offsets)):
+            if not isinstance(v, torch.Tensor):
+                raise TypeError(f"{arg}: expected a torch.Tensor, got {type(v).__name__}")
         if indices.dim() != 1 or offsets.dim() != 1:
             raise InvalidArgumentError(
                 f"indices and offsets must be 1-D, got shapes {tuple(indices.shape)} "
@@ -79,8 +96,8 @@ class _Bags:
                 got=offsets.numel(),
             )
         self.batch = n // t
-        idx = _host(indices, torch.int64)
-        off = _host(offsets, torch.int64)
+        idx = _index_host(indices, "indices")
+        off = _index_host(offsets, "offsets")
         w = None if per_sample_weights is None else _host(per_sample_weights, torch.float32)
         if w is not None and w.shape[0] != idx.shape[0]:
             raise InvalidArgumentError(
@@ -118,6 +135,23 @@ class _Bags:
         self.indices_all = idx
 
 
+class _Pins:
+    """The prefetch handles of one batch: released once, by the batch's
+    step, or when its forward recorded no graph, or when the graph is freed
+    without a backward (an evaluation, a loss never backpropagated)."""
+
+    def __init__(self, handles: List[Prefetch], held: "weakref.WeakSet[_Pins]") -> None:
+        self.handles: Optional[List[Prefetch]] = handles
+        self.held = held
+        held.add(self)
+
+    def release(self) -> None:
+        handles, self.handles = self.handles, None
+        self.held.discard(self)
+        for h in handles or ():
+            h.release()
+
+
 class _PooledFunction(torch.autograd.Function):
     """Forward: pooled lookups of every table. Backward: the fused step."""
 
@@ -129,6 +163,8 @@ class _PooledFunction(torch.autograd.Function):
         bags: _Bags,
         psw: Optional[torch.Tensor],
         device: torch.device,
+        indices: torch.Tensor,
+        offsets: torch.Tensor,
     ) -> torch.Tensor:
         outs = module.store.lookup_pooled_many(
             [(name, i, o, module.mode, w) for (name, i, o, w) in bags.parts]
@@ -138,12 +174,21 @@ class _PooledFunction(torch.autograd.Function):
         ctx.bags = bags
         ctx.psw_grad = psw is not None and psw.requires_grad
         ctx.device = device
+        # The backward steps the rows of these tensors, read through numpy
+        # views of them: saved, so that autograd refuses a backward after
+        # they were changed in place (a loader that refills its buffer),
+        # as it does for nn.EmbeddingBag, rather than step other rows.
+        if psw is None:
+            ctx.save_for_backward(indices, offsets)
+        else:
+            ctx.save_for_backward(indices, offsets, psw)
         return y.to(device) if device.type != "cpu" else y
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor):  # type: ignore[override]
         module: TieredEmbeddingBags = ctx.module
         bags: _Bags = ctx.bags
+        _ = ctx.saved_tensors  # raises if the batch's tensors changed since the forward
         g = _host(grad_out, torch.float32)
         grads = []
         col = 0
@@ -167,8 +212,9 @@ class _PooledFunction(torch.autograd.Function):
                 for (name, i, o, w), gb in zip(bags.parts, grads)
             ]
         )
-        module._stepped()
-        return None, None, None, grad_psw, None
+        if bags.pins is not None:
+            bags.pins.release()
+        return None, None, None, grad_psw, None, None, None
 
 
 class TieredEmbeddingBags(nn.Module):
@@ -207,7 +253,9 @@ class TieredEmbeddingBags(nn.Module):
         # (FBGEMM's SSD TBE does the same). It is not a Parameter.
         self._anchor = torch.zeros((), requires_grad=True)
         self._prefetched: Deque[List[Prefetch]] = collections.deque()
-        self._in_use: Deque[List[Prefetch]] = collections.deque()
+        # The pins of forwards whose step has not run (weakly: a batch's
+        # pins go with its graph).
+        self._in_use: "weakref.WeakSet[_Pins]" = weakref.WeakSet()
 
     @property
     def embedding_dim(self) -> int:
@@ -225,38 +273,51 @@ class TieredEmbeddingBags(nn.Module):
                 "per_sample_weights need mode 'sum'", argument="per_sample_weights"
             )
         bags = _Bags(self.tables, indices, offsets, per_sample_weights)
-        # The rows a prefetch brought in stay pinned until this batch's step.
+        # The rows a prefetch brought in stay pinned until this batch's
+        # step; a forward that records no graph has no step, and a graph
+        # freed without a backward never steps: both release them.
+        pins = None
         if self._prefetched:
             handles = self._prefetched.popleft()
             for h in handles:
                 h.wait()
-            self._in_use.append(handles)
-        return _PooledFunction.apply(
-            self._anchor, self, bags, per_sample_weights, indices.device
-        )
+            pins = _Pins(handles, self._in_use)
+        try:
+            y = _PooledFunction.apply(
+                self._anchor, self, bags, per_sample_weights, indices.device, indices, offsets
+            )
+        except BaseException:
+            if pins is not None:
+                pins.release()
+            raise
+        if pins is not None:
+            if y.requires_grad:
+                bags.pins = pins
+                weakref.finalize(bags, pins.release)
+            else:
+                pins.release()
+        return y
 
     def prefetch(self, indices: torch.Tensor, offsets: torch.Tensor) -> None:
         """Start reading the rows of a coming batch (same layout as
         :meth:`forward`) while the current one computes. They are pinned in
         DRAM until the step of the forward that consumes them (prefetches
-        are consumed in order, one per forward)."""
+        are consumed in order, one per forward); a forward without a graph
+        (``torch.no_grad()``, evaluation) releases them when it returns,
+        and one whose graph is freed without a backward, then."""
         bags = _Bags(self.tables, indices, offsets, None)
         self._prefetched.append(
             [self.store.prefetch(name, np.unique(i)) for (name, i, _, _) in bags.parts]
         )
 
-    def _stepped(self) -> None:
-        if self._in_use:
-            for h in self._in_use.popleft():
-                h.release()
-
     def release_prefetches(self) -> None:
         """Drop every outstanding prefetch's pins (for example after an
         exception interrupted a training step)."""
-        for q in (self._prefetched, self._in_use):
-            while q:
-                for h in q.popleft():
-                    h.release()
+        while self._prefetched:
+            for h in self._prefetched.popleft():
+                h.release()
+        for pins in list(self._in_use):
+            pins.release()
 
     # --- state_dict: tables streamed in and out in chunks ---------------
 

@@ -266,3 +266,92 @@ def test_under_torch_compile_the_module_graph_breaks_and_still_steps(tmp_path):
         loss(mr, idx, off).backward()
     for a, b in zip(weights_of(s), weights_of(ref)):
         assert close(a, b)
+
+
+def one_table_store(path, rows=10, dim=2, **tiers):
+    cfg = {
+        "tables": [
+            {"name": "t", "rows": rows, "dim": dim, "init": {"kind": "zeros"}, "optimizer": {"kind": "sgd", "lr": 1.0}}
+        ]
+    }
+    cfg.update(tiers)
+    return embtier.Store.create(str(path), cfg)
+
+
+def test_indices_changed_in_place_before_the_backward_are_refused(tmp_path):
+    """A loader that refills its index buffer between the forward and the
+    backward: autograd's in-place error, as nn.EmbeddingBag raises, and no
+    row stepped (the backward used to step the new batch's rows)."""
+    s = one_table_store(tmp_path / "s")
+    m = TieredEmbeddingBags(s, ["t"])
+    idx, off = torch.tensor([1, 2]), torch.tensor([0, 1, 2])
+    out = m(idx, off)
+    idx.copy_(torch.tensor([7, 8]))
+    with pytest.raises(RuntimeError, match="inplace"):
+        out.sum().backward()
+    assert not s.lookup("t", np.arange(10, dtype=np.int64)).any()
+    # Untouched, the same steps the rows of the forward.
+    idx = torch.tensor([1, 2])
+    m(idx, off).sum().backward()
+    assert s.lookup("t", np.array([1, 2, 7, 8]))[:, 0].tolist() == [-1.0, -1.0, 0.0, 0.0]
+
+
+def test_float_and_bool_indices_are_a_type_error(tmp_path):
+    s = one_table_store(tmp_path / "s")
+    m = TieredEmbeddingBags(s, ["t"])
+    off = torch.tensor([0, 1])
+    for bad in (torch.tensor([1.9]), torch.tensor([True])):
+        with pytest.raises(TypeError, match="indices"):
+            m(bad, off)
+    with pytest.raises(TypeError, match="offsets"):
+        m(torch.tensor([1]), torch.tensor([0.0, 1.0]))
+    # int32, as nn.EmbeddingBag takes them, is fine.
+    assert m(torch.tensor([1], dtype=torch.int32), torch.tensor([0, 1], dtype=torch.int32)).shape == (1, 2)
+
+
+def test_forwards_without_a_backward_release_their_prefetch_pins(tmp_path):
+    """Evaluation (no graph) and a graph dropped unused release the pins of
+    the prefetch they consumed; each backward releases its own batch's."""
+    import gc
+
+    s = one_table_store(tmp_path / "s", rows=100_000, dim=16, dram={"capacity": "4MiB", "shards": 1})
+    m = TieredEmbeddingBags(s, ["t"])
+    rng = np.random.default_rng(0)
+
+    def batch():
+        return torch.from_numpy(rng.integers(0, 100_000, 512).astype(np.int64)), torch.arange(0, 513, 4)
+
+    def pinnable():
+        before = s.stats()["tables"]["t"]["prefetch_pinned"]
+        h = s.prefetch("t", np.unique(batch()[0]))
+        h.wait()
+        n = s.stats()["tables"]["t"]["prefetch_pinned"] - before
+        h.release()
+        return n
+
+    fresh = pinnable()
+    assert fresh > 400
+    nxt = batch()
+    m.prefetch(*nxt)
+    with torch.no_grad():
+        for _ in range(60):
+            cur, nxt = nxt, batch()
+            m.prefetch(*nxt)
+            m(*cur)
+    for _ in range(20):  # graphs made and dropped without a backward
+        cur, nxt = nxt, batch()
+        m.prefetch(*nxt)
+        m(*cur).sum()
+    gc.collect()
+    assert len(m._in_use) == 0
+    held = []
+    for _ in range(3):  # graphs kept: their pins stay until their backward
+        cur, nxt = nxt, batch()
+        m.prefetch(*nxt)
+        held.append(m(*cur).sum())
+    assert len(m._in_use) == 3
+    for loss in reversed(held):  # out of order: each releases its own
+        loss.backward()
+    assert len(m._in_use) == 0
+    m.release_prefetches()
+    assert pinnable() >= fresh - 5
