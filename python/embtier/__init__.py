@@ -25,6 +25,7 @@ from ._embtier import (
 )
 from .errors import (
     AlreadyExistsError,
+    ArgumentTypeError,
     ClosedError,
     ConfigError,
     CorruptError,
@@ -49,6 +50,7 @@ __all__ = [
     "IdOutOfRangeError",
     "UnknownTableError",
     "InvalidArgumentError",
+    "ArgumentTypeError",
     "ConfigError",
     "ClosedError",
     "CorruptError",

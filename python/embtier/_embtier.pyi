@@ -1,11 +1,14 @@
 """Type stubs of the compiled module ``embtier._embtier`` (the Rust store).
 
-Arrays: ids, indices and offsets are 1-D, C-contiguous ``int64`` or
-``uint64`` numpy arrays; values, gradients and ``out`` are C-contiguous
-``float32``. They are read in place, never copied on the way in. A wrong
-dtype or a non-array raises :class:`TypeError`; a wrong shape, length,
-offset or a NaN raises :class:`embtier.InvalidArgumentError` (a
-:class:`ValueError`) naming the argument. Every call that reads, writes or
+Arrays: ids, indices and offsets are 1-D, C-contiguous, aligned
+``int64`` or ``uint64`` numpy arrays, copied as they are read (so that
+another thread cannot change them mid-call); values, gradients and
+``out`` are C-contiguous, aligned ``float32``, read and written in place.
+A wrong dtype, a non-array or an array not readable in place raises
+:class:`embtier.ArgumentTypeError` (a :class:`TypeError`); a wrong
+shape, length, offset or a NaN raises
+:class:`embtier.InvalidArgumentError` (a :class:`ValueError`); both name
+the argument. Every call that reads, writes or
 computes releases the GIL; a :class:`Store` may be shared between threads.
 """
 

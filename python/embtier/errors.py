@@ -18,6 +18,7 @@ __all__ = [
     "IdOutOfRangeError",
     "UnknownTableError",
     "InvalidArgumentError",
+    "ArgumentTypeError",
     "ConfigError",
     "ClosedError",
     "CorruptError",
@@ -74,6 +75,13 @@ class InvalidArgumentError(Error, ValueError):
     expected: Optional[int] = None
     got: Optional[int] = None
     at: Optional[int] = None
+
+
+class ArgumentTypeError(Error, TypeError):
+    """An argument of the wrong type: not a numpy array (or tensor), the
+    wrong dtype, or an array that cannot be read in place (``argument``)."""
+
+    argument: Optional[str] = None
 
 
 class ConfigError(Error, ValueError):

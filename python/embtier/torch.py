@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from ._embtier import Prefetch, Store
-from .errors import InvalidArgumentError
+from .errors import ArgumentTypeError, InvalidArgumentError
 
 __all__ = ["TieredEmbeddingBags"]
 
@@ -48,9 +48,11 @@ def _index_host(t: torch.Tensor, arg: str) -> np.ndarray:
     ``nn.EmbeddingBag`` takes them (a float or bool index is an error, not
     a row)."""
     if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{arg}: expected a torch.Tensor, got {type(t).__name__}")
+        raise ArgumentTypeError(f"{arg}: expected a torch.Tensor, got {type(t).__name__}", argument=arg)
     if t.dtype not in (torch.int64, torch.int32):
-        raise TypeError(f"{arg}: expected dtype torch.int64 or torch.int32, got {t.dtype}")
+        raise ArgumentTypeError(
+            f"{arg}: expected dtype torch.int64 or torch.int32, got {t.dtype}", argument=arg
+        )
     return _host(t, torch.int64)
 
 
@@ -80,7 +82,9 @@ class _Bags:
         self.pins: Optional[_Pins] = None
         for arg, v in (("indices", indices), ("offsets", offsets)):
             if not isinstance(v, torch.Tensor):
-                raise TypeError(f"{arg}: expected a torch.Tensor, got {type(v).__name__}")
+                raise ArgumentTypeError(
+                    f"{arg}: expected a torch.Tensor, got {type(v).__name__}", argument=arg
+                )
         if indices.dim() != 1 or offsets.dim() != 1:
             raise InvalidArgumentError(
                 f"indices and offsets must be 1-D, got shapes {tuple(indices.shape)} "

@@ -21,7 +21,7 @@ impl Ids {
 /// are taken with `expect`: [`array`] checked what `as_slice` needs.)
 fn elements<'a, T: numpy::Element>(a: &'a PyReadonlyArray1<'_, T>, arg: &str) -> PyResult<&'a [T]> {
     a.as_slice()
-        .map_err(|e| PyTypeError::new_err(format!("{arg}: {e}")))
+        .map_err(|e| type_error(a.py(), arg, format!("{arg}: {e}")))
 }
 
 /// The array behind `a`, or a TypeError naming `arg` (not a numpy array,
@@ -32,13 +32,17 @@ pub(crate) fn array<'a, 'py>(
     ndim: usize,
 ) -> PyResult<&'a Bound<'py, PyUntypedArray>> {
     let u = a.cast::<PyUntypedArray>().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "{arg}: expected a numpy array, got {}",
-            a.get_type()
-                .name()
-                .map(|n| n.to_string())
-                .unwrap_or_default()
-        ))
+        type_error(
+            a.py(),
+            arg,
+            format!(
+                "{arg}: expected a numpy array, got {}",
+                a.get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default()
+            ),
+        )
     })?;
     if u.ndim() != ndim {
         return Err(invalid(
@@ -100,19 +104,23 @@ pub(crate) fn ids(a: &Bound<'_, PyAny>, arg: &str) -> PyResult<Ids> {
     if let Ok(x) = a.cast::<PyArray1<u64>>() {
         let r = x
             .try_readonly()
-            .map_err(|e| PyTypeError::new_err(format!("{arg}: {e}")))?;
+            .map_err(|e| type_error(a.py(), arg, format!("{arg}: {e}")))?;
         return Ok(Ids(elements(&r, arg)?.to_vec()));
     }
     if let Ok(x) = a.cast::<PyArray1<i64>>() {
         let r = x
             .try_readonly()
-            .map_err(|e| PyTypeError::new_err(format!("{arg}: {e}")))?;
+            .map_err(|e| type_error(a.py(), arg, format!("{arg}: {e}")))?;
         return Ok(Ids(elements(&r, arg)?.iter().map(|&i| i as u64).collect()));
     }
-    Err(PyTypeError::new_err(format!(
-        "{arg}: expected dtype int64 or uint64, got {}",
-        dtype_name(u)
-    )))
+    Err(type_error(
+        a.py(),
+        arg,
+        format!(
+            "{arg}: expected dtype int64 or uint64, got {}",
+            dtype_name(u)
+        ),
+    ))
 }
 
 pub(crate) fn f32_1d<'py>(
@@ -122,13 +130,14 @@ pub(crate) fn f32_1d<'py>(
     let u = array(a, arg, 1)?;
     a.cast::<PyArray1<f32>>()
         .map_err(|_| {
-            PyTypeError::new_err(format!(
-                "{arg}: expected dtype float32, got {}",
-                dtype_name(u)
-            ))
+            type_error(
+                a.py(),
+                arg,
+                format!("{arg}: expected dtype float32, got {}", dtype_name(u)),
+            )
         })?
         .try_readonly()
-        .map_err(|e| PyTypeError::new_err(format!("{arg}: {e}")))
+        .map_err(|e| type_error(a.py(), arg, format!("{arg}: {e}")))
 }
 
 /// A `(rows, dim)` float32 array, read in place.
@@ -142,13 +151,14 @@ pub(crate) fn f32_2d<'py>(
     check_shape(u, arg, rows, dim)?;
     a.cast::<PyArray2<f32>>()
         .map_err(|_| {
-            PyTypeError::new_err(format!(
-                "{arg}: expected dtype float32, got {}",
-                dtype_name(u)
-            ))
+            type_error(
+                a.py(),
+                arg,
+                format!("{arg}: expected dtype float32, got {}", dtype_name(u)),
+            )
         })?
         .try_readonly()
-        .map_err(|e| PyTypeError::new_err(format!("{arg}: {e}")))
+        .map_err(|e| type_error(a.py(), arg, format!("{arg}: {e}")))
 }
 
 /// The caller's `out` (checked: float32, C-contiguous, `(rows, dim)`,
@@ -165,10 +175,11 @@ pub(crate) fn out_2d<'py>(
             let u = array(a, "out", 2)?;
             check_shape(u, "out", rows, dim)?;
             a.cast::<PyArray2<f32>>().cloned().map_err(|_| {
-                PyTypeError::new_err(format!(
-                    "out: expected dtype float32, got {}",
-                    dtype_name(u)
-                ))
+                type_error(
+                    py,
+                    "out",
+                    format!("out: expected dtype float32, got {}", dtype_name(u)),
+                )
             })
         }
     }

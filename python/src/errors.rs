@@ -189,3 +189,15 @@ pub(crate) fn invalid(py: Python<'_>, argument: &str, message: String) -> PyErr 
         &[("argument", obj(py, argument))],
     )
 }
+
+/// An `ArgumentTypeError` (an `embtier.Error` and a `TypeError`) naming
+/// `argument`: not an array, the wrong dtype, an array not readable in
+/// place.
+pub(crate) fn type_error(py: Python<'_>, argument: &str, message: String) -> PyErr {
+    raise(
+        py,
+        "ArgumentTypeError",
+        message,
+        &[("argument", obj(py, argument))],
+    )
+}

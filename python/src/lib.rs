@@ -73,9 +73,13 @@ fn config_from(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<StoreConfi
         })?;
         return StoreConfig::from_toml(&text).map_err(|e| to_py(py, e));
     }
-    let p: PathBuf = config
-        .extract()
-        .map_err(|_| PyTypeError::new_err("config: expected a dict or the path of a store.toml"))?;
+    let p: PathBuf = config.extract().map_err(|_| {
+        type_error(
+            py,
+            "config",
+            "config: expected a dict or the path of a store.toml".into(),
+        )
+    })?;
     let text = std::fs::read_to_string(&p).map_err(|e| {
         raise(
             py,
@@ -157,10 +161,7 @@ fn config_value(py: Python<'_>, v: &Bound<'_, PyAny>, path: &str) -> PyResult<se
         .name()
         .map(|n| n.to_string())
         .unwrap_or_default();
-    let is_numpy = v
-        .get_type()
-        .module()
-        .is_ok_and(|m| m == "numpy");
+    let is_numpy = v.get_type().module().is_ok_and(|m| m == "numpy");
     if is_numpy && v.hasattr("item")? {
         let item = v.call_method0("item")?;
         if !item.is(v) && !item.get_type().is(v.get_type()) {
@@ -286,7 +287,7 @@ impl PyStore {
         {
             let mut w = out
                 .try_readwrite()
-                .map_err(|e| PyTypeError::new_err(format!("out: {e}")))?;
+                .map_err(|e| type_error(py, "out", format!("out: {e}")))?;
             let o = w
                 .as_slice_mut()
                 .expect("array() checked contiguous and aligned");
@@ -364,7 +365,7 @@ impl PyStore {
         {
             let mut o = out
                 .try_readwrite()
-                .map_err(|e| PyTypeError::new_err(format!("out: {e}")))?;
+                .map_err(|e| type_error(py, "out", format!("out: {e}")))?;
             let o = o
                 .as_slice_mut()
                 .expect("array() checked contiguous and aligned");
@@ -443,7 +444,7 @@ impl PyStore {
             .iter()
             .map(|h| h.5.try_readwrite())
             .collect::<Result<_, _>>()
-            .map_err(|e| PyTypeError::new_err(format!("out: {e}")))?;
+            .map_err(|e| type_error(py, "out", format!("out: {e}")))?;
         {
             let mut parts: Vec<PooledBatch<'_>> = held
                 .iter()
@@ -561,7 +562,7 @@ impl PyStore {
         {
             let mut o = out
                 .try_readwrite()
-                .map_err(|e| PyTypeError::new_err(format!("out: {e}")))?;
+                .map_err(|e| type_error(py, "out", format!("out: {e}")))?;
             let o = o
                 .as_slice_mut()
                 .expect("array() checked contiguous and aligned");

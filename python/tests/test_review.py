@@ -194,3 +194,19 @@ def test_the_stub_has_every_method_with_its_signature():
             if p in ("self", "$self"):
                 continue
             assert f"{p}" in line, f"Store.{name}: parameter {p!r} missing from the stub: {line.strip()}"
+
+
+def test_type_errors_are_embtier_errors_naming_the_argument(small_store):
+    cases = {
+        "ids": lambda: small_store.lookup("a", np.array([1.0, 2.0])),
+        "values": lambda: small_store.update("a", ids(1), np.ones((1, 8), np.float64)),
+        "out": lambda: small_store.lookup("a", ids(1), out=np.empty((1, 8), np.float64)),
+    }
+    for arg, call in cases.items():
+        with pytest.raises(embtier.ArgumentTypeError) as e:
+            call()
+        assert isinstance(e.value, TypeError) and isinstance(e.value, embtier.Error)
+        assert e.value.argument == arg
+    with pytest.raises(embtier.ArgumentTypeError) as e:
+        small_store.lookup("a", [1, 2])
+    assert e.value.argument == "ids"
