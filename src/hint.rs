@@ -14,3 +14,13 @@ pub fn prefetch<T>(p: *const T) {
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
 }
+
+/// Ask for every cache line of `s` ([`prefetch`] of each).
+#[inline]
+pub fn prefetch_slice<T>(s: &[T]) {
+    let start = s.as_ptr() as usize;
+    let end = start + std::mem::size_of_val(s);
+    for line in (start & !63..end).step_by(64) {
+        prefetch(line as *const u8);
+    }
+}

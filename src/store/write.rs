@@ -75,7 +75,8 @@ impl Store {
         let whole = t.row_bytes == t.weight_bytes;
         t.throttle();
         let _gate = self.ssd.write_gate()?;
-        t.modify(&self.ssd, &items, whole, |row, k| {
+        let ahead = |k: usize| crate::hint::prefetch_slice(&values[k * dim..(k + 1) * dim]);
+        t.modify(&self.ssd, &items, whole, ahead, |row, k| {
             t.encode(&values[k * dim..(k + 1) * dim], row, Rounding::Nearest)
         })
     }
@@ -164,8 +165,9 @@ impl Store {
         t.throttle();
         let _gate = self.ssd.write_gate()?;
         let dim = t.dim;
+        let ahead = |s: usize| crate::hint::prefetch_slice(&sums[s * dim..(s + 1) * dim]);
         if t.elem == crate::Elem::F32 {
-            return t.modify(&self.ssd, items, false, |row, s| {
+            return t.modify(&self.ssd, items, false, ahead, |row, s| {
                 opt.apply(row, &sums[s * dim..(s + 1) * dim])
             });
         }
@@ -175,7 +177,7 @@ impl Store {
         let base = t.rounding_base();
         let (wb, sb) = (t.weight_bytes, opt.state_bytes(t.dim as u32) as usize);
         let scratch = std::cell::RefCell::new((vec![0f32; dim], vec![0u8; dim * 4 + sb]));
-        t.modify(&self.ssd, items, false, |row, s| {
+        t.modify(&self.ssd, items, false, ahead, |row, s| {
             let mut guard = scratch.borrow_mut();
             let (w, wide) = &mut *guard;
             t.decode(row, w);

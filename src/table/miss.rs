@@ -7,6 +7,10 @@ use super::*;
 /// bytes packed.
 pub(crate) type RowsSink<'a> = dyn FnMut(&[u64], &[u8]) -> std::io::Result<()> + 'a;
 
+/// Rows ahead whose lines a pinned table's loops ask for
+/// ([`Table::prefetch_pinned`]).
+const PINNED_AHEAD: usize = 8;
+
 impl Table {
     /// Encode `w` (`dim` f32s) into a row's weight bytes.
     #[inline]
@@ -42,7 +46,13 @@ impl Table {
         }
         match &self.kind {
             TableKind::Pinned { chunks, tier } => {
+                for &id in ids.iter().take(PINNED_AHEAD) {
+                    self.prefetch_pinned(id);
+                }
                 for (pos, &id) in ids.iter().enumerate() {
+                    if let Some(&ahead) = ids.get(pos + PINNED_AHEAD) {
+                        self.prefetch_pinned(ahead);
+                    }
                     let p = self.pinned_place(id);
                     let ch = chunks[p.chunk].lock();
                     self.decode(ch.row(p, rb), &mut out[pos * dim..(pos + 1) * dim]);
@@ -571,12 +581,16 @@ impl Table {
 
     /// Apply `f(row_bytes, k)` to the rows `items = [(id, k)]` (ids unique,
     /// validated), marking them dirty. `overwrite` says `f` replaces the whole
-    /// row, so a missing row need not be read first.
+    /// row, so a missing row need not be read first. A pinned table's loop
+    /// calls `ahead(k)` a few items before `f(.., k)`, for the caller to
+    /// ask for what `f` will read at `k` (items come in id order, so `k`,
+    /// an index into the caller's values, jumps about).
     pub(crate) fn modify(
         &self,
         ssd: &Ssd,
         items: &[(u64, usize)],
         overwrite: bool,
+        ahead: impl Fn(usize),
         f: impl Fn(&mut [u8], usize),
     ) -> Result<()> {
         let rb = self.row_bytes;
@@ -584,7 +598,15 @@ impl Table {
         ctx.c.updates = items.len() as u64;
         match &self.kind {
             TableKind::Pinned { chunks, tier } => {
-                for &(id, k) in items {
+                for &(id, k) in items.iter().take(PINNED_AHEAD) {
+                    self.prefetch_pinned(id);
+                    ahead(k);
+                }
+                for (j, &(id, k)) in items.iter().enumerate() {
+                    if let Some(&(next, next_k)) = items.get(j + PINNED_AHEAD) {
+                        self.prefetch_pinned(next);
+                        ahead(next_k);
+                    }
                     let p = self.pinned_place(id);
                     let mut ch = chunks[p.chunk].lock();
                     f(ch.row_mut(p, rb), k);

@@ -122,6 +122,11 @@ pub(crate) struct Table {
     /// Counter mixed into stochastic-rounding seeds, one value per call.
     sr_epoch: AtomicU64,
     pub kind: TableKind,
+    /// A pinned table's chunks' first bytes, by address (empty for a
+    /// cached table): where a row will be read, for a prefetch ahead of
+    /// the chunk's lock ([`Table::prefetch_pinned`]). A chunk's slab is
+    /// made once and never moves.
+    pinned_at: Vec<usize>,
     pub counters: Counters,
     wb_lock: Mutex<AlignedBuf>,
     wb_epoch: AtomicU64,
@@ -361,6 +366,7 @@ impl Table {
                 ))
             })
         };
+        let mut pinned_at = Vec::new();
         let kind = match s.pin_tier {
             None => {
                 let n = shard_count(&e.name, &s.tier_rows, s.shards)?;
@@ -403,19 +409,37 @@ impl Table {
                 let total = e.layout.groups_for(e.rows);
                 let nchunks = total.div_ceil(GROUPS_PER_CHUNK);
                 let mut chunks = Vec::with_capacity(nchunks as usize);
-                for c in 0..nchunks {
-                    let first_group = c * GROUPS_PER_CHUNK;
-                    let groups = (total - first_group).min(GROUPS_PER_CHUNK) as usize;
-                    // Whole slots for all but the last group, which holds
-                    // only the table's last rows.
-                    let last = e
-                        .layout
-                        .rows_in_group(first_group + groups as u64 - 1, e.rows);
-                    let len = (groups - 1) * e.layout.slot_bytes() + last * rb;
+                // (first group, groups, bytes) of each chunk.
+                let shape: Vec<(u64, usize, usize)> = (0..nchunks)
+                    .map(|c| {
+                        let first_group = c * GROUPS_PER_CHUNK;
+                        let groups = (total - first_group).min(GROUPS_PER_CHUNK) as usize;
+                        // Whole slots for all but the last group, which
+                        // holds only the table's last rows.
+                        let last = e
+                            .layout
+                            .rows_in_group(first_group + groups as u64 - 1, e.rows);
+                        (
+                            first_group,
+                            groups,
+                            (groups - 1) * e.layout.slot_bytes() + last * rb,
+                        )
+                    })
+                    .collect();
+                let lens: Vec<usize> = shape.iter().map(|c| c.2).collect();
+                let slabs = memory[tier].slabs(&lens).ok_or_else(|| {
+                    Error::config(format!(
+                        "table {:?}: the {} tier's file is too small for the pinned table",
+                        e.name,
+                        memory[tier].name()
+                    ))
+                })?;
+                for (&(first_group, groups, _), slab) in shape.iter().zip(slabs) {
+                    pinned_at.push(slab.bytes().as_ptr() as usize);
                     chunks.push(Mutex::new(Chunk {
                         first_group,
                         groups,
-                        slab: slab(tier, len, "the pinned table")?,
+                        slab,
                         dirty: vec![0; (GROUPS_PER_CHUNK as usize).div_ceil(64)],
                     }));
                 }
@@ -456,6 +480,7 @@ impl Table {
             weight_bytes: e.elem.weight_bytes(e.dim) as usize,
             sr_epoch: AtomicU64::new(s.rounding_calls),
             kind,
+            pinned_at,
             counters: Counters::default(),
             wb_lock: Mutex::new(AlignedBuf::new(BLOCK_SIZE)),
             wb_epoch: AtomicU64::new(0),
@@ -558,6 +583,23 @@ impl Table {
             chunk: (p.group / GROUPS_PER_CHUNK) as usize,
             local_group,
             at: local_group * self.entry.layout.slot_bytes() + p.offset,
+        }
+    }
+
+    /// Ask for the cache lines of pinned row `id` (a table's loops over
+    /// a batch call it a few ids ahead: a row of a pinned table is random
+    /// memory, and its read was the loop's whole cost). A hint: no lock,
+    /// no read.
+    #[inline]
+    pub(crate) fn prefetch_pinned(&self, id: u64) {
+        let p = self.pinned_place(id);
+        let Some(&base) = self.pinned_at.get(p.chunk) else {
+            return;
+        };
+        let first = (base + p.at) & !63;
+        let end = base + p.at + self.row_bytes;
+        for line in (first..end).step_by(64) {
+            crate::hint::prefetch(line as *const u8);
         }
     }
 

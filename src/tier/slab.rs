@@ -19,8 +19,9 @@ pub(crate) enum Slab {
     /// DRAM of a mapping of its own, backed by transparent huge pages where
     /// the kernel gives them (a slab of [`HUGE_SLAB`] or more).
     Anon(MmapMut),
-    /// A region of the PMem file mapping.
-    Pmem(PmemRegion),
+    /// A region of a mapping shared by several slabs: the PMem file's, or
+    /// a pinned table's DRAM ([`TierMemory::slabs`]).
+    Region(Region),
 }
 
 /// The smallest DRAM slab given a mapping of its own with huge pages asked
@@ -56,7 +57,7 @@ impl Slab {
         match self {
             Slab::Dram(v) => v.len(),
             Slab::Anon(m) => m.len(),
-            Slab::Pmem(r) => r.len,
+            Slab::Region(r) => r.len,
         }
     }
 
@@ -65,7 +66,7 @@ impl Slab {
         match self {
             Slab::Dram(v) => v,
             Slab::Anon(m) => m,
-            Slab::Pmem(r) => r.bytes(),
+            Slab::Region(r) => r.bytes(),
         }
     }
 
@@ -74,27 +75,29 @@ impl Slab {
         match self {
             Slab::Dram(v) => v,
             Slab::Anon(m) => m,
-            Slab::Pmem(r) => r.bytes_mut(),
+            Slab::Region(r) => r.bytes_mut(),
         }
     }
 }
 
-/// A disjoint byte range of the PMem mapping, owned by one shard or chunk.
-pub(crate) struct PmemRegion {
+/// A disjoint byte range of a shared mapping (the PMem file's, or a
+/// pinned table's anonymous DRAM), owned by one shard or chunk.
+pub(crate) struct Region {
     map: Arc<MmapRaw>,
     offset: usize,
     len: usize,
 }
 
-impl PmemRegion {
+impl Region {
     #[inline]
     fn bytes(&self) -> &[u8] {
         // SAFETY: [offset, offset+len) lies inside the mapping (checked by
-        // PmemFile::region), the Arc keeps the mapping alive for as long as
-        // this region exists, and regions handed out by PmemFile never
-        // overlap, so no other Rust reference aliases these bytes; the region
-        // is owned by one shard behind its mutex. The file is private to the
-        // store (created and locked by it), so nothing else writes it.
+        // PmemFile::region and TierMemory::slabs), the Arc keeps the mapping
+        // alive for as long as this region exists, and the regions of one
+        // mapping never overlap, so no other Rust reference aliases these
+        // bytes; the region is owned by one shard or chunk behind its mutex.
+        // The mapping is private to the store (its PMem file, created and
+        // locked by it, or an anonymous mapping), so nothing else writes it.
         unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(self.offset), self.len) }
     }
 
@@ -106,11 +109,11 @@ impl PmemRegion {
     }
 }
 
-// SAFETY: a PmemRegion is a unique owner of its byte range (like a Box<[u8]>);
+// SAFETY: a Region is a unique owner of its byte range (like a Box<[u8]>);
 // the shared mapping is only reached through disjoint ranges.
-unsafe impl Send for PmemRegion {}
-// SAFETY: &PmemRegion only reads its own range.
-unsafe impl Sync for PmemRegion {}
+unsafe impl Send for Region {}
+// SAFETY: &Region only reads its own range.
+unsafe impl Sync for Region {}
 
 /// The PMem tier's file, mapped once and carved into regions.
 pub(crate) struct PmemFile {
@@ -131,12 +134,12 @@ impl PmemFile {
     }
 
     /// The next `len` bytes as a region, if they fit.
-    pub fn region(&mut self, len: usize) -> Option<PmemRegion> {
+    pub fn region(&mut self, len: usize) -> Option<Region> {
         let end = self.next.checked_add(len)?;
         if end > self.map.len() {
             return None;
         }
-        let r = PmemRegion {
+        let r = Region {
             map: self.map.clone(),
             offset: self.next,
             len,
@@ -190,8 +193,44 @@ impl TierMemory {
     pub fn slab(&mut self, len: usize) -> Option<Slab> {
         match self {
             TierMemory::Dram { huge_pages } => Some(Slab::dram(len, *huge_pages)),
-            TierMemory::File(f) => f.region(len).map(Slab::Pmem),
+            TierMemory::File(f) => f.region(len).map(Slab::Region),
         }
+    }
+
+    /// Slabs of `lens` bytes for one table's chunks, or None when the
+    /// tier's file is full. In DRAM with huge pages, a table of
+    /// [`HUGE_SLAB`] or more gets one mapping of its own, huge pages asked
+    /// for, carved into the chunks' regions: a chunk alone is too small
+    /// for a huge page, and a pinned table's rows are read at random over
+    /// all of it, so with 4 KiB pages every row read was a TLB miss (the
+    /// prefetch ahead of it stalled on the page walk; `docs/benchmarks.md`,
+    /// "Pinned tables: rows asked for ahead, on huge pages").
+    pub fn slabs(&mut self, lens: &[usize]) -> Option<Vec<Slab>> {
+        let total = lens.iter().try_fold(0usize, |a, &l| a.checked_add(l))?;
+        if let TierMemory::Dram { huge_pages: true } = self {
+            if total >= HUGE_SLAB {
+                if let Ok(m) = MmapMut::map_anon(total) {
+                    #[cfg(target_os = "linux")]
+                    let _ = m.advise(memmap2::Advice::HugePage);
+                    let map = Arc::new(MmapRaw::from(m));
+                    let mut offset = 0;
+                    return Some(
+                        lens.iter()
+                            .map(|&len| {
+                                let r = Region {
+                                    map: map.clone(),
+                                    offset,
+                                    len,
+                                };
+                                offset += len;
+                                Slab::Region(r)
+                            })
+                            .collect(),
+                    );
+                }
+            }
+        }
+        lens.iter().map(|&len| self.slab(len)).collect()
     }
 }
 
@@ -230,5 +269,45 @@ mod tests {
         assert!(matches!(m.slab(HUGE_SLAB * 2), Some(Slab::Dram(_))));
         let mut m = TierMemory::open(&t, None).unwrap();
         assert!(matches!(m.slab(HUGE_SLAB * 2), Some(Slab::Anon(_))));
+    }
+
+    /// A pinned table's chunks: regions of one mapping, in order, each of
+    /// its length, disjoint (a write to one shows in no other), zeroed;
+    /// per-chunk slabs where the table is small or huge pages are off.
+    #[test]
+    fn a_tables_slabs_are_disjoint_regions_of_one_mapping() {
+        let t = TierConfig::dram(1 << 30, crate::policy::PolicyKind::Lru);
+        let mut m = TierMemory::open(&t, None).unwrap();
+        let lens = [HUGE_SLAB / 3, 4096, HUGE_SLAB, 100];
+        let mut slabs = m.slabs(&lens).unwrap();
+        assert_eq!(slabs.len(), lens.len());
+        let mut end = None;
+        for (s, &len) in slabs.iter().zip(&lens) {
+            assert!(matches!(s, Slab::Region(_)), "a region of the mapping");
+            assert_eq!((s.len(), s.bytes().len()), (len, len));
+            assert!(s.bytes().iter().all(|&b| b == 0), "zeroed");
+            let at = s.bytes().as_ptr() as usize;
+            if let Some(e) = end {
+                assert_eq!(at, e, "consecutive");
+            }
+            end = Some(at + len);
+        }
+        for (k, s) in slabs.iter_mut().enumerate() {
+            s.bytes_mut().fill(k as u8 + 1);
+        }
+        for (k, s) in slabs.iter().enumerate() {
+            assert!(s.bytes().iter().all(|&b| b == k as u8 + 1), "slab {k}");
+        }
+        // Small tables, and DRAM without huge pages: a slab each, as before.
+        assert!(m
+            .slabs(&[4096, 100])
+            .unwrap()
+            .iter()
+            .all(|s| matches!(s, Slab::Dram(_))));
+        let mut plain = TierMemory::open(&t.with_huge_pages(false), None).unwrap();
+        let s = plain.slabs(&lens).unwrap();
+        assert!(s.iter().all(|s| matches!(s, Slab::Dram(_))));
+        assert_eq!(s.iter().map(Slab::len).collect::<Vec<_>>(), lens);
+        assert!(m.slabs(&[]).unwrap().is_empty());
     }
 }
