@@ -328,8 +328,23 @@ impl Store {
             Store::check_len(t, "out", n, b.out.len())?;
             tables.push(t);
         }
+        // A pinned table pools straight from its rows, on its own thread
+        // where there are several tables (`Table::pool_pinned`).
+        let (pinned, tables): (Vec<_>, Vec<_>) = batches
+            .iter_mut()
+            .zip(tables)
+            .partition(|(_, t)| t.is_pinned());
+        let cached: Vec<_> = tables.iter().map(|(_, t)| *t).collect();
+        let mut rest: Vec<&mut PooledBatch<'_>> = tables.into_iter().map(|(b, _)| b).collect();
+        each(pinned, |(b, t)| {
+            let mean = b.mode == PoolingMode::Mean;
+            t.pool_pinned(b.indices, b.offsets, mean, b.per_sample_weights, b.out)
+        });
+        if rest.is_empty() {
+            return Ok(());
+        }
         // Per table, independent: on threads when there are several.
-        let mut plans: Vec<_> = each(batches.iter().zip(tables).collect(), |(b, t)| {
+        let mut plans: Vec<_> = each(rest.iter().zip(cached).collect(), |(b, t)| {
             let (ids, slots) = distinct(b.indices);
             let rows = vec![0f32; ids.len() * t.dim];
             (t, ids, slots, rows)

@@ -9,8 +9,8 @@ mod common;
 
 use common::{tier_configs, Rng};
 use embtier::{
-    Elem, Error, Init, Optimizer, PooledBatch, PooledGrad, PoolingMode, Store, StoreConfig,
-    TableConfig,
+    Elem, Error, Init, MemoryKind, Optimizer, Placement, PooledBatch, PooledGrad, PoolingMode,
+    Store, StoreConfig, TableConfig,
 };
 
 const ROWS: u64 = 200;
@@ -186,6 +186,17 @@ fn multi_table_forms_equal_one_table_at_a_time() {
                         weight_decay: 0.0,
                     }),
             )
+            // A pinned table between the cached ones: pooled straight
+            // from its rows while the others are looked up.
+            .table(
+                TableConfig::new("c", 200, 4)
+                    .init(Init::Uniform { scale: 0.1 })
+                    .placement(Placement::Pinned(MemoryKind::Dram))
+                    .optimizer(Optimizer::Sgd {
+                        lr: 0.1,
+                        weight_decay: 0.0,
+                    }),
+            )
             .dram_capacity(16 << 10)
             .build()
     };
@@ -196,7 +207,9 @@ fn multi_table_forms_equal_one_table_at_a_time() {
     for step in 0..30 {
         let (ia, oa, wa) = bags(&mut rng, 16, 300);
         let (ib, ob, _) = bags(&mut rng, 16, 500);
+        let (ic, oc, wc) = bags(&mut rng, 16, 200);
         let (mut outa, mut outb) = (vec![0f32; 16 * 4], vec![0f32; 16 * 8]);
+        let mut outc = vec![f32::NAN; 16 * 4];
         many.lookup_pooled_many(&mut [
             PooledBatch {
                 table: "a",
@@ -205,6 +218,14 @@ fn multi_table_forms_equal_one_table_at_a_time() {
                 mode: PoolingMode::Sum,
                 per_sample_weights: Some(&wa),
                 out: &mut outa,
+            },
+            PooledBatch {
+                table: "c",
+                indices: &ic,
+                offsets: &oc,
+                mode: PoolingMode::Sum,
+                per_sample_weights: Some(&wc),
+                out: &mut outc,
             },
             PooledBatch {
                 table: "b",
@@ -223,6 +244,8 @@ fn multi_table_forms_equal_one_table_at_a_time() {
             .unwrap();
         assert_eq!(bits(&outa), bits(&wanta), "step {step}: a");
         assert_eq!(bits(&outb), bits(&wantb), "step {step}: b");
+        let wantc = ref_pool(&one, "c", &ic, &oc, PoolingMode::Sum, Some(&wc), 4);
+        assert_eq!(bits(&outc), bits(&wantc), "step {step}: c");
         let ga: Vec<f32> = (0..16 * 4).map(|_| rng.small_f32()).collect();
         let gb: Vec<f32> = (0..16 * 8).map(|_| rng.small_f32()).collect();
         many.step_pooled_many(&[
@@ -242,13 +265,24 @@ fn multi_table_forms_equal_one_table_at_a_time() {
                 per_sample_weights: None,
                 grad: &gb,
             },
+            PooledGrad {
+                table: "c",
+                indices: &ic,
+                offsets: &oc,
+                mode: PoolingMode::Sum,
+                per_sample_weights: Some(&wc),
+                grad: &ga,
+            },
         ])
         .unwrap();
         one.step_pooled("a", &ia, &oa, &ga, PoolingMode::Sum, Some(&wa))
             .unwrap();
         one.step_pooled("b", &ib, &ob, &gb, PoolingMode::Mean, None)
             .unwrap();
+        one.step_pooled("c", &ic, &oc, &ga, PoolingMode::Sum, Some(&wc))
+            .unwrap();
     }
+    assert_eq!(all_rows(&many, "c", 200, 4), all_rows(&one, "c", 200, 4));
     assert_eq!(all_rows(&many, "a", 300, 4), all_rows(&one, "a", 300, 4));
     assert_eq!(all_rows(&many, "b", 500, 8), all_rows(&one, "b", 500, 8));
 }

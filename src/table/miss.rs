@@ -84,6 +84,62 @@ impl Table {
         Ok(())
     }
 
+    /// A pooled lookup of a pinned table read straight from its rows:
+    /// bag `b` of `indices[offsets[b]..offsets[b + 1]]` into
+    /// `out[b * dim..]`, accumulated in index order from zero (each row
+    /// times its weight), the mean a division by the bag's length: the
+    /// arithmetic of `pooled::pool`, without the distinct rows copied to a
+    /// buffer first (for a pinned table that copy was the lookup). Every
+    /// index counts as a lookup and a hit (duplicates counted, as
+    /// `TableStats::lookups` says). Returns false, doing nothing, for a
+    /// cached table. Arguments are validated.
+    pub(crate) fn pool_pinned(
+        &self,
+        indices: &[u64],
+        offsets: &[u64],
+        mean: bool,
+        weights: Option<&[f32]>,
+        out: &mut [f32],
+    ) -> bool {
+        let TableKind::Pinned { chunks, tier } = &self.kind else {
+            return false;
+        };
+        let (dim, rb) = (self.dim, self.row_bytes);
+        let mut row = vec![0f32; dim];
+        for &id in indices.iter().take(PINNED_AHEAD) {
+            self.prefetch_pinned(id);
+        }
+        for (b, o) in out.chunks_exact_mut(dim).enumerate() {
+            o.fill(0.0);
+            let (lo, hi) = (offsets[b] as usize, offsets[b + 1] as usize);
+            for k in lo..hi {
+                if let Some(&ahead) = indices.get(k + PINNED_AHEAD) {
+                    self.prefetch_pinned(ahead);
+                }
+                let p = self.pinned_place(indices[k]);
+                self.decode(chunks[p.chunk].lock().row(p, rb), &mut row);
+                match weights {
+                    Some(w) => {
+                        let w = w[k];
+                        o.iter_mut().zip(&row).for_each(|(a, x)| *a += *x * w);
+                    }
+                    None => o.iter_mut().zip(&row).for_each(|(a, x)| *a += *x),
+                }
+            }
+            if mean && hi > lo {
+                let n = (hi - lo) as f32;
+                o.iter_mut().for_each(|a| *a /= n);
+            }
+        }
+        let mut c = Local {
+            lookups: indices.len() as u64,
+            ..Local::default()
+        };
+        c.hits[*tier] = indices.len() as u64;
+        c.publish(&self.counters);
+        true
+    }
+
     /// Serve `ids`' DRAM and PMem hits of a cached table into `out`
     /// (pinning them when `pins` is given) and return the misses.
     pub(super) fn probe(
