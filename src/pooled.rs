@@ -237,29 +237,38 @@ fn expand_and_sum(
     slot_of.reserve(indices.len());
     let mut sums: Vec<f32> = Vec::with_capacity(indices.len() * dim);
     let mut items: Vec<(u64, usize)> = Vec::with_capacity(indices.len());
-    let mut g = vec![0f32; dim];
+    // An index's gradient: the bag's own where nothing scales it (no
+    // copy), else scaled into `scaled`.
+    let mut scaled = vec![0f32; dim];
     for b in 0..offsets.len() - 1 {
         let (lo, hi) = (offsets[b] as usize, offsets[b + 1] as usize);
         let gb = &grad[b * dim..(b + 1) * dim];
         for (k, &id) in indices.iter().enumerate().take(hi).skip(lo) {
-            match (mode, weights) {
+            let g: &[f32] = match (mode, weights) {
                 (PoolingMode::Mean, _) => {
                     let n = (hi - lo) as f32;
-                    g.iter_mut().zip(gb).for_each(|(a, x)| *a = *x / n);
+                    scaled.iter_mut().zip(gb).for_each(|(a, x)| *a = *x / n);
+                    &scaled
                 }
-                (_, Some(w)) => g.iter_mut().zip(gb).for_each(|(a, x)| *a = *x * w[k]),
-                (_, None) => g.copy_from_slice(gb),
-            }
-            match slot_of.get(&id) {
-                Some(&s) => sums[s * dim..(s + 1) * dim]
-                    .iter_mut()
-                    .zip(&g)
-                    .for_each(|(a, x)| *a += *x),
-                None => {
+                (_, Some(w)) => {
+                    scaled.iter_mut().zip(gb).for_each(|(a, x)| *a = *x * w[k]);
+                    &scaled
+                }
+                (_, None) => gb,
+            };
+            match slot_of.entry(id) {
+                std::collections::hash_map::Entry::Occupied(e) => {
+                    let s = *e.get();
+                    sums[s * dim..(s + 1) * dim]
+                        .iter_mut()
+                        .zip(g)
+                        .for_each(|(a, x)| *a += *x)
+                }
+                std::collections::hash_map::Entry::Vacant(e) => {
                     let s = items.len();
-                    slot_of.insert(id, s);
+                    e.insert(s);
                     items.push((id, s));
-                    sums.extend_from_slice(&g);
+                    sums.extend_from_slice(g);
                 }
             }
         }
@@ -362,7 +371,7 @@ impl Store {
             crate::table::lookup_many(&self.ssd, &mut parts)?;
         }
         each(
-            batches.iter_mut().zip(&plans).collect(),
+            rest.iter_mut().zip(&plans).collect(),
             |(b, (t, _, slots, rows))| {
                 pool(
                     rows,
