@@ -345,10 +345,15 @@ impl Store {
             .partition(|(_, t)| t.is_pinned());
         let cached: Vec<_> = tables.iter().map(|(_, t)| *t).collect();
         let mut rest: Vec<&mut PooledBatch<'_>> = tables.into_iter().map(|(b, _)| b).collect();
-        each(pinned, |(b, t)| {
-            let mean = b.mode == PoolingMode::Mean;
-            t.pool_pinned(b.indices, b.offsets, mean, b.per_sample_weights, b.out)
-        });
+        if !pinned.is_empty() {
+            // Admitted as every read is (never inside a checkpoint's
+            // exclusive part), though it reads memory only.
+            let _gate = self.ssd.read_gate();
+            each(pinned, |(b, t)| {
+                let mean = b.mode == PoolingMode::Mean;
+                t.pool_pinned(b.indices, b.offsets, mean, b.per_sample_weights, b.out)
+            });
+        }
         if rest.is_empty() {
             return Ok(());
         }
