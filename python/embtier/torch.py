@@ -13,8 +13,9 @@ made. So the module has no ``nn.Parameter`` for its weights: leave it out
 of the torch optimizer (it has none to give).
 
 CPU tensors reach the store without copies (``numpy()`` views of contiguous
-tensors). CUDA tensors are copied to the host and the output back to the
-device; the store itself is on the host.
+tensors; the store copies indices and offsets as it reads them). CUDA
+tensors are copied to the host and the output back to the device; the
+store itself is on the host.
 
 ``torch.compile``: the module's forward and backward are an
 ``autograd.Function`` that calls into the store through numpy, which

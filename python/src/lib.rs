@@ -1,8 +1,9 @@
 //! `embtier._embtier`: the Python binding of the store (PyO3).
 //!
-//! Arrays come in as numpy arrays and are read in place (no copy on the
-//! way in); results are written into a caller's `out` array or into a new
-//! one. Every call that reads, writes or computes releases the GIL. Errors
+//! Arrays come in as numpy arrays: values and gradients are read in
+//! place, ids and offsets copied as they are read (`arrays::Ids`: another
+//! thread must not change the ids a call checked); results are written
+//! into a caller's `out` array or into a new one. Every call that reads, writes or computes releases the GIL. Errors
 //! become the exceptions of `embtier.errors`, with the Rust error's facts
 //! as attributes. The Python-facing docs live in `embtier/_embtier.pyi`.
 
