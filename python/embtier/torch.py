@@ -45,11 +45,9 @@ CHUNK_ROWS = 1 << 16
 
 
 def _index_host(t: torch.Tensor, arg: str) -> np.ndarray:
-    """:func:`_host` of ``indices`` or ``offsets``: int64 or int32 only, as
-    ``nn.EmbeddingBag`` takes them (a float or bool index is an error, not
-    a row)."""
-    if not isinstance(t, torch.Tensor):
-        raise ArgumentTypeError(f"{arg}: expected a torch.Tensor, got {type(t).__name__}", argument=arg)
+    """:func:`_host` of ``indices`` or ``offsets`` (tensors, as
+    :class:`_Bags` checked): int64 or int32 only, as ``nn.EmbeddingBag``
+    takes them (a float or bool index is an error, not a row)."""
     if t.dtype not in (torch.int64, torch.int32):
         raise ArgumentTypeError(
             f"{arg}: expected dtype torch.int64 or torch.int32, got {t.dtype}", argument=arg
