@@ -107,7 +107,7 @@ fn config_error(py: Python<'_>, path: &str, reason: String) -> PyErr {
 
 /// A config dict's value `v` at `path` as a JSON value: what store.toml
 /// holds (strings, numbers, booleans, lists and tables), numpy scalars
-/// taken as the Python values they hold; anything else, and a number
+/// and arrays taken as the Python values they hold; anything else, and a number
 /// that is not finite, a ConfigError naming the key.
 fn config_value(py: Python<'_>, v: &Bound<'_, PyAny>, path: &str) -> PyResult<serde_json::Value> {
     use pyo3::types::{PyBool, PyFloat, PyInt, PyString, PyTuple};
@@ -155,18 +155,18 @@ fn config_value(py: Python<'_>, v: &Bound<'_, PyAny>, path: &str) -> PyResult<se
         }
         return Ok(Value::Array(out));
     }
-    // numpy scalars (numpy.int64(5), numpy.float32(0.1), numpy.bool_):
-    // the Python value they hold.
+    // numpy scalars (numpy.int64(5), numpy.float32(0.1), numpy.bool_) and
+    // arrays: the Python values they hold (`tolist`).
     let ty = v
         .get_type()
         .name()
         .map(|n| n.to_string())
         .unwrap_or_default();
     let is_numpy = v.get_type().module().is_ok_and(|m| m == "numpy");
-    if is_numpy && v.hasattr("item")? {
-        let item = v.call_method0("item")?;
-        if !item.is(v) && !item.get_type().is(v.get_type()) {
-            return config_value(py, &item, path);
+    if is_numpy && v.hasattr("tolist")? {
+        let plain = v.call_method0("tolist")?;
+        if !plain.get_type().is(v.get_type()) {
+            return config_value(py, &plain, path);
         }
     }
     Err(config_error(

@@ -157,12 +157,19 @@ def test_config_dicts_take_numpy_scalars_and_name_bad_keys(tmp_path):
                 "name": "t",
                 "rows": counts.max() + 1,  # numpy.int64
                 "dim": np.int32(4),
+                "seed": np.array(7),  # a 0-d array
                 "optimizer": {"kind": "sgd", "lr": np.float32(0.5)},
             }
         ]
     )
     with embtier.Store.create(str(tmp_path / "a"), cfg) as s:
         assert s.shape("t") == (10, 4)
+    cfg["tiers"] = [
+        {"kind": "dram", "capacity": np.int64(1 << 20), "policy": np.str_("sieve")},
+        {"kind": "dram", "capacity": np.array([1 << 20])[0], "policy": "lru"},
+    ]
+    with embtier.Store.create(str(tmp_path / "d"), cfg) as s:
+        assert [t["kind"] for t in s.stats()["tables"]["t"]["tiers"]] == ["dram", "dram"]
     bad = config([{"name": "t", "rows": 10, "dim": 4, "optimizer": {"kind": "sgd", "lr": float("nan")}}])
     with pytest.raises(embtier.ConfigError) as e:
         embtier.Store.create(str(tmp_path / "b"), bad)
