@@ -468,9 +468,11 @@ impl Store {
                 .zip(batches)
                 .filter(|(t, _)| !t.is_pinned())
                 .map(|(t, b)| {
+                    // Only the cold rows matter here: no values out (an
+                    // output of every distinct row was tens of MB a step,
+                    // written and dropped).
                     let (ids, _) = distinct(b.indices);
-                    let rows = vec![0f32; ids.len() * t.dim];
-                    (*t, ids, rows)
+                    (*t, ids, Vec::new())
                 })
                 .collect();
             let mut parts: Vec<Part<'_>> = warm

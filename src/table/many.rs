@@ -2,7 +2,9 @@
 
 use super::*;
 
-/// One table's part of a multi-table lookup: validated ids and their output.
+/// One table's part of a multi-table lookup: validated ids and their
+/// output, `ids.len() * dim` values, or none (an empty `out`) for a lookup
+/// that only brings the rows into the caches (a cached table's).
 pub(crate) struct Part<'a> {
     pub table: &'a Table,
     pub ids: &'a [u64],
@@ -35,6 +37,7 @@ pub(crate) fn lookup_many(ssd: &Ssd, parts: &mut [Part<'_>]) -> Result<()> {
         ctx.c.lookups = p.ids.len() as u64;
         let mut misses = match &t.kind {
             TableKind::Cached { shards, .. } => t.probe(shards, p.ids, p.out, &mut ctx, None),
+            TableKind::Pinned { .. } if p.out.is_empty() => Vec::new(),
             TableKind::Pinned { .. } => {
                 if let Err(e) = t.lookup(ssd, p.ids, p.out) {
                     result = Err(e);

@@ -16,6 +16,9 @@ impl Table {
     #[inline]
     /// Decode `row` into the output slot of every miss of `run`.
     pub(super) fn decode_misses(&self, row: &[u8], run: &[Miss], out: &mut [f32]) {
+        if out.is_empty() {
+            return; // a warming lookup (`lookup_many` without outputs)
+        }
         let dim = self.dim;
         for m in run {
             self.decode(row, &mut out[m.k * dim..(m.k + 1) * dim]);
@@ -161,7 +164,9 @@ impl Table {
                             p.push(id);
                         }
                     }
-                    self.decode(sh.top().row(slot), &mut out[pos * dim..(pos + 1) * dim])
+                    if !out.is_empty() {
+                        self.decode(sh.top().row(slot), &mut out[pos * dim..(pos + 1) * dim])
+                    }
                 }
                 None => misses.push(Miss {
                     id,
