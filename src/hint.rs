@@ -15,12 +15,17 @@ pub fn prefetch<T>(p: *const T) {
     let _ = p;
 }
 
-/// Ask for every cache line of `s` ([`prefetch`] of each).
+/// Ask for every cache line of `s` ([`prefetch_bytes`] of its bytes).
 #[inline]
 pub fn prefetch_slice<T>(s: &[T]) {
-    let start = s.as_ptr() as usize;
-    let end = start + std::mem::size_of_val(s);
-    for line in (start & !63..end).step_by(64) {
+    prefetch_bytes(s.as_ptr() as usize, std::mem::size_of_val(s));
+}
+
+/// Ask for every cache line of the `len` bytes at address `at` (an
+/// address only: nothing is read, and none need be valid).
+#[inline]
+pub fn prefetch_bytes(at: usize, len: usize) {
+    for line in (at & !63..at + len).step_by(64) {
         prefetch(line as *const u8);
     }
 }

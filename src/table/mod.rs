@@ -357,14 +357,17 @@ impl Table {
         let rb = e.layout.row_bytes as usize;
         let dim = e.dim as usize;
         let memory = s.memory;
+        let too_small = |m: &TierMemory, what: &str| {
+            Error::config(format!(
+                "table {:?}: the {} tier's file is too small for {what}",
+                e.name,
+                m.name()
+            ))
+        };
         let mut slab = |tier: usize, len: usize, what: &str| -> Result<Slab> {
-            memory[tier].slab(len).ok_or_else(|| {
-                Error::config(format!(
-                    "table {:?}: the {} tier's file is too small for {what}",
-                    e.name,
-                    memory[tier].name()
-                ))
-            })
+            memory[tier]
+                .slab(len)
+                .ok_or_else(|| too_small(&memory[tier], what))
         };
         let mut pinned_at = Vec::new();
         let kind = match s.pin_tier {
@@ -427,13 +430,9 @@ impl Table {
                     })
                     .collect();
                 let lens: Vec<usize> = shape.iter().map(|c| c.2).collect();
-                let slabs = memory[tier].slabs(&lens).ok_or_else(|| {
-                    Error::config(format!(
-                        "table {:?}: the {} tier's file is too small for the pinned table",
-                        e.name,
-                        memory[tier].name()
-                    ))
-                })?;
+                let slabs = memory[tier]
+                    .slabs(&lens)
+                    .ok_or_else(|| too_small(&memory[tier], "the pinned table"))?;
                 for (&(first_group, groups, _), slab) in shape.iter().zip(slabs) {
                     pinned_at.push(slab.bytes().as_ptr() as usize);
                     chunks.push(Mutex::new(Chunk {
@@ -596,11 +595,7 @@ impl Table {
         let Some(&base) = self.pinned_at.get(p.chunk) else {
             return;
         };
-        let first = (base + p.at) & !63;
-        let end = base + p.at + self.row_bytes;
-        for line in (first..end).step_by(64) {
-            crate::hint::prefetch(line as *const u8);
-        }
+        crate::hint::prefetch_bytes(base + p.at, self.row_bytes);
     }
 
     #[inline]
