@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crate::error::{Error, Result};
 use crate::store::Store;
-use crate::table::{Part, Table};
+use crate::table::{Count, Part, Table};
 
 /// How a bag's rows are pooled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -360,16 +360,19 @@ impl Store {
         // Per table, independent: on threads when there are several.
         let mut plans: Vec<_> = each(rest.iter().zip(cached).collect(), |(b, t)| {
             let (ids, slots) = distinct(b.indices);
+            let mut occurrences = vec![0u32; ids.len()];
+            slots.iter().for_each(|&k| occurrences[k as usize] += 1);
             let rows = vec![0f32; ids.len() * t.dim];
-            (t, ids, slots, rows)
+            (t, ids, slots, occurrences, rows)
         });
         {
             let mut parts: Vec<Part<'_>> = plans
                 .iter_mut()
-                .map(|(t, ids, _, rows)| Part {
+                .map(|(t, ids, _, occurrences, rows)| Part {
                     table: t,
                     ids,
                     out: rows,
+                    count: Count::Occurrences(occurrences),
                 })
                 .collect();
             let _gate = self.ssd.read_gate();
@@ -377,7 +380,7 @@ impl Store {
         }
         each(
             rest.iter_mut().zip(&plans).collect(),
-            |(b, (t, _, slots, rows))| {
+            |(b, (t, _, slots, _, rows))| {
                 pool(
                     rows,
                     slots,
@@ -436,7 +439,11 @@ impl Store {
     /// [`Store::step_pooled`] for several tables: every part is validated
     /// first; the rows none of the tables holds in memory are read in one
     /// queue (as in [`Store::lookup_many`]); then each table's optimizer
-    /// runs. A table appearing twice is stepped twice, in order.
+    /// runs. A table appearing twice is stepped twice, in order. Where
+    /// several cached tables take part, that read ahead of the steps
+    /// counts in their figures ([`crate::TableStats`]) as a
+    /// [`Store::prefetch`] of each part's distinct rows would: in
+    /// `prefetched` and `lookups`, and in the tiers' hits and misses.
     pub fn step_pooled_many(&self, batches: &[PooledGrad<'_>]) -> Result<()> {
         let mut plans = Vec::with_capacity(batches.len());
         for b in batches {
@@ -481,6 +488,7 @@ impl Store {
                     table: t,
                     ids,
                     out: rows,
+                    count: Count::Prefetch,
                 })
                 .collect();
             let _gate = self.ssd.read_gate();

@@ -189,7 +189,10 @@ pub struct TableStats {
     pub name: String,
     /// Placement.
     pub placement: Placement,
-    /// Row ids looked up (duplicates counted).
+    /// Row ids looked up (duplicates counted). A pooled lookup reads each
+    /// distinct row once but counts as a lookup of all its indices would:
+    /// a row's later occurrences hit the first tier where the row was in
+    /// memory, and miss every tier where it was not.
     pub lookups: u64,
     /// Row ids updated (after deduplication).
     pub updates: u64,

@@ -391,3 +391,114 @@ fn bad_bags_get_typed_errors_and_change_nothing() {
     assert_eq!("mean".parse::<PoolingMode>().unwrap(), PoolingMode::Mean);
     assert!("max".parse::<PoolingMode>().is_err());
 }
+
+/// The figures a table's stats give for its accesses.
+fn counted(s: &Store, t: &str) -> Vec<u64> {
+    let st = s.stats();
+    let t = st.table(t).unwrap();
+    let mut v = vec![t.lookups, t.updates, t.prefetched, t.ssd.rows_read];
+    for tier in &t.tiers {
+        v.extend([tier.lookups, tier.hits, tier.misses]);
+    }
+    v
+}
+
+#[test]
+fn a_pooled_lookup_counts_every_index_as_a_lookup_of_them_would() {
+    // Caches that hold a call's rows without evicting one of them, so a
+    // plain lookup's later occurrences of a row find it where the first
+    // left it; rows in DRAM, in PMem and on SSD only.
+    let rb = TableConfig::new("t", ROWS, DIM as u32).row_bytes();
+    let configs = [
+        StoreConfig::builder()
+            .table(TableConfig::new("t", ROWS, DIM as u32))
+            .dram_capacity(64 * rb)
+            .dram_shards(1)
+            .dram_policy(embtier::PolicyKind::Lru)
+            .pmem(None, 200 * rb, embtier::PolicyKind::Lru)
+            .build(),
+        StoreConfig::builder()
+            .table(
+                TableConfig::new("t", ROWS, DIM as u32)
+                    .placement(Placement::Pinned(MemoryKind::Dram)),
+            )
+            .dram_capacity(1 << 20)
+            .build(),
+    ];
+    for (ci, cfg) in configs.into_iter().enumerate() {
+        for seed in 0..6 {
+            let td = tempfile::tempdir().unwrap();
+            let s = Store::create(td.path().join("pooled"), cfg.clone()).unwrap();
+            let r = Store::create(td.path().join("reference"), cfg.clone()).unwrap();
+            let mut rng = Rng(100 + seed);
+            // The same history in both: 120 rows, most past DRAM's 64.
+            let warm: Vec<u64> = (0..120).map(|_| rng.below(ROWS)).collect();
+            let mut sink = vec![0f32; warm.len() * DIM];
+            s.lookup("t", &warm, &mut sink).unwrap();
+            r.lookup("t", &warm, &mut sink).unwrap();
+            assert_eq!(counted(&s, "t"), counted(&r, "t"));
+            // 12 bags over 40 rows: duplicates in most.
+            let (idx, off, _) = bags(&mut rng, 12, 40);
+            let mut out = vec![0f32; 12 * DIM];
+            s.lookup_pooled("t", &idx, &off, PoolingMode::Sum, None, &mut out)
+                .unwrap();
+            let mut rows = vec![0f32; idx.len() * DIM];
+            r.lookup("t", &idx, &mut rows).unwrap();
+            assert_eq!(
+                counted(&s, "t"),
+                counted(&r, "t"),
+                "config {ci} seed {seed}: {} indices",
+                idx.len()
+            );
+        }
+    }
+}
+
+#[test]
+fn a_step_of_several_cached_tables_counts_its_warming_reads_as_prefetches() {
+    let cfg = StoreConfig::builder()
+        .table(TableConfig::new("a", 300, 4))
+        .table(TableConfig::new("b", 500, 8))
+        .dram_capacity(16 << 10)
+        .build();
+    let td = tempfile::tempdir().unwrap();
+    let s = Store::create(td.path().join("s"), cfg).unwrap();
+    let mut rng = Rng(9);
+    let (ia, oa, _) = bags(&mut rng, 16, 300);
+    let (ib, ob, _) = bags(&mut rng, 16, 500);
+    let (ga, gb) = (vec![0.5f32; 16 * 4], vec![0.5f32; 16 * 8]);
+    s.step_pooled_many(&[
+        PooledGrad {
+            table: "a",
+            indices: &ia,
+            offsets: &oa,
+            mode: PoolingMode::Sum,
+            per_sample_weights: None,
+            grad: &ga,
+        },
+        PooledGrad {
+            table: "b",
+            indices: &ib,
+            offsets: &ob,
+            mode: PoolingMode::Sum,
+            per_sample_weights: None,
+            grad: &gb,
+        },
+    ])
+    .unwrap();
+    let st = s.stats();
+    for (t, idx) in [("a", &ia), ("b", &ib)] {
+        let mut d = idx.clone();
+        d.sort_unstable();
+        d.dedup();
+        let t = st.table(t).unwrap();
+        // Each distinct row prefetched once (a prefetch is a lookup) and
+        // updated once.
+        assert_eq!(
+            (t.prefetched, t.lookups, t.updates),
+            (d.len() as u64, d.len() as u64, d.len() as u64),
+            "{}",
+            t.name
+        );
+    }
+}

@@ -420,6 +420,7 @@ impl Store {
                 table: t,
                 ids: b.ids,
                 out: &mut *b.out,
+                count: crate::table::Count::Ids,
             });
         }
         let _gate = self.ssd.read_gate();

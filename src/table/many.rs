@@ -9,6 +9,26 @@ pub(crate) struct Part<'a> {
     pub table: &'a Table,
     pub ids: &'a [u64],
     pub out: &'a mut [f32],
+    /// What the part's ids stand for in the table's figures.
+    pub count: Count<'a>,
+}
+
+/// What a [`Part`]'s ids stand for in its table's figures
+/// ([`crate::TableStats`]).
+#[derive(Clone, Copy)]
+pub(crate) enum Count<'a> {
+    /// Each id is a lookup ([`crate::Store::lookup_many`]).
+    Ids,
+    /// The ids are the distinct rows of a call in which id `k` occurred
+    /// `n[k]` times (a pooled lookup, which reads each row once): every
+    /// occurrence is a lookup, as in a plain lookup of the call's indices,
+    /// where the later occurrences of a row found in memory hit the first
+    /// tier (the first moved it there) and those of a missed row miss
+    /// every tier (the misses are read after every id is probed).
+    Occurrences(&'a [u32]),
+    /// The rows a step is about to update, brought in ahead of it: each id
+    /// is a prefetch, which is a lookup whose values are not returned.
+    Prefetch,
 }
 
 /// A part's round of miss reads in [`lookup_many`].
@@ -45,6 +65,18 @@ pub(crate) fn lookup_many(ssd: &Ssd, parts: &mut [Part<'_>]) -> Result<()> {
                 Vec::new()
             }
         };
+        match p.count {
+            Count::Ids => {}
+            Count::Occurrences(n) => {
+                debug_assert_eq!(n.len(), p.ids.len());
+                let repeats = |k: usize| n[k] as u64 - 1;
+                let all: u64 = (0..n.len()).map(repeats).sum();
+                let missed: u64 = misses.iter().map(|m| repeats(m.k)).sum();
+                ctx.c.lookups += all;
+                ctx.c.hits[0] += all - missed;
+            }
+            Count::Prefetch => ctx.c.prefetched = p.ids.len() as u64,
+        }
         let (locs, ranges) = t.group_misses(&mut misses);
         rounds.push(PartRound {
             left: misses.len(),

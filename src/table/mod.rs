@@ -80,7 +80,7 @@ pub use shard::{shard_capacities, shard_of};
 pub(crate) use spill::{remove_spills, SpillTo};
 pub(crate) use writeback::HotIds;
 
-pub(crate) use many::{lookup_many, Part};
+pub(crate) use many::{lookup_many, Count, Part};
 
 /// Most bytes of block groups one write-back stages at a time (the merge
 /// stages as much again of log blocks): transient memory outside the DRAM
