@@ -21,6 +21,7 @@ use embtier_sim::locality::store_toml::{round_size, store_config, store_toml, Po
 use embtier_sim::locality::stream::{analyze_etrace, analyze_file, StreamAnalysis};
 use embtier_sim::locality::{
     analyze, ExactAnalysis, Log2Hist, Options, Report, TableReport, COUNT_BIN_EDGES,
+    MAX_EXACT_ACCESSES,
 };
 use embtier_sim::minisim::with_policy_curves;
 use embtier_sim::replay::simulate_store;

@@ -693,6 +693,10 @@ fn single_overall(t: &TableReport, opts: &Options) -> TableReport {
 /// With `opts.sample`, one streaming pass ([`stream::StreamAnalysis`]):
 /// counts, histograms and working sets exact, curves, distances and reuse
 /// times estimated from the sampled rows.
+///
+/// # Panics
+/// An exact analysis (no [`Options::sample`]) of more than
+/// [`MAX_EXACT_ACCESSES`] accesses.
 pub fn analyze(trace: &Trace, opts: &Options) -> Report {
     analyze_with(trace, opts, true)
 }
@@ -723,8 +727,18 @@ fn analyze_with(trace: &Trace, opts: &Options, share_single: bool) -> Report {
     for b in trace.batches() {
         x.batch(b);
     }
+    assert!(
+        !x.over(),
+        "an exact analysis of more than {MAX_EXACT_ACCESSES} accesses"
+    );
     x.finish(&trace.tables, opts)
 }
+
+/// The most accesses an exact analysis holds: it keeps their times and
+/// their positions in its sequences in 32 bits. Past it an
+/// [`ExactAnalysis`] drops what it holds ([`ExactAnalysis::over`]), and a
+/// sampled analysis ([`Options::sample`]) is the one to run.
+pub const MAX_EXACT_ACCESSES: u64 = u32::MAX as u64 - 1;
 
 /// The exact analysis fed a batch at a time, as a trace is read: each
 /// table's accesses as dense ids with the first access of each batch it
@@ -764,9 +778,11 @@ pub struct ExactAnalysis {
 impl ExactAnalysis {
     /// An analysis of a trace whose catalog (`tables`) and number of
     /// accesses may be known ahead (they size its id maps; 0 accesses
-    /// when unknown), holding at most `limit` accesses: past it, it
-    /// drops what it holds and only counts ([`ExactAnalysis::over`]).
+    /// when unknown), holding at most `limit` accesses (and never more
+    /// than [`MAX_EXACT_ACCESSES`]): past it, it drops what it holds and
+    /// only counts ([`ExactAnalysis::over`]).
     pub fn new(tables: Option<&[TraceTable]>, accesses: u64, limit: u64) -> ExactAnalysis {
+        let limit = limit.min(MAX_EXACT_ACCESSES);
         ExactAnalysis {
             share_single: true,
             rows: tables.map_or(Vec::new(), |t| t.iter().map(|t| t.rows).collect()),

@@ -82,6 +82,32 @@ pub(super) struct Analysed {
     pub report: Report,
 }
 
+/// `b` bytes in GiB, for a refusal.
+fn gib(b: u64) -> String {
+    format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
+}
+
+/// Why an exact analysis of `accesses` accesses is refused under
+/// `max_memory`, if it is: past the memory, or past the accesses it can
+/// number ([`MAX_EXACT_ACCESSES`]).
+fn exact_refusal(accesses: u64, max_memory: u64) -> Option<String> {
+    let sample = "use --sample 0.01 (SHARDS: one pass, memory bounded by the tables' rows)";
+    let need = accesses.saturating_mul(EXACT_BYTES_PER_ACCESS);
+    if accesses > MAX_EXACT_ACCESSES {
+        Some(format!(
+            "the exact analysis holds at most {MAX_EXACT_ACCESSES} accesses (it numbers them in 32 bits), not {accesses}; {sample}"
+        ))
+    } else if need > max_memory {
+        Some(format!(
+            "the exact analysis of {accesses} accesses needs about {}, over --max-memory {}; {sample} or raise --max-memory",
+            gib(need),
+            gib(max_memory)
+        ))
+    } else {
+        None
+    }
+}
+
 /// Analyse `input`: a sampled analysis of a `.etrace` streams (memory
 /// bounded by the tables' rows), and one of any other file reads it twice
 /// (memory bounded by its distinct ids); the exact analysis reads the file
@@ -96,18 +122,11 @@ pub(super) fn analysed(
 ) -> Result<Analysed, Fail> {
     let path = &input.trace;
     let h = headers(input)?;
-    let gib = |b: u64| format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64);
-    let refuse = |accesses: u64| {
-        let need = accesses.saturating_mul(EXACT_BYTES_PER_ACCESS);
-        if opts.sample.is_none() && need > max_memory {
-            return Err(usage(format!(
-                "{}: the exact analysis of {accesses} accesses needs about {}, over --max-memory {}; use --sample 0.01 (SHARDS: one pass, memory bounded by the tables' rows) or raise --max-memory",
-                path.display(),
-                gib(need),
-                gib(max_memory)
-            )));
-        }
-        Ok(())
+    let refuse = |accesses: u64| match opts.sample {
+        None => exact_refusal(accesses, max_memory).map_or(Ok(()), |why| {
+            Err(usage(format!("{}: {why}", path.display())))
+        }),
+        Some(_) => Ok(()),
     };
     if let Some(n) = h.accesses {
         refuse(n)?;
@@ -526,5 +545,20 @@ fn print_csv(o: &mut String, r: &Report) {
                 p.miss_ratio
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exact_analysis_past_its_32_bit_numbering_is_refused_whatever_the_memory() {
+        assert_eq!(exact_refusal(1000, 1 << 20), None);
+        let over_memory = exact_refusal(1 << 20, 1 << 20).expect("over the memory");
+        assert!(over_memory.contains("--max-memory"), "{over_memory}");
+        assert_eq!(exact_refusal(MAX_EXACT_ACCESSES, u64::MAX), None);
+        let why = exact_refusal(MAX_EXACT_ACCESSES + 1, u64::MAX).expect("past 2^32 - 2");
+        assert!(why.contains("32 bits") && why.contains("--sample"), "{why}");
     }
 }

@@ -55,7 +55,10 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
     // .etrace or oracleGeneral file streams and the prediction comes from
     // the curves alone.
     let held = match headers(&a.input)?.accesses {
-        Some(n) if n.saturating_mul(HELD_BYTES_PER_ACCESS) > max_memory => {
+        Some(n)
+            if n.saturating_mul(HELD_BYTES_PER_ACCESS) > max_memory
+                || (n > MAX_EXACT_ACCESSES && opts.sample.is_none()) =>
+        {
             if !a.policies.is_empty() {
                 return Err(usage(format!(
                     "--policies: {}: choosing a policy simulates the store over the trace, which does not fit in --max-memory; plan one policy (--dram-policy) or raise --max-memory",
