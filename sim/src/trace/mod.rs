@@ -65,6 +65,17 @@ pub enum TraceError {
         /// The file.
         path: PathBuf,
     },
+    /// A table has more distinct ids than the tools number (they number a
+    /// table's ids in 32 bits).
+    #[error("{path}: table {table} (0-based, in order of appearance) has more than {limit} distinct ids; the tools number a table's ids in 32 bits")]
+    TooManyIds {
+        /// The file.
+        path: PathBuf,
+        /// The table, 0-based in order of appearance.
+        table: usize,
+        /// The distinct ids a table may have.
+        limit: u64,
+    },
 }
 
 /// A trace in memory: a catalog and batches of accesses.

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::str::FromStr;
 
 use super::{etrace_err, Access, AccessKind, Trace, TraceError, TraceTable};
+use crate::densify::IdTable;
 
 mod pipe;
 mod readers;
@@ -156,6 +157,19 @@ impl FromStr for CsvSpec {
             }
         }
         Ok(spec)
+    }
+}
+
+/// The error of the first of `ids`' tables that came to more distinct
+/// ids than it numbers ([`IdTable::overflowed`]): its later ids alias.
+fn check_numbered(path: &Path, ids: &[IdTable]) -> Result<(), TraceError> {
+    match ids.iter().position(IdTable::overflowed) {
+        Some(table) => Err(TraceError::TooManyIds {
+            path: path.into(),
+            table,
+            limit: IdTable::MAX_IDS as u64,
+        }),
+        None => Ok(()),
     }
 }
 

@@ -32,6 +32,7 @@ pub(super) fn oracle_general(path: &Path, batch: usize) -> Result<Trace, TraceEr
             })
         })
     })?;
+    check_numbered(path, std::slice::from_ref(&ids))?;
     let batch = batch.max(1);
     let mut batch_ends: Vec<usize> = (1..=records / batch).map(|b| b * batch).collect();
     if records % batch != 0 {
@@ -168,6 +169,7 @@ pub fn oracle_general_batches(
     let records = og_records(path)?;
     let mut ids = IdTable::with_capacity(records.min(1 << 24) / 8);
     og_blocks(path, records, |block| og_number(&mut ids, block, |_| {}))?;
+    check_numbered(path, std::slice::from_ref(&ids))?;
     start(&single_table("objects", ids.len() as u64), records as u64);
     og_feed(path, records, &mut ids, batch, each)
 }
@@ -210,6 +212,7 @@ fn og_feed(
             }
         })
     })?;
+    check_numbered(path, std::slice::from_ref(ids))?;
     if !b.is_empty() {
         each(&b);
     }
@@ -659,6 +662,7 @@ pub(super) fn movielens(path: &Path, mut b: Builder<'_>) -> Result<(Trace, Count
         }
     }
     pending.flush(&mut ids, &mut b);
+    check_numbered(path, &ids)?;
     let (users, items) = (ids[0].len() as u64, ids[1].len() as u64);
     let tables = vec![
         TraceTable {

@@ -496,7 +496,8 @@ pub(super) fn number_parsed(
     match parsed {
         Some(r) => r,
         None => number_here(path, parse, ids, b),
-    }
+    }?;
+    super::check_numbered(path, ids)
 }
 
 /// [`number_parsed`] without a thread: parse and number here, a chunk at
@@ -731,6 +732,44 @@ mod tests {
             assert_eq!(ids.id(keys.key(v.as_bytes())), want, "{v:?}");
         }
         assert_eq!(ids.len(), reference.len());
+    }
+
+    /// A table with more distinct ids than an id table numbers is an
+    /// error naming it, with or without a thread (the ids past the limit
+    /// would alias the last one).
+    #[test]
+    fn a_table_past_its_ids_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.txt");
+        std::fs::write(&p, "0 1\n1 1\n1 2\n1 3\n1 4\n0 1\n").unwrap();
+        let parse = |_: u64, line: &[u8], out: &mut Pending| {
+            let s = std::str::from_utf8(line).unwrap();
+            let (t, k) = s.split_once(' ').unwrap();
+            out.push(t.parse().unwrap(), k.parse().unwrap());
+            out.end_record();
+            Ok(())
+        };
+        for threaded in [true, false] {
+            let mut ids = vec![IdTable::with_limit(3), IdTable::with_limit(3)];
+            let mut b = Builder::new(7);
+            let r = if threaded {
+                number_parsed(&p, parse, &mut ids, &mut b)
+            } else {
+                number_here(&p, parse, &mut ids, &mut b)
+                    .and_then(|()| super::super::check_numbered(&p, &ids))
+            };
+            match r {
+                Err(TraceError::TooManyIds {
+                    table: 1, limit, ..
+                }) => {
+                    assert_eq!(limit, IdTable::MAX_IDS as u64)
+                }
+                r => panic!("threaded {threaded}: {r:?}"),
+            }
+            let mut ids = vec![IdTable::with_limit(4), IdTable::with_limit(4)];
+            let mut b = Builder::new(7);
+            assert!(number_parsed(&p, parse, &mut ids, &mut b).is_ok());
+        }
     }
 
     /// The numbering with a parsing thread and without one (where the
