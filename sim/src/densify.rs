@@ -37,6 +37,10 @@ pub type FastHash = std::hash::BuildHasherDefault<MixHasher>;
 /// Dense ids `0..n` for `ids`, in order of first appearance, and `n`.
 /// Ids that already are (each a repeat or the next new number, as the
 /// importers write them) are copied without hashing.
+///
+/// # Panics
+/// Past [`IdTable::MAX_IDS`] distinct ids (the dense ids are u32), rather
+/// than give two of them one dense id.
 pub fn densify(ids: &[u64]) -> (Vec<u32>, usize) {
     let mut next = 0u64;
     let already = ids.iter().all(|&id| {
@@ -50,6 +54,11 @@ pub fn densify(ids: &[u64]) -> (Vec<u32>, usize) {
     }
     let mut t = IdTable::with_capacity(ids.len() / 4);
     let dense = ids.iter().map(|&id| t.id(id)).collect();
+    assert!(
+        !t.overflowed(),
+        "more than {} distinct ids to densify",
+        IdTable::MAX_IDS
+    );
     (dense, t.len())
 }
 
