@@ -392,6 +392,42 @@ pub fn simulate_dense_keyed(
     r
 }
 
+/// Each request's [`PolicyKind::key_digest`] under `kind`, for
+/// [`simulate_dense_digested`]: `keys` are the requests' keys, `ids` their
+/// dense ids `0..n_objects`; each distinct key is digested once.
+pub fn digest_keys(kind: PolicyKind, keys: &[u64], ids: &[u32], n_objects: usize) -> Vec<u64> {
+    assert_eq!(ids.len(), keys.len(), "one key per id");
+    let mut of = vec![None; n_objects];
+    ids.iter()
+        .zip(keys)
+        .map(|(&id, &key)| *of[id as usize].get_or_insert_with(|| kind.key_digest(key)))
+        .collect()
+}
+
+/// [`simulate_dense_keyed`] told each request's key digest
+/// ([`digest_keys`]) instead of its key: the same decisions, without the
+/// policy hashing a key per request (W-TinyLFU's two XXH64 a request, and
+/// again for every size of a sweep).
+pub fn simulate_dense_digested(
+    kind: PolicyKind,
+    capacity: usize,
+    ids: &[u32],
+    digests: &[u64],
+    n_objects: usize,
+) -> SimResult {
+    assert_eq!(ids.len(), digests.len(), "one digest per id");
+    let mut c = DenseCache::new(kind, capacity.max(1), n_objects);
+    c.policy.digested_keys();
+    let mut r = SimResult::default();
+    for (i, (&id, &key)) in ids.iter().zip(digests).enumerate() {
+        if let (Some(&next), Some(&next_key)) = (ids.get(i + AHEAD), digests.get(i + AHEAD)) {
+            c.prefetch(next, next_key);
+        }
+        r.record(c.access_keyed(id, key));
+    }
+    r
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -432,6 +468,9 @@ mod tests {
                 }
                 let keyed = simulate_dense_keyed(kind, cap, &dense, &raw, n);
                 assert_eq!(keyed, want, "{kind:?} at {cap}, keyed");
+                let digests = digest_keys(kind, &raw, &dense, n);
+                let digested = simulate_dense_digested(kind, cap, &dense, &digests, n);
+                assert_eq!(digested, want, "{kind:?} at {cap}, digested");
                 assert_eq!(simulate(kind, cap, &raw), want, "{kind:?} at {cap}");
                 if !kind.hashes_keys() {
                     assert_eq!(

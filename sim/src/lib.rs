@@ -39,7 +39,8 @@ pub mod table;
 pub mod trace;
 
 pub use cache::{
-    simulate, simulate_dense, simulate_dense_keyed, DenseCache, SimCache, SimResult, Victim,
+    digest_keys, simulate, simulate_dense, simulate_dense_digested, simulate_dense_keyed,
+    DenseCache, SimCache, SimResult, Victim,
 };
 pub use densify::{densify, FastHash};
 pub use policy::SimPolicy;

@@ -58,6 +58,10 @@ struct Level {
     sample: Option<Vec<u64>>,
     dense: Vec<u32>,
     n: usize,
+    /// W-TinyLFU's digest of each request's key
+    /// ([`embtier::PolicyKind::key_digest`]), made once (a key at a time)
+    /// for every size that runs it, on first use.
+    digests: OnceLock<Vec<u64>>,
 }
 
 /// A trace prepared for miniature simulations at a rate.
@@ -204,6 +208,7 @@ impl MiniSim {
                 sample,
                 dense,
                 n,
+                digests: OnceLock::new(),
             }
         })
     }
@@ -245,7 +250,15 @@ impl MiniSim {
     pub fn run(&self, p: SimPolicy, size: u64) -> MiniPoint {
         let l = self.level(self.level_for(size));
         let scaled = ((size as f64 * l.rate).round() as u64).max(1);
-        let r = p.run(scaled, self.keys_of(l), &l.dense, l.n);
+        let r = match p {
+            SimPolicy::Online(k) if k.hashes_keys() => {
+                let digests = l
+                    .digests
+                    .get_or_init(|| crate::digest_keys(k, self.keys_of(l), &l.dense, l.n));
+                crate::simulate_dense_digested(k, scaled as usize, &l.dense, digests, l.n)
+            }
+            _ => p.run(scaled, self.keys_of(l), &l.dense, l.n),
+        };
         let total = self.keys.len() as u64;
         let result = if l.rate >= 1.0 {
             r

@@ -90,6 +90,11 @@ pub trait EvictionPolicy {
     fn dense_keys(&mut self, n_keys: usize) {
         let _ = n_keys;
     }
+    /// Every key from now on comes as its [`PolicyKind::key_digest`]
+    /// (a simulator that digests each distinct key once, rather than the
+    /// policy hashing a key per access, over and over for a sweep's sizes).
+    /// Decisions do not change; the default does nothing.
+    fn digested_keys(&mut self) {}
 }
 
 /// The policies available by name.
@@ -196,6 +201,16 @@ impl PolicyKind {
     /// simulators' results exactly.
     pub fn hashes_keys(self) -> bool {
         matches!(self, PolicyKind::WTinyLfu)
+    }
+
+    /// What the policy makes of a key's value (W-TinyLFU: its sketch's
+    /// hashes; every other policy: the key itself), for a caller that
+    /// tells it digests ([`EvictionPolicy::digested_keys`]).
+    pub fn key_digest(self, key: u64) -> u64 {
+        match self {
+            PolicyKind::WTinyLfu => wtinylfu::digest(key),
+            _ => key,
+        }
     }
 
     /// Command-line name.
@@ -351,6 +366,9 @@ impl<L: Link> EvictionPolicy for AnyPolicy<L> {
     }
     fn dense_keys(&mut self, n_keys: usize) {
         dispatch!(self, p => p.dense_keys(n_keys))
+    }
+    fn digested_keys(&mut self) {
+        dispatch!(self, p => p.digested_keys())
     }
 }
 

@@ -51,6 +51,14 @@ fn positions(h: u64, m: u32, m_inv: u64) -> [usize; HASHES] {
     })
 }
 
+/// A key's two sketch hashes, packed ([`PolicyKind::key_digest`] of
+/// W-TinyLFU).
+///
+/// [`PolicyKind::key_digest`]: super::PolicyKind::key_digest
+pub(super) fn digest(key: u64) -> u64 {
+    Sketch::hash(key)
+}
+
 /// The sketch's counters per key at its 0.001 error (`⌈ln 2 · bpe⌉`).
 const HASHES: usize = 10;
 
@@ -134,6 +142,9 @@ pub struct WTinyLfu<L: Link> {
     /// Each slot's key, hashed for the sketch ([`Sketch::hash`]): the
     /// policy needs keys only there.
     hashes: Vec<u64>,
+    /// Whether keys come as their [`digest`]s
+    /// ([`EvictionPolicy::digested_keys`]).
+    digested: bool,
     sketch: Sketch,
     window_cap: usize,
     main_cap: usize,
@@ -155,12 +166,22 @@ impl<L: Link> WTinyLfu<L> {
             main: Slru::with_segments(capacity, vec![seg0, seg1]),
             in_window: vec![false; capacity],
             hashes: vec![0; capacity],
+            digested: false,
             sketch: Sketch::new(main_cap.max(1)),
             window_cap,
             main_cap,
             seg0_cap: seg0,
             main_hits: 0,
             decay_every: 32 * main_cap,
+        }
+    }
+
+    /// The sketch's hash of `key` as told.
+    #[inline]
+    fn hash_of(&self, key: u64) -> u64 {
+        match self.digested {
+            true => key,
+            false => Sketch::hash(key),
         }
     }
 
@@ -177,7 +198,7 @@ impl<L: Link> EvictionPolicy for WTinyLfu<L> {
     }
 
     fn insert(&mut self, slot: usize, key: u64) {
-        let h = Sketch::hash(key);
+        let h = self.hash_of(key);
         self.hashes[slot] = h;
         self.in_window[slot] = true;
         self.chains.push_head(&mut self.window, slot);
@@ -239,7 +260,11 @@ impl<L: Link> EvictionPolicy for WTinyLfu<L> {
     }
 
     fn prefetch(&self, key: u64) {
-        self.sketch.prefetch(Sketch::hash(key));
+        self.sketch.prefetch(self.hash_of(key));
+    }
+
+    fn digested_keys(&mut self) {
+        self.digested = true;
     }
 
     fn meta_bytes(&self) -> usize {
