@@ -133,6 +133,11 @@ impl<L: Link> EvictionPolicy for Arc<L> {
         self.in_t2[slot] = false;
     }
 
+    fn prefetch(&self, key: u64) {
+        self.b1.prefetch(key);
+        self.b2.prefetch(key);
+    }
+
     fn dense_keys(&mut self, n_keys: usize) {
         self.b1.dense_keys(n_keys);
         self.b2.dense_keys(n_keys);

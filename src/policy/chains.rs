@@ -206,6 +206,10 @@ impl Members {
     }
 }
 
+/// How many entries ahead of the oldest [`Ghost::pop_oldest`] asks for
+/// the membership of.
+const POP_AHEAD: usize = 8;
+
 /// The most keys a [`Ghost`] indexes instead of hashing
 /// ([`Ghost::dense_keys`]): 8 bytes a key, 128 MiB at most.
 pub const MAX_DENSE_GHOST_KEYS: usize = 1 << 24;
@@ -261,6 +265,15 @@ impl Ghost {
         }
     }
 
+    /// Ask for the memory [`Ghost::remove`] of `key` reads, where the keys
+    /// are indexed (a hint; a hashed ghost asks for nothing).
+    #[inline]
+    pub fn prefetch(&self, key: u64) {
+        if let Members::Dense(v) = &self.members {
+            crate::hint::prefetch(v.as_ptr().wrapping_add(key as usize));
+        }
+    }
+
     /// Whether `key` is remembered.
     pub fn contains(&self, key: u64) -> bool {
         self.members.get(key).is_some()
@@ -295,6 +308,11 @@ impl Ghost {
 
     /// Forget the oldest remembered key; returns it.
     pub fn pop_oldest(&mut self) -> Option<u64> {
+        // The entries pop in queue order: ask for the membership of one
+        // a few pops ahead.
+        if let Some(&(k, _)) = self.queue.get(POP_AHEAD) {
+            self.prefetch(k);
+        }
         while let Some((k, g)) = self.queue.pop_front() {
             if self.members.remove_if(k, g) {
                 self.len -= 1;

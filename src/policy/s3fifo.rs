@@ -127,6 +127,10 @@ impl<L: Link> EvictionPolicy for S3Fifo<L> {
         self.in_main[slot] = false;
     }
 
+    fn prefetch(&self, key: u64) {
+        self.ghost.prefetch(key);
+    }
+
     fn dense_keys(&mut self, n_keys: usize) {
         self.ghost.dense_keys(n_keys);
     }

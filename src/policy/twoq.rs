@@ -102,6 +102,10 @@ impl<L: Link> EvictionPolicy for TwoQ<L> {
         self.in_am[slot] = false;
     }
 
+    fn prefetch(&self, key: u64) {
+        self.aout.prefetch(key);
+    }
+
     fn dense_keys(&mut self, n_keys: usize) {
         self.aout.dense_keys(n_keys);
     }
