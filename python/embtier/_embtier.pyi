@@ -163,7 +163,7 @@ class Store:
         self, batches: List[Tuple[str, IdArray, IdArray, F32Array, Mode, Optional[F32Array]]]
     ) -> None:
         """:meth:`step_pooled` of several ``(table, indices, offsets, grad,
-        mode, per_sample_weights)``, cold rows read in one queue first."""
+        mode, per_sample_weights)`` at once, the tables stepped side by side."""
     def prefetch(self, table: str, ids: IdArray) -> Prefetch:
         """Start reading ``ids``' rows into DRAM in the background and pin
         them there until the handle is released."""

@@ -26,9 +26,6 @@ pub(crate) enum Count<'a> {
     /// tier (the first moved it there) and those of a missed row miss
     /// every tier (the misses are read after every id is probed).
     Occurrences(&'a [u32]),
-    /// The rows a step is about to update, brought in ahead of it: each id
-    /// is a prefetch, which is a lookup whose values are not returned.
-    Prefetch,
 }
 
 /// A part's round of miss reads in [`lookup_many`].
@@ -75,7 +72,6 @@ pub(crate) fn lookup_many(ssd: &Ssd, parts: &mut [Part<'_>]) -> Result<()> {
                 ctx.c.lookups += all;
                 ctx.c.hits[0] += all - missed;
             }
-            Count::Prefetch => ctx.c.prefetched = p.ids.len() as u64,
         }
         let (locs, ranges) = t.group_misses(&mut misses);
         rounds.push(PartRound {
