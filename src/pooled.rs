@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crate::error::{Error, Result};
 use crate::store::Store;
-use crate::table::{Count, Part, Table};
+use crate::table::{each, Count, Part, Table};
 
 /// How a bag's rows are pooled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -490,21 +490,6 @@ impl Store {
             plans.iter().zip(batches).try_for_each(step)
         }
     }
-}
-
-/// `f` of every item, on scoped threads when there are several (one per
-/// item, which here is one per table of a call), in order.
-fn each<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
-    if items.len() < 2 {
-        return items.into_iter().map(f).collect();
-    }
-    std::thread::scope(|s| {
-        let f = &f;
-        let hs: Vec<_> = items.into_iter().map(|x| s.spawn(move || f(x))).collect();
-        hs.into_iter()
-            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
-    })
 }
 
 #[cfg(test)]

@@ -496,3 +496,70 @@ fn a_step_of_several_cached_tables_counts_as_their_steps_one_at_a_time() {
         }
     }
 }
+
+#[test]
+fn large_multi_table_lookups_probed_side_by_side_equal_one_table_at_a_time() {
+    // Batches past the size at which each table's hits are probed on a
+    // thread of its own, through caches that evict.
+    let cfg = StoreConfig::builder()
+        .table(TableConfig::new("a", 5000, 4).init(Init::Uniform { scale: 0.1 }))
+        .table(
+            TableConfig::new("b", 3000, 8)
+                .init(Init::Uniform { scale: 0.1 })
+                .elem(Elem::F16),
+        )
+        .dram_capacity(64 << 10)
+        .build();
+    let td = tempfile::tempdir().unwrap();
+    let many = Store::create(td.path().join("many"), cfg.clone()).unwrap();
+    let one = Store::create(td.path().join("one"), cfg).unwrap();
+    let mut rng = Rng(21);
+    for step in 0..6 {
+        let (ia, oa, _) = bags(&mut rng, 1500, 5000);
+        let (ib, ob, _) = bags(&mut rng, 1500, 3000);
+        assert!(ia.len() + ib.len() >= 4096);
+        let (mut outa, mut outb) = (vec![0f32; 1500 * 4], vec![0f32; 1500 * 8]);
+        many.lookup_pooled_many(&mut [
+            PooledBatch {
+                table: "a",
+                indices: &ia,
+                offsets: &oa,
+                mode: PoolingMode::Sum,
+                per_sample_weights: None,
+                out: &mut outa,
+            },
+            PooledBatch {
+                table: "b",
+                indices: &ib,
+                offsets: &ob,
+                mode: PoolingMode::Mean,
+                per_sample_weights: None,
+                out: &mut outb,
+            },
+        ])
+        .unwrap();
+        let (mut wanta, mut wantb) = (vec![0f32; 1500 * 4], vec![0f32; 1500 * 8]);
+        one.lookup_pooled("a", &ia, &oa, PoolingMode::Sum, None, &mut wanta)
+            .unwrap();
+        one.lookup_pooled("b", &ib, &ob, PoolingMode::Mean, None, &mut wantb)
+            .unwrap();
+        assert_eq!(bits(&outa), bits(&wanta), "step {step}: a");
+        assert_eq!(bits(&outb), bits(&wantb), "step {step}: b");
+        for t in ["a", "b"] {
+            assert_eq!(counted(&many, t), counted(&one, t), "step {step}: {t}");
+        }
+        let ga: Vec<f32> = (0..1500 * 4).map(|_| rng.small_f32()).collect();
+        many.step_pooled_many(&[PooledGrad {
+            table: "a",
+            indices: &ia,
+            offsets: &oa,
+            mode: PoolingMode::Sum,
+            per_sample_weights: None,
+            grad: &ga,
+        }])
+        .unwrap();
+        one.step_pooled("a", &ia, &oa, &ga, PoolingMode::Sum, None)
+            .unwrap();
+    }
+    assert_eq!(all_rows(&many, "a", 5000, 4), all_rows(&one, "a", 5000, 4));
+}

@@ -28,6 +28,11 @@ pub(crate) enum Count<'a> {
     Occurrences(&'a [u32]),
 }
 
+/// The ids a [`lookup_many`] of several tables needs to probe them on
+/// threads of their own: a thread costs tens of microseconds, a probe
+/// about a tenth of one an id.
+const PROBE_APART_IDS: usize = 4096;
+
 /// A part's round of miss reads in [`lookup_many`].
 pub(super) struct PartRound {
     ctx: Ctx,
@@ -48,17 +53,16 @@ pub(crate) fn lookup_many(ssd: &Ssd, parts: &mut [Part<'_>]) -> Result<()> {
     let mut rounds: Vec<PartRound> = Vec::with_capacity(parts.len());
     let mut result = Ok(());
     // The DRAM and PMem hits; pinned tables are served whole.
-    for p in parts.iter_mut() {
+    let probe = |p: &mut Part<'_>| -> (PartRound, Option<Error>) {
         let t = p.table;
         let mut ctx = Ctx::new();
+        let mut failed = None;
         ctx.c.lookups = p.ids.len() as u64;
         let mut misses = match &t.kind {
             TableKind::Cached { shards, .. } => t.probe(shards, p.ids, p.out, &mut ctx, None),
             TableKind::Pinned { .. } if p.out.is_empty() => Vec::new(),
             TableKind::Pinned { .. } => {
-                if let Err(e) = t.lookup(ssd, p.ids, p.out) {
-                    result = Err(e);
-                }
+                failed = t.lookup(ssd, p.ids, p.out).err();
                 Vec::new()
             }
         };
@@ -74,7 +78,7 @@ pub(crate) fn lookup_many(ssd: &Ssd, parts: &mut [Part<'_>]) -> Result<()> {
             }
         }
         let (locs, ranges) = t.group_misses(&mut misses);
-        rounds.push(PartRound {
+        let round = PartRound {
             left: misses.len(),
             ctx,
             misses,
@@ -83,7 +87,27 @@ pub(crate) fn lookup_many(ssd: &Ssd, parts: &mut [Part<'_>]) -> Result<()> {
             epoch: t.wb_epoch.load(Ordering::Acquire),
             retry: Vec::new(),
             corrupt: None,
-        });
+        };
+        (round, failed)
+    };
+    // Several tables, each once, with ids enough to pay for a thread: each
+    // table's hits on a thread of its own (their shards are apart). A table
+    // twice is probed in order, as calls one after the other would.
+    let ids: usize = parts.iter().map(|p| p.ids.len()).sum();
+    let apart = parts
+        .iter()
+        .enumerate()
+        .all(|(i, p)| parts[..i].iter().all(|q| !std::ptr::eq(p.table, q.table)));
+    let probed = if parts.len() > 1 && apart && ids >= PROBE_APART_IDS {
+        each(parts.iter_mut().collect(), probe)
+    } else {
+        parts.iter_mut().map(probe).collect()
+    };
+    for (round, failed) in probed {
+        if let Some(e) = failed {
+            result = Err(e);
+        }
+        rounds.push(round);
     }
     // Every part's missed groups, by extent size.
     let mut by_size: std::collections::BTreeMap<usize, Vec<(usize, usize)>> = Default::default();

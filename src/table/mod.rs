@@ -662,3 +662,18 @@ impl Table {
         }
     }
 }
+
+/// `f` of every item, on scoped threads when there are several (one per
+/// item: one per table of a call), in order.
+pub(crate) fn each<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
+    if items.len() < 2 {
+        return items.into_iter().map(f).collect();
+    }
+    std::thread::scope(|s| {
+        let f = &f;
+        let hs: Vec<_> = items.into_iter().map(|x| s.spawn(move || f(x))).collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
+}
