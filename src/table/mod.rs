@@ -663,17 +663,55 @@ impl Table {
     }
 }
 
-/// `f` of every item, on scoped threads when there are several (one per
-/// item: one per table of a call), in order.
+/// `f` of every item, in order of the items, worked on by the calling
+/// thread and up to one helper thread fewer than the cores (one item per
+/// table of a call: a call of 800 tables takes as many threads as a call
+/// of two). A helper the system refuses is done without.
 pub(crate) fn each<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
-    if items.len() < 2 {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let n = items.len();
+    if n < 2 || cores < 2 {
         return items.into_iter().map(f).collect();
     }
+    let work: Vec<Mutex<Option<T>>> = items.into_iter().map(|x| Mutex::new(Some(x))).collect();
+    let done: Vec<Mutex<Option<R>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let run = || loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        let Some(x) = work.get(i).and_then(|w| w.lock().take()) else {
+            break;
+        };
+        *done[i].lock() = Some(f(x));
+    };
     std::thread::scope(|s| {
-        let f = &f;
-        let hs: Vec<_> = items.into_iter().map(|x| s.spawn(move || f(x))).collect();
-        hs.into_iter()
-            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
-    })
+        for _ in 1..cores.min(n) {
+            // Refused (no threads left): the calling thread does its share.
+            let _ = std::thread::Builder::new().spawn_scoped(s, run);
+        }
+        run();
+    });
+    done.into_iter()
+        .map(|r| r.into_inner().expect("every item was done"))
+        .collect()
+}
+
+#[cfg(test)]
+mod each_tests {
+    use super::each;
+
+    /// Results come in the items' order, however many threads took them,
+    /// and every item is done once.
+    #[test]
+    fn each_keeps_the_items_order() {
+        for n in [0usize, 1, 2, 3, 17, 300] {
+            let done = std::sync::atomic::AtomicUsize::new(0);
+            let out = each((0..n).collect(), |x| {
+                done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                x * 3
+            });
+            assert_eq!(out, (0..n).map(|x| x * 3).collect::<Vec<_>>());
+            assert_eq!(done.into_inner(), n);
+        }
+    }
 }
