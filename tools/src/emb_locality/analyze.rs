@@ -90,7 +90,7 @@ fn gib(b: u64) -> String {
 /// Why an exact analysis of `accesses` accesses is refused under
 /// `max_memory`, if it is: past the memory, or past the accesses it can
 /// number ([`MAX_EXACT_ACCESSES`]).
-fn exact_refusal(accesses: u64, max_memory: u64) -> Option<String> {
+pub(super) fn exact_refusal(accesses: u64, max_memory: u64) -> Option<String> {
     let sample = "use --sample 0.01 (SHARDS: one pass, memory bounded by the tables' rows)";
     let need = accesses.saturating_mul(EXACT_BYTES_PER_ACCESS);
     if accesses > MAX_EXACT_ACCESSES {

@@ -54,20 +54,34 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
     // trace is held where it fits; past --max-memory, with --sample, a
     // .etrace or oracleGeneral file streams and the prediction comes from
     // the curves alone.
+    // An exact analysis numbers accesses in 32 bits: a longer trace is
+    // analysed sampled or not at all.
+    let too_long = |n: u64| n > MAX_EXACT_ACCESSES && opts.sample.is_none();
+    let path = &a.input.trace;
     let held = match headers(&a.input)?.accesses {
-        Some(n)
-            if n.saturating_mul(HELD_BYTES_PER_ACCESS) > max_memory
-                || (n > MAX_EXACT_ACCESSES && opts.sample.is_none()) =>
-        {
+        Some(n) if n.saturating_mul(HELD_BYTES_PER_ACCESS) > max_memory || too_long(n) => {
             if !a.policies.is_empty() {
-                return Err(usage(format!(
-                    "--policies: {}: choosing a policy simulates the store over the trace, which does not fit in --max-memory; plan one policy (--dram-policy) or raise --max-memory",
-                    a.input.trace.display()
-                )));
+                return Err(usage(match n.saturating_mul(HELD_BYTES_PER_ACCESS) > max_memory {
+                    true => format!(
+                        "--policies: {}: choosing a policy simulates the store over the trace, which does not fit in --max-memory; plan one policy (--dram-policy) or raise --max-memory",
+                        path.display()
+                    ),
+                    false => format!(
+                        "--policies: {}: {n} accesses, past the {MAX_EXACT_ACCESSES} an exact analysis holds; add --sample 0.01",
+                        path.display()
+                    ),
+                }));
             }
             None
         }
-        _ => Some(load(&a.input)?),
+        _ => {
+            let t = load(&a.input)?;
+            if too_long(t.accesses.len() as u64) {
+                let why = exact_refusal(t.accesses.len() as u64, u64::MAX).unwrap_or_default();
+                return Err(usage(format!("{}: {why}", path.display())));
+            }
+            Some(t)
+        }
     };
     let (tables, accesses, batches, mut r) = match &held {
         Some(t) => (
