@@ -49,7 +49,7 @@ pub fn densify(ids: &[u64]) -> (Vec<u32>, usize) {
         }
         id < next
     });
-    if already && next <= u32::MAX as u64 {
+    if already && next <= IdTable::MAX_IDS as u64 {
         return (ids.iter().map(|&id| id as u32).collect(), next as usize);
     }
     let mut t = IdTable::with_capacity(ids.len() / 4);

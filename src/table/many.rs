@@ -3,8 +3,7 @@
 use super::*;
 
 /// One table's part of a multi-table lookup: validated ids and their
-/// output, `ids.len() * dim` values, or none (an empty `out`) for a lookup
-/// that only brings the rows into the caches (a cached table's).
+/// output, `ids.len() * dim` values (none for no ids).
 pub(crate) struct Part<'a> {
     pub table: &'a Table,
     pub ids: &'a [u64],
@@ -70,6 +69,8 @@ pub(crate) fn lookup_many(ssd: &Ssd, parts: &mut [Part<'_>]) -> Result<()> {
             Count::Ids => {}
             Count::Occurrences(n) => {
                 debug_assert_eq!(n.len(), p.ids.len());
+                // (A pinned table's counts are its lookup's own.)
+                debug_assert!(matches!(t.kind, TableKind::Cached { .. }));
                 let repeats = |k: usize| n[k] as u64 - 1;
                 let all: u64 = (0..n.len()).map(repeats).sum();
                 let missed: u64 = misses.iter().map(|m| repeats(m.k)).sum();

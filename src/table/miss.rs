@@ -17,7 +17,7 @@ impl Table {
     /// Decode `row` into the output slot of every miss of `run`.
     pub(super) fn decode_misses(&self, row: &[u8], run: &[Miss], out: &mut [f32]) {
         if out.is_empty() {
-            return; // a warming lookup (`lookup_many` without outputs)
+            return; // a part of no ids
         }
         let dim = self.dim;
         for m in run {

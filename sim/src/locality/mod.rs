@@ -599,7 +599,12 @@ impl DenseIds {
                 }
                 None => self.leave_vector(row),
             },
-            DenseIds::Map(m) => m.id(row),
+            DenseIds::Map(m) => {
+                // An exact analysis holds fewer accesses than the map
+                // numbers ids (`MAX_EXACT_ACCESSES`).
+                debug_assert!(!m.overflowed());
+                m.id(row)
+            }
         }
     }
 

@@ -67,11 +67,12 @@ pub enum TraceError {
     },
     /// A table has more distinct ids than the tools number (they number a
     /// table's ids in 32 bits).
-    #[error("{path}: table {table} (0-based, in order of appearance) has more than {limit} distinct ids; the tools number a table's ids in 32 bits")]
+    #[error("{path}: table {table} (0-based, in the reader's order) has more than {limit} distinct ids; the tools number a table's ids in 32 bits")]
     TooManyIds {
         /// The file.
         path: PathBuf,
-        /// The table, 0-based in order of appearance.
+        /// The table, 0-based in the order its reader numbers tables: of
+        /// first appearance, or a format's columns (Criteo, Avazu).
         table: usize,
         /// The distinct ids a table may have.
         limit: u64,
