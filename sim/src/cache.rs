@@ -381,7 +381,12 @@ pub fn simulate_dense_keyed(
     n_objects: usize,
 ) -> SimResult {
     assert_eq!(ids.len(), keys.len(), "one key per id");
-    let mut c = DenseCache::new(kind, capacity.max(1), n_objects);
+    run_keyed(DenseCache::new(kind, capacity.max(1), n_objects), ids, keys)
+}
+
+/// Run `c` over `ids`, its policy told `keys[i]` for `ids[i]`, each
+/// request's memory asked for [`AHEAD`] requests ahead.
+fn run_keyed(mut c: DenseCache, ids: &[u32], keys: &[u64]) -> SimResult {
     let mut r = SimResult::default();
     for (i, (&id, &key)) in ids.iter().zip(keys).enumerate() {
         if let (Some(&next), Some(&next_key)) = (ids.get(i + AHEAD), keys.get(i + AHEAD)) {
@@ -408,6 +413,9 @@ pub fn digest_keys(kind: PolicyKind, keys: &[u64], ids: &[u32], n_objects: usize
 /// ([`digest_keys`]) instead of its key: the same decisions, without the
 /// policy hashing a key per request (W-TinyLFU's two XXH64 a request, and
 /// again for every size of a sweep).
+///
+/// # Panics
+/// If `digests` and `ids` differ in length.
 pub fn simulate_dense_digested(
     kind: PolicyKind,
     capacity: usize,
@@ -418,14 +426,7 @@ pub fn simulate_dense_digested(
     assert_eq!(ids.len(), digests.len(), "one digest per id");
     let mut c = DenseCache::new(kind, capacity.max(1), n_objects);
     c.policy.digested_keys();
-    let mut r = SimResult::default();
-    for (i, (&id, &key)) in ids.iter().zip(digests).enumerate() {
-        if let (Some(&next), Some(&next_key)) = (ids.get(i + AHEAD), digests.get(i + AHEAD)) {
-            c.prefetch(next, next_key);
-        }
-        r.record(c.access_keyed(id, key));
-    }
-    r
+    run_keyed(c, ids, digests)
 }
 
 #[cfg(test)]
