@@ -437,9 +437,10 @@ impl Store {
     }
 
     /// [`Store::step_pooled`] for several tables: every part is validated
-    /// first; then each table's optimizer runs, the tables on threads of
-    /// their own (their misses read side by side). A table appearing twice
-    /// is stepped twice, in order.
+    /// first; then each table's optimizer runs, distinct tables side by
+    /// side (the calling thread and helpers up to the cores; their misses
+    /// read side by side). A table appearing twice is stepped twice, in
+    /// order.
     ///
     /// The rows a backward steps are those its forward just looked up, and
     /// so in memory: there is no pass that brings the tables' rows in

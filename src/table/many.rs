@@ -27,9 +27,9 @@ pub(crate) enum Count<'a> {
     Occurrences(&'a [u32]),
 }
 
-/// The ids a [`lookup_many`] of several tables needs to probe them on
-/// threads of their own: a thread costs tens of microseconds, a probe
-/// about a tenth of one an id.
+/// The ids a [`lookup_many`] of several tables needs to probe them side
+/// by side ([`each`]): a thread costs tens of microseconds, a probe about
+/// a tenth of one an id.
 const PROBE_APART_IDS: usize = 4096;
 
 /// A part's round of miss reads in [`lookup_many`].
@@ -91,15 +91,16 @@ pub(crate) fn lookup_many(ssd: &Ssd, parts: &mut [Part<'_>]) -> Result<()> {
         };
         (round, failed)
     };
-    // Several tables, each once, with ids enough to pay for a thread: each
-    // table's hits on a thread of its own (their shards are apart). A table
-    // twice is probed in order, as calls one after the other would.
+    // Several tables, each once, with ids enough to pay for a thread: the
+    // tables' hits side by side (their shards are apart). A table twice is
+    // probed in order, as calls one after the other would.
     let ids: usize = parts.iter().map(|p| p.ids.len()).sum();
-    let apart = parts
-        .iter()
-        .enumerate()
-        .all(|(i, p)| parts[..i].iter().all(|q| !std::ptr::eq(p.table, q.table)));
-    let probed = if parts.len() > 1 && apart && ids >= PROBE_APART_IDS {
+    let side_by_side = parts.len() > 1 && ids >= PROBE_APART_IDS && {
+        let mut tables: Vec<*const Table> = parts.iter().map(|p| p.table as *const Table).collect();
+        tables.sort_unstable();
+        tables.windows(2).all(|w| w[0] != w[1])
+    };
+    let probed = if side_by_side {
         each(parts.iter_mut().collect(), probe)
     } else {
         parts.iter_mut().map(probe).collect()
