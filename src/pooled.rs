@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crate::error::{Error, Result};
 use crate::store::Store;
-use crate::table::{each, Count, Part, Table};
+use crate::table::{distinct_tables, each, Count, Part, Table};
 
 /// How a bag's rows are pooled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -478,10 +478,7 @@ impl Store {
             );
             self.apply_summed(t, &items, &sums, t.cfg.optimizer)
         };
-        let mut names: Vec<&str> = batches.iter().map(|b| b.table).collect();
-        names.sort_unstable();
-        names.dedup();
-        if names.len() == batches.len() {
+        if distinct_tables(plans.iter().map(|t| &***t)) {
             // Distinct tables: their steps are independent.
             each(plans.iter().zip(batches).collect(), step)
                 .into_iter()

@@ -95,11 +95,8 @@ pub(crate) fn lookup_many(ssd: &Ssd, parts: &mut [Part<'_>]) -> Result<()> {
     // tables' hits side by side (their shards are apart). A table twice is
     // probed in order, as calls one after the other would.
     let ids: usize = parts.iter().map(|p| p.ids.len()).sum();
-    let side_by_side = parts.len() > 1 && ids >= PROBE_APART_IDS && {
-        let mut tables: Vec<*const Table> = parts.iter().map(|p| p.table as *const Table).collect();
-        tables.sort_unstable();
-        tables.windows(2).all(|w| w[0] != w[1])
-    };
+    let side_by_side =
+        parts.len() > 1 && ids >= PROBE_APART_IDS && distinct_tables(parts.iter().map(|p| p.table));
     let probed = if side_by_side {
         each(parts.iter_mut().collect(), probe)
     } else {

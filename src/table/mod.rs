@@ -663,6 +663,15 @@ impl Table {
     }
 }
 
+/// Whether no table comes twice among `tables`: the parts of a call
+/// whose tables are distinct may go side by side ([`each`]); a table
+/// twice goes in order, as calls one after the other would.
+pub(crate) fn distinct_tables<'a>(tables: impl Iterator<Item = &'a Table>) -> bool {
+    let mut t: Vec<*const Table> = tables.map(|t| t as *const Table).collect();
+    t.sort_unstable();
+    t.windows(2).all(|w| w[0] != w[1])
+}
+
 /// `f` of every item, in order of the items, worked on by the calling
 /// thread and up to one helper thread fewer than the cores (one item per
 /// table of a call: a call of 800 tables takes as many threads as a call
