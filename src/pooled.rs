@@ -162,21 +162,25 @@ fn check_bags(
 }
 
 /// The distinct ids of `indices` in the order of their first occurrence,
-/// and for each index its id's position in that list.
-fn distinct(indices: &[u64]) -> (Vec<u64>, Vec<u32>) {
+/// for each index its id's position in that list, and how often each
+/// distinct id occurs.
+fn distinct(indices: &[u64]) -> (Vec<u64>, Vec<u32>, Vec<u32>) {
     let mut pos: HashMap<u64, u32> = HashMap::default();
     pos.reserve(indices.len());
-    let mut ids = Vec::new();
+    let (mut ids, mut occurrences) = (Vec::new(), Vec::new());
     let slots = indices
         .iter()
         .map(|&id| {
-            *pos.entry(id).or_insert_with(|| {
+            let k = *pos.entry(id).or_insert_with(|| {
                 ids.push(id);
+                occurrences.push(0);
                 (ids.len() - 1) as u32
-            })
+            });
+            occurrences[k as usize] += 1;
+            k
         })
         .collect();
-    (ids, slots)
+    (ids, slots, occurrences)
 }
 
 /// Pool `rows` (the distinct rows, `dim` each) into `out` by bag: in index
@@ -359,9 +363,7 @@ impl Store {
         }
         // Per table, independent: on threads when there are several.
         let mut plans: Vec<_> = each(rest.iter().zip(cached).collect(), |(b, t)| {
-            let (ids, slots) = distinct(b.indices);
-            let mut occurrences = vec![0u32; ids.len()];
-            slots.iter().for_each(|&k| occurrences[k as usize] += 1);
+            let (ids, slots, occurrences) = distinct(b.indices);
             let rows = vec![0f32; ids.len() * t.dim];
             (t, ids, slots, occurrences, rows)
         });
@@ -496,7 +498,8 @@ mod tests {
 
     #[test]
     fn distinct_keeps_first_occurrence_order() {
-        let (ids, slots) = distinct(&[5, 3, 5, 9, 3]);
+        let (ids, slots, occurrences) = distinct(&[5, 3, 5, 9, 3]);
+        assert_eq!(occurrences, vec![2, 2, 1]);
         assert_eq!(ids, vec![5, 3, 9]);
         assert_eq!(slots, vec![0, 1, 0, 2, 1]);
     }
