@@ -992,38 +992,33 @@ impl ExactAnalysis {
         let batches = self.batches.max(1);
         let default_rb = opts.row_bytes.unwrap_or(256);
         let row_bytes = |t: &TraceTable| crate::trace::row_bytes_of(t, default_rb);
-        let reports: Vec<TableReport> = tables
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                report(
-                    &Stream {
-                        name: &t.name,
-                        rows: t.rows,
-                        row_bytes: row_bytes(t),
-                        seq: &self.seq[i],
-                        batch_starts: &self.starts[i],
-                        batches,
-                        n_objects: self.maps[i].len(),
-                        object_bytes: Vec::new(),
-                    },
-                    opts,
-                )
-            })
-            .collect();
-        let rows: u64 = tables
-            .iter()
-            .map(|t| t.rows)
-            .fold(0u64, |a, b| a.saturating_add(b));
-        let mut object_bytes = vec![0u64; self.n_overall as usize];
-        for (t, ids) in self.overall_of_local.iter().enumerate().take(nt) {
-            for &o in ids {
-                object_bytes[o as usize] = row_bytes(&tables[t]);
+        let table_report = |i: usize| {
+            let t = &tables[i];
+            report(
+                &Stream {
+                    name: &t.name,
+                    rows: t.rows,
+                    row_bytes: row_bytes(t),
+                    seq: &self.seq[i],
+                    batch_starts: &self.starts[i],
+                    batches,
+                    n_objects: self.maps[i].len(),
+                    object_bytes: Vec::new(),
+                },
+                opts,
+            )
+        };
+        let overall_report = || {
+            let rows: u64 = tables
+                .iter()
+                .map(|t| t.rows)
+                .fold(0u64, |a, b| a.saturating_add(b));
+            let mut object_bytes = vec![0u64; self.n_overall as usize];
+            for (t, ids) in self.overall_of_local.iter().enumerate().take(nt) {
+                for &o in ids {
+                    object_bytes[o as usize] = row_bytes(&tables[t]);
+                }
             }
-        }
-        let mut overall = if single {
-            single_overall(&reports[0], opts)
-        } else {
             report(
                 &Stream {
                     name: "overall",
@@ -1037,6 +1032,31 @@ impl ExactAnalysis {
                 },
                 opts,
             )
+        };
+        // The tables' passes and the trace-wide one are independent: run
+        // them side by side (the trace-wide pass, as long as all the
+        // tables' together, beside the tables, largest first). The
+        // reports are the same as one after another, in the tables'
+        // order.
+        let (reports, mut overall) = if single {
+            let r = table_report(0);
+            let o = single_overall(&r, opts);
+            (vec![r], o)
+        } else {
+            use rayon::prelude::*;
+            let mut order: Vec<usize> = (0..nt).collect();
+            order.sort_by_key(|&i| std::cmp::Reverse(self.seq[i].len()));
+            let (mut done, overall) = rayon::join(
+                || {
+                    order
+                        .par_iter()
+                        .map(|&i| (i, table_report(i)))
+                        .collect::<Vec<_>>()
+                },
+                overall_report,
+            );
+            done.sort_by_key(|(i, _)| *i);
+            (done.into_iter().map(|(_, r)| r).collect(), overall)
         };
         // Overall bandwidth is the sum of the tables' (rows differ in size).
         overall.bandwidth.bytes_per_s = reports.iter().map(|t| t.bandwidth.bytes_per_s).sum();
