@@ -155,8 +155,17 @@ impl Table {
     ) -> Vec<Miss> {
         let dim = self.dim;
         let mut misses = Vec::new();
-        walk_prefetched(shards, ids, |sh, pos| {
-            let id = ids[pos];
+        // The rows of `out` are written in the shards' order, not the
+        // batch's: ask for each a few positions ahead (by address: the
+        // visit holds `out` mutably).
+        let (out_at, out_len) = (out.as_ptr() as usize, out.len());
+        let row_len = dim * std::mem::size_of::<f32>();
+        let write_ahead = |pos: usize| {
+            if pos * dim < out_len {
+                crate::hint::prefetch_bytes(out_at + pos * row_len, row_len)
+            }
+        };
+        walk_prefetched(shards, ids, write_ahead, |sh, pos, id| {
             match sh.locate(id, ctx) {
                 Some(slot) => {
                     if let Some(p) = pins.as_deref_mut() {
@@ -686,25 +695,30 @@ impl Table {
                 // As a lookup's probe: one lock per shard per call, and
                 // the cache misses of the ids ahead overlapped.
                 let ids: Vec<u64> = items.iter().map(|&(id, _)| id).collect();
-                walk_prefetched(shards, &ids, |sh, pos| {
-                    let (id, k) = items[pos];
-                    let slot = match sh.locate(id, &mut ctx) {
-                        Some(s) => s,
-                        None if overwrite => sh.insert_top(id, &zero, true, &mut ctx),
-                        None => {
-                            misses.push(Miss {
-                                id,
-                                seq: sh.wb_seq,
-                                k,
-                                log: sh.logged_at(id),
-                            });
-                            return;
-                        }
-                    };
-                    sh.before_write(slot, &mut ctx);
-                    f(sh.top().row_mut(slot), k);
-                    sh.top().set_dirty(slot);
-                });
+                walk_prefetched(
+                    shards,
+                    &ids,
+                    |pos| ahead(items[pos].1),
+                    |sh, pos, id| {
+                        let k = items[pos].1;
+                        let slot = match sh.locate(id, &mut ctx) {
+                            Some(s) => s,
+                            None if overwrite => sh.insert_top(id, &zero, true, &mut ctx),
+                            None => {
+                                misses.push(Miss {
+                                    id,
+                                    seq: sh.wb_seq,
+                                    k,
+                                    log: sh.logged_at(id),
+                                });
+                                return;
+                            }
+                        };
+                        sh.before_write(slot, &mut ctx);
+                        f(sh.top().row_mut(slot), k);
+                        sh.top().set_dirty(slot);
+                    },
+                );
                 let r = if misses.is_empty() {
                     Ok(())
                 } else {

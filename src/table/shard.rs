@@ -33,36 +33,45 @@ pub(super) fn by_shard(
 /// cache misses of the ids ahead overlapped: the index entry 12 ids ahead,
 /// the keys it points to 8 ahead, the row 4 ahead. A cached row costs
 /// three dependent random lines; visited one id at a time they are paid
-/// one after the other.
+/// one after the other. `ahead(pos)` is told of each position 4 ahead,
+/// for the caller to ask for what its visit reads there (a shard's order
+/// is not the batch's, so the caller's per-position data is random
+/// memory too).
 #[inline(always)]
 pub(super) fn walk_prefetched(
     shards: &[Mutex<Shard>],
     ids: &[u64],
-    mut each: impl FnMut(&mut Shard, usize),
+    ahead: impl Fn(usize),
+    mut each: impl FnMut(&mut Shard, usize, u64),
 ) {
     let n = shards.len();
     let (order, start) = by_shard(ids, n, |id| shard_of(id, n));
+    // The ids in the walk's order, gathered in one loop whose loads are
+    // independent: read in the walk, at random positions of a large
+    // batch, each was a cache miss ahead of the prefetches that need it.
+    let walk_ids: Vec<u64> = order.iter().map(|&p| ids[p as usize]).collect();
     for (s, shard) in shards.iter().enumerate() {
-        let run = &order[start[s] as usize..start[s + 1] as usize];
+        let (lo, hi) = (start[s] as usize, start[s + 1] as usize);
+        let (run, run_ids) = (&order[lo..hi], &walk_ids[lo..hi]);
         if run.is_empty() {
             continue;
         }
         let mut sh = shard.lock();
-        let id_of = |p: u32| ids[p as usize];
-        for &p in run.iter().take(12) {
-            sh.top.prefetch_index(id_of(p));
+        for &id in run_ids.iter().take(12) {
+            sh.top.prefetch_index(id);
         }
         for (j, &pos) in run.iter().enumerate() {
-            if let Some(&p) = run.get(j + 12) {
-                sh.top.prefetch_index(id_of(p));
+            if let Some(&id) = run_ids.get(j + 12) {
+                sh.top.prefetch_index(id);
             }
-            if let Some(&p) = run.get(j + 8) {
-                sh.top.prefetch_keys(id_of(p));
+            if let Some(&id) = run_ids.get(j + 8) {
+                sh.top.prefetch_keys(id);
             }
-            if let Some(&p) = run.get(j + 4) {
-                sh.top.prefetch_row(id_of(p));
+            if let Some(&id) = run_ids.get(j + 4) {
+                sh.top.prefetch_row(id);
+                ahead(run[j + 4] as usize);
             }
-            each(&mut sh, pos as usize);
+            each(&mut sh, pos as usize, run_ids[j]);
         }
     }
 }
