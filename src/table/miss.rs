@@ -160,13 +160,18 @@ impl Table {
         // visit holds `out` mutably).
         let (out_at, out_len) = (out.as_ptr() as usize, out.len());
         let row_len = dim * std::mem::size_of::<f32>();
-        let write_ahead = |pos: usize| {
-            if pos * dim < out_len {
-                crate::hint::prefetch_bytes(out_at + pos * row_len, row_len)
+        let positions: Vec<u32> = (0..ids.len() as u32).collect();
+        let write_ahead = |pos: u32| {
+            if (pos as usize) * dim < out_len {
+                crate::hint::prefetch_bytes(out_at + pos as usize * row_len, row_len)
             }
         };
-        walk_prefetched(shards, ids, write_ahead, |sh, pos, id| {
-            match sh.locate(id, ctx) {
+        walk_prefetched(
+            shards,
+            ids,
+            &positions,
+            write_ahead,
+            |sh, pos, id, _| match sh.locate(id, ctx) {
                 Some(slot) => {
                     if let Some(p) = pins.as_deref_mut() {
                         if sh.top().pin(slot) {
@@ -183,8 +188,8 @@ impl Table {
                     k: pos,
                     log: sh.logged_at(id),
                 }),
-            }
-        });
+            },
+        );
         misses
     }
 
@@ -698,9 +703,9 @@ impl Table {
                 walk_prefetched(
                     shards,
                     &ids,
-                    |pos| ahead(items[pos].1),
-                    |sh, pos, id| {
-                        let k = items[pos].1;
+                    items,
+                    |(_, k)| ahead(k),
+                    |sh, _, id, (_, k)| {
                         let slot = match sh.locate(id, &mut ctx) {
                             Some(s) => s,
                             None if overwrite => sh.insert_top(id, &zero, true, &mut ctx),

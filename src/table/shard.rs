@@ -33,29 +33,35 @@ pub(super) fn by_shard(
 /// cache misses of the ids ahead overlapped: the index entry 12 ids ahead,
 /// the keys it points to 8 ahead, the row 4 ahead. A cached row costs
 /// three dependent random lines; visited one id at a time they are paid
-/// one after the other. `ahead(pos)` is told of each position 4 ahead,
-/// for the caller to ask for what its visit reads there (a shard's order
-/// is not the batch's, so the caller's per-position data is random
-/// memory too).
+/// one after the other.
+///
+/// `items` holds the caller's data of each position (`ids.len()` of
+/// them): the visit gets it as `each(shard, pos, id, item)`, and
+/// `ahead(item)` is told of each item 4 positions ahead, for the caller
+/// to ask for what its visit reads then. The ids and the items are
+/// gathered in the walk's order first, in a loop whose loads are
+/// independent: read in the walk, at random positions of a large batch
+/// (a shard's order is not the batch's), each was a cache miss ahead of
+/// the prefetches that needed it.
 #[inline(always)]
-pub(super) fn walk_prefetched(
+pub(super) fn walk_prefetched<T: Copy>(
     shards: &[Mutex<Shard>],
     ids: &[u64],
-    ahead: impl Fn(usize),
-    mut each: impl FnMut(&mut Shard, usize, u64),
+    items: &[T],
+    ahead: impl Fn(T),
+    mut each: impl FnMut(&mut Shard, usize, u64, T),
 ) {
+    debug_assert_eq!(ids.len(), items.len());
     let n = shards.len();
     let (order, start) = by_shard(ids, n, |id| shard_of(id, n));
-    // The ids in the walk's order, gathered in one loop whose loads are
-    // independent: read in the walk, at random positions of a large
-    // batch, each was a cache miss ahead of the prefetches that need it.
     let walk_ids: Vec<u64> = order.iter().map(|&p| ids[p as usize]).collect();
+    let walk_items: Vec<T> = order.iter().map(|&p| items[p as usize]).collect();
     for (s, shard) in shards.iter().enumerate() {
         let (lo, hi) = (start[s] as usize, start[s + 1] as usize);
-        let (run, run_ids) = (&order[lo..hi], &walk_ids[lo..hi]);
-        if run.is_empty() {
+        if lo == hi {
             continue;
         }
+        let (run, run_ids, run_items) = (&order[lo..hi], &walk_ids[lo..hi], &walk_items[lo..hi]);
         let mut sh = shard.lock();
         for &id in run_ids.iter().take(12) {
             sh.top.prefetch_index(id);
@@ -69,9 +75,9 @@ pub(super) fn walk_prefetched(
             }
             if let Some(&id) = run_ids.get(j + 4) {
                 sh.top.prefetch_row(id);
-                ahead(run[j + 4] as usize);
+                ahead(run_items[j + 4]);
             }
-            each(&mut sh, pos as usize, run_ids[j]);
+            each(&mut sh, pos as usize, run_ids[j], run_items[j]);
         }
     }
 }
