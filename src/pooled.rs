@@ -11,8 +11,6 @@
 //! [`crate::Store::step_pooled`] equals a [`crate::Store::step`] of every
 //! index with its expanded gradient.
 
-use rustc_hash::FxHashMap as HashMap;
-
 use crate::error::{Error, Result};
 use crate::store::Store;
 use crate::table::{distinct_tables, each, Count, Part, Table};
@@ -161,28 +159,6 @@ fn check_bags(
     Ok(offsets.len() - 1)
 }
 
-/// The distinct ids of `indices` in the order of their first occurrence,
-/// for each index its id's position in that list, and how often each
-/// distinct id occurs.
-fn distinct(indices: &[u64]) -> (Vec<u64>, Vec<u32>, Vec<u32>) {
-    let mut pos: HashMap<u64, u32> = HashMap::default();
-    pos.reserve(indices.len());
-    let (mut ids, mut occurrences) = (Vec::new(), Vec::new());
-    let slots = indices
-        .iter()
-        .map(|&id| {
-            let k = *pos.entry(id).or_insert_with(|| {
-                ids.push(id);
-                occurrences.push(0);
-                (ids.len() - 1) as u32
-            });
-            occurrences[k as usize] += 1;
-            k
-        })
-        .collect();
-    (ids, slots, occurrences)
-}
-
 /// Pool `rows` (the distinct rows, `dim` each) into `out` by bag: in index
 /// order, f32 accumulation from zero; weights multiply each row; mean
 /// divides the sum by the bag's length.
@@ -237,17 +213,15 @@ fn expand_and_sum(
     grad: &[f32],
     dim: usize,
 ) -> (Vec<(u64, usize)>, Vec<f32>) {
-    let mut slot_of: HashMap<u64, usize> = HashMap::default();
-    slot_of.reserve(indices.len());
-    let mut sums: Vec<f32> = Vec::with_capacity(indices.len() * dim);
-    let mut items: Vec<(u64, usize)> = Vec::with_capacity(indices.len());
+    let (ids, slots, _) = crate::hash::distinct(indices);
+    let mut sums: Vec<f32> = Vec::with_capacity(ids.len() * dim);
     // An index's gradient: the bag's own where nothing scales it (no
     // copy), else scaled into `scaled`.
     let mut scaled = vec![0f32; dim];
     for b in 0..offsets.len() - 1 {
         let (lo, hi) = (offsets[b] as usize, offsets[b + 1] as usize);
         let gb = &grad[b * dim..(b + 1) * dim];
-        for (k, &id) in indices.iter().enumerate().take(hi).skip(lo) {
+        for k in lo..hi {
             let g: &[f32] = match (mode, weights) {
                 (PoolingMode::Mean, _) => {
                     let n = (hi - lo) as f32;
@@ -260,23 +234,21 @@ fn expand_and_sum(
                 }
                 (_, None) => gb,
             };
-            match slot_of.entry(id) {
-                std::collections::hash_map::Entry::Occupied(e) => {
-                    let s = *e.get();
-                    sums[s * dim..(s + 1) * dim]
-                        .iter_mut()
-                        .zip(g)
-                        .for_each(|(a, x)| *a += *x)
-                }
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    let s = items.len();
-                    e.insert(s);
-                    items.push((id, s));
-                    sums.extend_from_slice(g);
-                }
+            // Ids are numbered in order of first occurrence: an id's
+            // first gradient starts its sum (a copy, as `step` sums), the
+            // later ones add to it.
+            let s = slots[k] as usize * dim;
+            if s == sums.len() {
+                sums.extend_from_slice(g);
+            } else {
+                sums[s..s + dim]
+                    .iter_mut()
+                    .zip(g)
+                    .for_each(|(a, x)| *a += *x);
             }
         }
     }
+    let mut items: Vec<(u64, usize)> = ids.into_iter().enumerate().map(|(s, id)| (id, s)).collect();
     items.sort_unstable();
     (items, sums)
 }
@@ -363,7 +335,7 @@ impl Store {
         }
         // Per table, independent: on threads when there are several.
         let mut plans: Vec<_> = each(rest.iter().zip(cached).collect(), |(b, t)| {
-            let (ids, slots, occurrences) = distinct(b.indices);
+            let (ids, slots, occurrences) = crate::hash::distinct(b.indices);
             let rows = vec![0f32; ids.len() * t.dim];
             (t, ids, slots, occurrences, rows)
         });
@@ -495,14 +467,6 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn distinct_keeps_first_occurrence_order() {
-        let (ids, slots, occurrences) = distinct(&[5, 3, 5, 9, 3]);
-        assert_eq!(occurrences, vec![2, 2, 1]);
-        assert_eq!(ids, vec![5, 3, 9]);
-        assert_eq!(slots, vec![0, 1, 0, 2, 1]);
-    }
 
     #[test]
     fn pool_sums_weights_and_means_in_order() {

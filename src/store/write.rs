@@ -6,26 +6,26 @@ use super::*;
 /// Sum the gradients of duplicate ids, in the order given: returns the
 /// unique ids (sorted) with their index into the summed gradients.
 fn sum_duplicates(ids: &[u64], grads: &[f32], dim: usize) -> (Vec<(u64, usize)>, Vec<f32>) {
-    let mut slot_of: rustc_hash::FxHashMap<u64, usize> = rustc_hash::FxHashMap::default();
-    slot_of.reserve(ids.len());
-    let mut sums: Vec<f32> = Vec::with_capacity(grads.len());
-    let mut items: Vec<(u64, usize)> = Vec::with_capacity(ids.len());
-    for (k, &id) in ids.iter().enumerate() {
+    let (unique, slots, _) = crate::hash::distinct(ids);
+    let mut sums: Vec<f32> = Vec::with_capacity(unique.len() * dim);
+    for (k, &s) in slots.iter().enumerate() {
         let g = &grads[k * dim..(k + 1) * dim];
-        match slot_of.get(&id) {
-            Some(&s) => {
-                for (a, b) in sums[s * dim..(s + 1) * dim].iter_mut().zip(g) {
-                    *a += *b;
-                }
-            }
-            None => {
-                let s = items.len();
-                slot_of.insert(id, s);
-                items.push((id, s));
-                sums.extend_from_slice(g);
+        // Ids are numbered in order of first occurrence: the first
+        // gradient of an id starts its sum, the later ones add to it.
+        let s = s as usize * dim;
+        if s == sums.len() {
+            sums.extend_from_slice(g);
+        } else {
+            for (a, b) in sums[s..s + dim].iter_mut().zip(g) {
+                *a += *b;
             }
         }
     }
+    let mut items: Vec<(u64, usize)> = unique
+        .into_iter()
+        .enumerate()
+        .map(|(s, id)| (id, s))
+        .collect();
     items.sort_unstable();
     (items, sums)
 }
