@@ -34,13 +34,38 @@ impl std::hash::Hasher for MixHasher {
 /// `BuildHasher` of [`MixHasher`].
 pub type FastHash = std::hash::BuildHasherDefault<MixHasher>;
 
+/// Whether [`densify`] can number the distinct ids of `ids` (at most
+/// [`IdTable::MAX_IDS`] of them): `Err(limit)` when not. Free for fewer
+/// ids than the limit, which cannot hold more distinct ones; past it, one
+/// numbering pass. The tools ask before they densify a trace's keys, and
+/// refuse with an error rather than panic.
+pub fn check_dense(ids: &[u64]) -> Result<(), u64> {
+    check_dense_within(ids, IdTable::MAX_IDS)
+}
+
+/// [`check_dense`] with a limit of `limit` distinct ids (tests).
+#[doc(hidden)]
+pub fn check_dense_within(ids: &[u64], limit: u32) -> Result<(), u64> {
+    if ids.len() as u64 <= limit as u64 {
+        return Ok(());
+    }
+    let mut t = IdTable::with_limit(limit);
+    for &id in ids {
+        t.id(id);
+        if t.overflowed() {
+            return Err(limit as u64);
+        }
+    }
+    Ok(())
+}
+
 /// Dense ids `0..n` for `ids`, in order of first appearance, and `n`.
 /// Ids that already are (each a repeat or the next new number, as the
 /// importers write them) are copied without hashing.
 ///
 /// # Panics
 /// Past [`IdTable::MAX_IDS`] distinct ids (the dense ids are u32), rather
-/// than give two of them one dense id.
+/// than give two of them one dense id: ask [`check_dense`] first.
 pub fn densify(ids: &[u64]) -> (Vec<u32>, usize) {
     let mut next = 0u64;
     let already = ids.iter().all(|&id| {
@@ -231,6 +256,22 @@ impl IdTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The check refuses exactly the key sets with more distinct keys
+    /// than the limit, however long, and passes short ones unread.
+    #[test]
+    fn check_dense_refuses_past_the_limit() {
+        let ten: Vec<u64> = (0..1000u64).map(|i| (i * 7) % 10 + (1 << 40)).collect();
+        assert_eq!(check_dense_within(&ten, 10), Ok(()));
+        assert_eq!(check_dense_within(&ten, 9), Err(9));
+        let mut eleven = ten.clone();
+        eleven.push(u64::MAX);
+        assert_eq!(check_dense_within(&eleven, 10), Err(10));
+        assert_eq!(check_dense_within(&eleven, 11), Ok(()));
+        assert_eq!(check_dense_within(&eleven[..5], 5), Ok(()));
+        assert_eq!(check_dense_within(&[], 1), Ok(()));
+        assert_eq!(check_dense(&eleven), Ok(()));
+    }
     use std::collections::HashMap;
 
     /// First-appearance ids by a plain map: the reference.

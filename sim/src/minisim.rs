@@ -110,6 +110,10 @@ impl MiniSim {
     /// (0, 1] (1: every simulation is a full one), with scaled caches of at
     /// least `min_objects` objects ([`DEFAULT_MIN_OBJECTS`]; 0 or 1 scales
     /// every size at `rate`, to the nearest object and at least one).
+    ///
+    /// A simulation panics on keys with more than
+    /// [`crate::densify::IdTable::MAX_IDS`] distinct values (it numbers
+    /// them in 32 bits): ask [`crate::densify::check_dense`] first.
     pub fn new(keys: Vec<u64>, rate: f64, min_objects: u64) -> MiniSim {
         let mut rates = Vec::new();
         // The smallest rate the hash threshold can express (a key in 2^24).

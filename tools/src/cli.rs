@@ -301,6 +301,13 @@ pub fn load_keys(input: &Input) -> Result<Keys, Fail> {
         s.finish_and_clear();
     }
     say_loaded(input, f, &notes, keys.len() as u64, batches);
+    // The simulations number the (table, row) keys in 32 bits.
+    embtier_sim::densify::check_dense(&keys).map_err(|limit| {
+        data(format!(
+            "{}: more than {limit} distinct (table, row) keys; the simulations number them in 32 bits",
+            input.trace.display()
+        ))
+    })?;
     per_table.resize(tables.len().max(per_table.len()), 0);
     Ok(Keys {
         tables,

@@ -8,7 +8,15 @@ pub(super) fn simulate(a: SimulateArgs) -> Result<(), Fail> {
     let row_bytes = a.row_bytes.unwrap_or(DEFAULT_ROW_BYTES);
     if let Some(spec) = &a.tiers {
         let t = load(&a.input)?;
-        return hierarchy(&t, spec, a.inclusive, &a.devices, row_bytes, a.output);
+        return hierarchy(
+            &t,
+            &a.input.trace,
+            spec,
+            a.inclusive,
+            &a.devices,
+            row_bytes,
+            a.output,
+        );
     }
     let mut sims: Vec<SimPolicy> = Vec::new();
     for p in &a.policies {
@@ -507,6 +515,7 @@ impl Counts {
 /// counts printed as a table (text, CSV) or JSON.
 pub(super) fn hierarchy(
     t: &Trace,
+    path: &std::path::Path,
     spec: &str,
     inclusive: bool,
     devices: &Devices,
@@ -515,6 +524,12 @@ pub(super) fn hierarchy(
 ) -> Result<(), Fail> {
     let geo = RowGeometry::of(t, row_bytes);
     let keys: Vec<u64> = t.accesses.iter().map(|a| a.key()).collect();
+    embtier_sim::densify::check_dense(&keys).map_err(|limit| {
+        data(format!(
+            "{}: more than {limit} distinct (table, row) keys; the hierarchy numbers them in 32 bits",
+            path.display()
+        ))
+    })?;
     let (_, unique) = embtier_sim::densify(&keys);
     let mut h = parse_tiers(spec, mean_row_bytes(t, row_bytes), unique as u64)?;
     h.inclusive = inclusive;
