@@ -535,7 +535,7 @@ pub fn import_stream(
 }
 
 /// A file's accesses without holding them, for the formats read through a
-/// [`Builder`] (all but `.etrace`; oracleGeneral has its own two passes,
+/// batch builder (all but `.etrace`; oracleGeneral has its own two passes,
 /// [`oracle_general_batches`], the same in effect): a first pass reads the
 /// file for its catalog (the readers number each table's ids, so memory
 /// grows with the distinct ids, not the accesses); `start` then gets the
