@@ -22,6 +22,10 @@ pub fn canonical_name(s: &str) -> String {
         .collect()
 }
 
+/// The most ids one call of the store takes: a call numbers its ids'
+/// positions and its distinct ids in 32 bits (`u32::MAX` is left free).
+pub(crate) const MAX_CALL_IDS: usize = u32::MAX as usize - 1;
+
 /// The distinct ids of `indices` in the order of their first occurrence,
 /// for each index its id's position in that list, and how often each
 /// distinct id occurs.
@@ -31,8 +35,17 @@ pub fn canonical_name(s: &str) -> String {
 /// asked for before each probe: a batch's ids are random, so each probe
 /// is a cache miss, and a general map paid them one after another (a
 /// quarter of a cached table's pooled forward).
+///
+/// # Panics
+/// Past [`MAX_CALL_IDS`] indices (positions are u32; the store's calls
+/// refuse larger batches first).
 pub(crate) fn distinct(indices: &[u64]) -> (Vec<u64>, Vec<u32>, Vec<u32>) {
     const AHEAD: usize = 16;
+    assert!(
+        indices.len() <= MAX_CALL_IDS,
+        "distinct: {} indices, at most {MAX_CALL_IDS}",
+        indices.len()
+    );
     let bits = (2 * indices.len())
         .max(16)
         .next_power_of_two()

@@ -150,6 +150,19 @@ pub struct Store {
     _lock: LockFile,
 }
 
+/// A call of more than `limit` ids ([`crate::hash::MAX_CALL_IDS`]: a
+/// call numbers its ids' positions and distinct ids in 32 bits) is
+/// [`Error::Unsupported`], before anything is read or written.
+pub(crate) fn check_call_len(t: &Table, n: usize, limit: usize) -> Result<()> {
+    if n > limit {
+        return Err(Error::Unsupported {
+            table: t.name.clone(),
+            what: format!("a call of {n} ids (a call takes at most {limit})"),
+        });
+    }
+    Ok(())
+}
+
 impl Store {
     /// The store's directory.
     pub fn dir(&self) -> &Path {
@@ -302,6 +315,7 @@ impl Store {
     }
 
     pub(crate) fn check_ids(t: &Table, ids: &[u64]) -> Result<()> {
+        check_call_len(t, ids.len(), crate::hash::MAX_CALL_IDS)?;
         let rows = t.entry.rows;
         match ids.iter().find(|&&id| id >= rows) {
             Some(&id) => Err(Error::IdOutOfRange {
@@ -896,5 +910,36 @@ impl std::fmt::Debug for Store {
             .field("tables", &self.tables.len())
             .field("io_engine", &self.ssd.engine().name())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Error, Store, StoreConfig, TableConfig};
+
+    /// A call past the limit is refused as unsupported, naming its size
+    /// and the limit; at the limit it passes.
+    #[test]
+    fn a_call_past_the_id_limit_is_unsupported() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(
+            dir.path().join("s"),
+            StoreConfig::builder()
+                .table(TableConfig::new("t", 10, 2))
+                .build(),
+        )
+        .unwrap();
+        let t = store.table("t").unwrap();
+        assert!(super::check_call_len(t, 5, 5).is_ok());
+        match super::check_call_len(t, 6, 5) {
+            Err(Error::Unsupported { table, what }) => {
+                assert_eq!(table, "t");
+                assert!(
+                    what.contains("6 ids") && what.contains("at most 5"),
+                    "{what}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -656,10 +656,11 @@ impl Table {
 
     /// Apply `f(row_bytes, k)` to the rows `items = [(id, k)]` (ids unique,
     /// validated), marking them dirty. `overwrite` says `f` replaces the whole
-    /// row, so a missing row need not be read first. A pinned table's loop
-    /// calls `ahead(k)` a few items before `f(.., k)`, for the caller to
-    /// ask for what `f` will read at `k` (items come in id order, so `k`,
-    /// an index into the caller's values, jumps about).
+    /// row, so a missing row need not be read first. The loop (a pinned
+    /// table's in id order, a cached table's shard by shard) calls
+    /// `ahead(k)` a few items before `f(.., k)`, for the caller to ask for
+    /// what `f` will read at `k` (`k`, an index into the caller's values,
+    /// jumps about in either order).
     pub(crate) fn modify(
         &self,
         ssd: &Ssd,

@@ -66,6 +66,10 @@ pub(super) fn walk_prefetched<T: Copy>(
         for &id in run_ids.iter().take(12) {
             sh.top.prefetch_index(id);
         }
+        // The first items have no position four before them.
+        for &item in run_items.iter().take(4) {
+            ahead(item);
+        }
         for (j, &pos) in run.iter().enumerate() {
             if let Some(&id) = run_ids.get(j + 12) {
                 sh.top.prefetch_index(id);

@@ -7,13 +7,15 @@ use super::*;
 /// 16-wide nodes of one cache line each: a node holds, for each of its 16
 /// children, the sum of the children before it. A prefix is one read per
 /// level (three or four levels for the pass's trees, each read's address
-/// known at once), and an add is one 16-lane add per level that the
-/// compiler vectorizes; a binary Fenwick tree's prefix and add each walk
+/// known at once), and an add is one 16-lane add per level (four SSE2
+/// adds, [`add_after`]); a binary Fenwick tree's prefix and add each walk
 /// a dozen and more levels.
 struct WideTree {
     /// `levels[0]` over the positions, `levels[l + 1]` over the nodes of
     /// `levels[l]`; the last has one node.
     levels: Vec<Vec<Node>>,
+    /// The positions.
+    len: usize,
 }
 
 /// `AFTER[k][j]`: all ones where child `j` comes after child `k`, which
@@ -38,11 +40,12 @@ static AFTER: [[i32; 16]; 16] = {
 /// lane at a time).
 #[inline(always)]
 fn add_after(node: &mut Node, mask: &[i32; 16], v: i32) {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     {
         use std::arch::x86_64::*;
-        // SAFETY: SSE2 is part of every x86-64 CPU, so these intrinsics
-        // run anywhere this code is compiled. The loads and stores are
+        // SAFETY: this is compiled only for targets with SSE2 (every
+        // x86-64 target but the soft-float ones), so these intrinsics run
+        // wherever the code does. The loads and stores are
         // unaligned 16-byte accesses at offsets 0, 16, 32 and 48 of
         // `node` (64 bytes, borrowed mutably, so no one else reads or
         // writes it meanwhile) and of `mask` (64 bytes).
@@ -57,7 +60,7 @@ fn add_after(node: &mut Node, mask: &[i32; 16], v: i32) {
             }
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
     for (slot, m) in node.0.iter_mut().zip(mask) {
         *slot += v & m;
     }
@@ -71,6 +74,7 @@ struct Node([i32; 16]);
 impl WideTree {
     /// A tree over `counts.len()` positions holding `counts`.
     fn from_counts(counts: Vec<i32>) -> WideTree {
+        let len = counts.len();
         let mut totals = counts;
         let mut levels = Vec::new();
         loop {
@@ -95,13 +99,14 @@ impl WideTree {
             let last = nodes.len() == 1;
             levels.push(nodes);
             if last {
-                return WideTree { levels };
+                return WideTree { levels, len };
             }
         }
     }
     /// Add `v` at position `i`.
     #[inline(always)]
     fn add(&mut self, i: usize, v: i32) {
+        debug_assert!(i < self.len, "add at {i} of {}", self.len);
         let mut i = i;
         for level in &mut self.levels {
             add_after(&mut level[i / 16], &AFTER[i % 16], v);
@@ -111,6 +116,8 @@ impl WideTree {
     /// Sum of positions `0..i`, `i` a position.
     #[inline(always)]
     fn prefix(&self, i: usize) -> i64 {
+        // Past the last position the padding's slots hold sums too.
+        debug_assert!(i < self.len, "prefix at {i} of {}", self.len);
         let mut i = i;
         let mut s = 0i64;
         for level in &self.levels {
@@ -200,7 +207,7 @@ impl Markers {
     }
     /// The markers before each block: one pass over the bitmap, for a
     /// renumbering that counts every marker (a tree query each costs a
-    /// dozen levels).
+    /// read per level and the block's popcounts).
     fn block_starts(&self) -> Vec<u32> {
         let mut sum = 0u32;
         self.bits
