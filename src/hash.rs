@@ -56,11 +56,20 @@ pub(crate) fn distinct(indices: &[u64]) -> (Vec<u64>, Vec<u32>, Vec<u32>) {
     let mut table: Vec<(u64, u32)> = vec![(0, 0); mask + 1];
     let (mut ids, mut occurrences) = (Vec::new(), Vec::new());
     let mut slots = Vec::with_capacity(indices.len());
+    // The homes of the ids ahead, computed once: asked for AHEAD ahead,
+    // kept until their probe.
+    let mut homes = [0usize; AHEAD];
+    for (i, &id) in indices.iter().enumerate().take(AHEAD) {
+        homes[i] = home(id);
+        crate::hint::prefetch(table.as_ptr().wrapping_add(homes[i]));
+    }
     for (i, &id) in indices.iter().enumerate() {
+        let mut p = homes[i % AHEAD];
         if let Some(&next) = indices.get(i + AHEAD) {
-            crate::hint::prefetch(table.as_ptr().wrapping_add(home(next)));
+            let h = home(next);
+            homes[i % AHEAD] = h;
+            crate::hint::prefetch(table.as_ptr().wrapping_add(h));
         }
-        let mut p = home(id);
         let k = loop {
             let (key, v) = table[p];
             if v == 0 {

@@ -160,18 +160,17 @@ impl Table {
         // visit holds `out` mutably).
         let (out_at, out_len) = (out.as_ptr() as usize, out.len());
         let row_len = dim * std::mem::size_of::<f32>();
-        let positions: Vec<u32> = (0..ids.len() as u32).collect();
-        let write_ahead = |pos: u32| {
-            if (pos as usize) * dim < out_len {
-                crate::hint::prefetch_bytes(out_at + pos as usize * row_len, row_len)
+        let write_ahead = |pos: usize, ()| {
+            if pos * dim < out_len {
+                crate::hint::prefetch_bytes(out_at + pos * row_len, row_len)
             }
         };
         walk_prefetched(
             shards,
             ids,
-            &positions,
+            &vec![(); ids.len()],
             write_ahead,
-            |sh, pos, id, _| match sh.locate(id, ctx) {
+            |sh, pos, id, ()| match sh.locate(id, ctx) {
                 Some(slot) => {
                     if let Some(p) = pins.as_deref_mut() {
                         if sh.top().pin(slot) {
@@ -705,7 +704,7 @@ impl Table {
                     shards,
                     &ids,
                     items,
-                    |(_, k)| ahead(k),
+                    |_, (_, k)| ahead(k),
                     |sh, _, id, (_, k)| {
                         let slot = match sh.locate(id, &mut ctx) {
                             Some(s) => s,

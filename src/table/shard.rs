@@ -36,9 +36,9 @@ pub(super) fn by_shard(
 /// one after the other.
 ///
 /// `items` holds the caller's data of each position (`ids.len()` of
-/// them): the visit gets it as `each(shard, pos, id, item)`, and
-/// `ahead(item)` is told of each item 4 positions ahead, for the caller
-/// to ask for what its visit reads then. The ids and the items are
+/// them; `()`s where it has none): the visit gets it as `each(shard, pos,
+/// id, item)`, and `ahead(pos, item)` is told of each 4 positions ahead,
+/// for the caller to ask for what its visit reads then. The ids and the items are
 /// gathered in the walk's order first, in a loop whose loads are
 /// independent: read in the walk, at random positions of a large batch
 /// (a shard's order is not the batch's), each was a cache miss ahead of
@@ -48,7 +48,7 @@ pub(super) fn walk_prefetched<T: Copy>(
     shards: &[Mutex<Shard>],
     ids: &[u64],
     items: &[T],
-    ahead: impl Fn(T),
+    ahead: impl Fn(usize, T),
     mut each: impl FnMut(&mut Shard, usize, u64, T),
 ) {
     debug_assert_eq!(ids.len(), items.len());
@@ -67,8 +67,8 @@ pub(super) fn walk_prefetched<T: Copy>(
             sh.top.prefetch_index(id);
         }
         // The first items have no position four before them.
-        for &item in run_items.iter().take(4) {
-            ahead(item);
+        for (&pos, &item) in run.iter().zip(run_items).take(4) {
+            ahead(pos as usize, item);
         }
         for (j, &pos) in run.iter().enumerate() {
             if let Some(&id) = run_ids.get(j + 12) {
@@ -79,7 +79,7 @@ pub(super) fn walk_prefetched<T: Copy>(
             }
             if let Some(&id) = run_ids.get(j + 4) {
                 sh.top.prefetch_row(id);
-                ahead(run_items[j + 4]);
+                ahead(run[j + 4] as usize, run_items[j + 4]);
             }
             each(&mut sh, pos as usize, run_ids[j], run_items[j]);
         }
