@@ -685,6 +685,43 @@ pub(super) fn movielens(path: &Path, mut b: Builder<'_>) -> Result<(Trace, Count
 mod tests {
     use super::*;
 
+    /// An oracleGeneral file with more distinct objects than the id
+    /// table numbers is refused naming the file (the objects past the
+    /// limit would alias the last id); at the limit it is read whole.
+    #[test]
+    fn an_oracle_general_file_past_its_ids_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.oracleGeneral.bin");
+        // Records: time u32, object u64, size u32, next time i64.
+        let objects = [7u64, 9, 7, 11, 13, 9, 13];
+        let bytes: Vec<u8> = objects
+            .iter()
+            .enumerate()
+            .flat_map(|(t, &o)| {
+                let mut r = (t as u32).to_le_bytes().to_vec();
+                r.extend(o.to_le_bytes());
+                r.extend(100u32.to_le_bytes());
+                r.extend((-1i64).to_le_bytes());
+                r
+            })
+            .collect();
+        std::fs::write(&p, &bytes).unwrap();
+        let records = og_records(&p).unwrap();
+        assert_eq!(records, objects.len());
+        let mut ids = IdTable::with_limit(3);
+        match og_feed(&p, records, &mut ids, 2, |_| {}) {
+            Err(TraceError::TooManyIds { path, table: 0, .. }) => assert_eq!(path, p),
+            r => panic!("{r:?}"),
+        }
+        let mut ids = IdTable::with_limit(4);
+        let mut rows = Vec::new();
+        og_feed(&p, records, &mut ids, 2, |b| {
+            rows.extend(b.iter().map(|a| a.row))
+        })
+        .unwrap();
+        assert_eq!(rows, vec![0, 1, 0, 2, 3, 1, 3]);
+    }
+
     /// The blocks read on a thread of their own are those read here, in
     /// order, and a file shorter than its records say fails alike.
     #[test]
