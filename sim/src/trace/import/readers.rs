@@ -608,7 +608,17 @@ fn ml_fields<'a>(line: &'a [u8], out: &mut [&'a [u8]; 4]) -> usize {
     n
 }
 
-pub(super) fn movielens(path: &Path, mut b: Builder<'_>) -> Result<(Trace, Counts), TraceError> {
+pub(super) fn movielens(path: &Path, b: Builder<'_>) -> Result<(Trace, Counts), TraceError> {
+    movielens_numbered(path, b, [IdTable::default(), IdTable::default()])
+}
+
+/// [`movielens`] with the id tables of its users and items given (tests
+/// give them a small limit).
+fn movielens_numbered(
+    path: &Path,
+    mut b: Builder<'_>,
+    ids: [IdTable; 2],
+) -> Result<(Trace, Counts), TraceError> {
     // Each rating as (timestamp, user's key, item's key): 24 bytes, no
     // strings (ml-25m has 25 M of them).
     let mut keys = [text::ValueKeys::default(), text::ValueKeys::default()];
@@ -651,7 +661,7 @@ pub(super) fn movielens(path: &Path, mut b: Builder<'_>) -> Result<(Trace, Count
     })?;
     // Timestamp order; ties keep file order (a stable sort).
     recs.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut ids = vec![IdTable::default(), IdTable::default()];
+    let mut ids = Vec::from(ids);
     let mut pending = text::Pending::default();
     for (_, u, it) in recs {
         pending.push(0, u);
@@ -720,6 +730,28 @@ mod tests {
         })
         .unwrap();
         assert_eq!(rows, vec![0, 1, 0, 2, 3, 1, 3]);
+    }
+
+    /// A MovieLens file with more distinct items than the id table
+    /// numbers is refused naming the file and the table (items: 1); at
+    /// the limit it is read.
+    #[test]
+    fn a_movielens_file_past_its_ids_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("u.data");
+        std::fs::write(
+            &p,
+            "1\t10\t5\t100\n1\t11\t4\t101\n2\t12\t3\t102\n2\t10\t3\t103\n",
+        )
+        .unwrap();
+        let limited = |n| [IdTable::with_limit(n), IdTable::with_limit(n)];
+        match movielens_numbered(&p, Builder::new(2), limited(2)) {
+            Err(TraceError::TooManyIds { path, table: 1, .. }) => assert_eq!(path, p),
+            r => panic!("{:?}", r.map(|(t, _)| t.accesses.len())),
+        }
+        let (t, _) = movielens_numbered(&p, Builder::new(2), limited(3)).unwrap();
+        assert_eq!(t.accesses.len(), 8);
+        assert_eq!((t.tables[0].rows, t.tables[1].rows), (2, 3));
     }
 
     /// The blocks read on a thread of their own are those read here, in
