@@ -49,6 +49,30 @@ impl PyStore {
             .map(|(_, d)| d as usize)
             .map_err(|e| to_py(py, e))
     }
+
+    /// A write of one row of `values` (`what`: its argument's name) per
+    /// id, checked as `update` and `step` check them, then `call`ed with
+    /// the GIL released.
+    fn write_rows(
+        &self,
+        py: Python<'_>,
+        table: &str,
+        ids: &Bound<'_, PyAny>,
+        values: &Bound<'_, PyAny>,
+        what: &'static str,
+        call: impl FnOnce(&Store, &str, &[u64], &[f32]) -> embtier::Result<()> + Send,
+    ) -> PyResult<()> {
+        let s = self.get(py)?;
+        let dim = Self::dim(py, &s, table)?;
+        let ids = self::ids(ids, "ids")?;
+        let ids = ids.slice();
+        let v = f32_2d(values, what, ids.len(), dim)?;
+        let v = v
+            .as_slice()
+            .expect("array() checked contiguous and aligned");
+        py.detach(|| call(&s, table, ids, v))
+            .map_err(|e| to_py(py, e))
+    }
 }
 
 fn config_from(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<StoreConfig> {
@@ -305,16 +329,9 @@ impl PyStore {
         ids: &Bound<'_, PyAny>,
         values: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let s = self.get(py)?;
-        let dim = Self::dim(py, &s, table)?;
-        let ids = self::ids(ids, "ids")?;
-        let ids = ids.slice();
-        let v = f32_2d(values, "values", ids.len(), dim)?;
-        let v = v
-            .as_slice()
-            .expect("array() checked contiguous and aligned");
-        py.detach(|| s.update(table, ids, v))
-            .map_err(|e| to_py(py, e))
+        self.write_rows(py, table, ids, values, "values", |s, t, i, v| {
+            s.update(t, i, v)
+        })
     }
 
     fn step(
@@ -324,16 +341,7 @@ impl PyStore {
         ids: &Bound<'_, PyAny>,
         grads: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let s = self.get(py)?;
-        let dim = Self::dim(py, &s, table)?;
-        let ids = self::ids(ids, "ids")?;
-        let ids = ids.slice();
-        let g = f32_2d(grads, "grads", ids.len(), dim)?;
-        let g = g
-            .as_slice()
-            .expect("array() checked contiguous and aligned");
-        py.detach(|| s.step(table, ids, g))
-            .map_err(|e| to_py(py, e))
+        self.write_rows(py, table, ids, grads, "grads", |s, t, i, g| s.step(t, i, g))
     }
 
     #[pyo3(signature = (table, indices, offsets, mode="sum", per_sample_weights=None, out=None))]
