@@ -75,6 +75,22 @@ impl PyStore {
     }
 }
 
+/// Fill `out` (a writable, contiguous array: `out_2d`'s) by `fill`, with
+/// the GIL released: a lookup's and an export's last step.
+fn fill_out(
+    py: Python<'_>,
+    out: &Bound<'_, PyArray2<f32>>,
+    fill: impl FnOnce(&mut [f32]) -> embtier::Result<()> + Send,
+) -> PyResult<()> {
+    let mut o = out
+        .try_readwrite()
+        .map_err(|e| type_error(py, "out", format!("out: {e}")))?;
+    let o = o
+        .as_slice_mut()
+        .expect("array() checked contiguous and aligned");
+    py.detach(|| fill(o)).map_err(|e| to_py(py, e))
+}
+
 fn config_from(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<StoreConfig> {
     if let Ok(d) = config.cast::<PyDict>() {
         // A dict with the schema of store.toml: to TOML, so that it is
@@ -309,16 +325,7 @@ impl PyStore {
         let ids = self::ids(ids, "ids")?;
         let ids = ids.slice();
         let out = out_2d(py, out, ids.len(), dim)?;
-        {
-            let mut w = out
-                .try_readwrite()
-                .map_err(|e| type_error(py, "out", format!("out: {e}")))?;
-            let o = w
-                .as_slice_mut()
-                .expect("array() checked contiguous and aligned");
-            py.detach(|| s.lookup(table, ids, o))
-                .map_err(|e| to_py(py, e))?;
-        }
+        fill_out(py, &out, |o| s.lookup(table, ids, o))?;
         Ok(out)
     }
 
@@ -371,16 +378,7 @@ impl PyStore {
         });
         let bags = off.len().saturating_sub(1);
         let out = out_2d(py, out, bags, dim)?;
-        {
-            let mut o = out
-                .try_readwrite()
-                .map_err(|e| type_error(py, "out", format!("out: {e}")))?;
-            let o = o
-                .as_slice_mut()
-                .expect("array() checked contiguous and aligned");
-            py.detach(|| s.lookup_pooled(table, idx, off, m, w, o))
-                .map_err(|e| to_py(py, e))?;
-        }
+        fill_out(py, &out, |o| s.lookup_pooled(table, idx, off, m, w, o))?;
         Ok(out)
     }
 
@@ -568,16 +566,7 @@ impl PyStore {
             return Err(to_py(py, e));
         }
         let out = out_2d(py, out, count, dim as usize)?;
-        {
-            let mut o = out
-                .try_readwrite()
-                .map_err(|e| type_error(py, "out", format!("out: {e}")))?;
-            let o = o
-                .as_slice_mut()
-                .expect("array() checked contiguous and aligned");
-            py.detach(|| s.export_rows(table, start, o))
-                .map_err(|e| to_py(py, e))?;
-        }
+        fill_out(py, &out, |o| s.export_rows(table, start, o))?;
         Ok(out)
     }
 
