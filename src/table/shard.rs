@@ -38,11 +38,11 @@ pub(super) fn by_shard(
 /// `items` holds the caller's data of each position (`ids.len()` of
 /// them; `()`s where it has none): the visit gets it as `each(shard, pos,
 /// id, item)`, and `ahead(pos, item)` is told of each 4 positions ahead,
-/// for the caller to ask for what its visit reads then. The ids and the items are
-/// gathered in the walk's order first, in a loop whose loads are
-/// independent: read in the walk, at random positions of a large batch
-/// (a shard's order is not the batch's), each was a cache miss ahead of
-/// the prefetches that needed it.
+/// for the caller to ask for what its visit reads then. The ids and the
+/// items are gathered in the walk's order first, in a loop whose loads
+/// are independent: read in the walk, at random positions of a large
+/// batch (a shard's order is not the batch's), each was a cache miss
+/// ahead of the prefetches that needed it.
 #[inline(always)]
 pub(super) fn walk_prefetched<T: Copy>(
     shards: &[Mutex<Shard>],
