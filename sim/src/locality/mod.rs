@@ -855,7 +855,14 @@ impl ExactAnalysis {
                 match self.only {
                     None => self.only = Some(t),
                     Some(k) => {
-                        self.overall = Some((self.seq[k].clone(), self.starts[k].clone()));
+                        // The trace-wide sequence takes every access:
+                        // sized for them at once where they are known (a
+                        // vector grown by doubling copied itself into
+                        // fresh pages, each zeroed by the kernel first).
+                        let mut seq = Vec::new();
+                        let _ = seq.try_reserve_exact(self.expect.min(self.limit) as usize);
+                        seq.extend_from_slice(&self.seq[k]);
+                        self.overall = Some((seq, self.starts[k].clone()));
                         self.overall_last_batch = self.last_batch[k];
                     }
                 }
