@@ -983,6 +983,12 @@ impl ExactAnalysis {
 
     /// The report of the trace whose catalog is `tables` (every access's
     /// table among them).
+    ///
+    /// On rayon's threads the tables' passes run beside the trace-wide
+    /// pass, so the memory of the passes at their peak is the trace-wide
+    /// pass's and the tables' in flight together (with two threads, 6%
+    /// more peak RSS for a generated 4-table trace than one after the
+    /// other: `docs/benchmarks.md`).
     pub fn finish(mut self, tables: &[TraceTable], opts: &Options) -> Report {
         assert!(!self.over(), "an exact analysis past its limit");
         self.sync_only();
