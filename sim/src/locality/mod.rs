@@ -986,9 +986,9 @@ impl ExactAnalysis {
     ///
     /// On rayon's threads the tables' passes run beside the trace-wide
     /// pass, so the memory of the passes at their peak is the trace-wide
-    /// pass's and the tables' in flight together (with two threads, 6%
-    /// more peak RSS for a generated 4-table trace than one after the
-    /// other: `docs/benchmarks.md`).
+    /// pass's and the tables' in flight together (a generated 4-table
+    /// trace: 274 MB of peak RSS on two threads, 266 MB on one;
+    /// `docs/benchmarks.md`).
     pub fn finish(mut self, tables: &[TraceTable], opts: &Options) -> Report {
         assert!(!self.over(), "an exact analysis past its limit");
         self.sync_only();
