@@ -97,6 +97,44 @@ fn all_rows(s: &Store, t: &str, rows: u64, dim: usize) -> Vec<u32> {
     out.iter().map(|x| x.to_bits()).collect()
 }
 
+/// A part of a multi-table pooled lookup.
+fn fwd<'a>(
+    table: &'a str,
+    indices: &'a [u64],
+    offsets: &'a [u64],
+    mode: PoolingMode,
+    per_sample_weights: Option<&'a [f32]>,
+    out: &'a mut [f32],
+) -> PooledBatch<'a> {
+    PooledBatch {
+        table,
+        indices,
+        offsets,
+        mode,
+        per_sample_weights,
+        out,
+    }
+}
+
+/// A part of a multi-table pooled step.
+fn bwd<'a>(
+    table: &'a str,
+    indices: &'a [u64],
+    offsets: &'a [u64],
+    mode: PoolingMode,
+    per_sample_weights: Option<&'a [f32]>,
+    grad: &'a [f32],
+) -> PooledGrad<'a> {
+    PooledGrad {
+        table,
+        indices,
+        offsets,
+        mode,
+        per_sample_weights,
+        grad,
+    }
+}
+
 fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }
@@ -211,30 +249,9 @@ fn multi_table_forms_equal_one_table_at_a_time() {
         let (mut outa, mut outb) = (vec![0f32; 16 * 4], vec![0f32; 16 * 8]);
         let mut outc = vec![f32::NAN; 16 * 4];
         many.lookup_pooled_many(&mut [
-            PooledBatch {
-                table: "a",
-                indices: &ia,
-                offsets: &oa,
-                mode: PoolingMode::Sum,
-                per_sample_weights: Some(&wa),
-                out: &mut outa,
-            },
-            PooledBatch {
-                table: "c",
-                indices: &ic,
-                offsets: &oc,
-                mode: PoolingMode::Sum,
-                per_sample_weights: Some(&wc),
-                out: &mut outc,
-            },
-            PooledBatch {
-                table: "b",
-                indices: &ib,
-                offsets: &ob,
-                mode: PoolingMode::Mean,
-                per_sample_weights: None,
-                out: &mut outb,
-            },
+            fwd("a", &ia, &oa, PoolingMode::Sum, Some(&wa), &mut outa),
+            fwd("c", &ic, &oc, PoolingMode::Sum, Some(&wc), &mut outc),
+            fwd("b", &ib, &ob, PoolingMode::Mean, None, &mut outb),
         ])
         .unwrap();
         let (mut wanta, mut wantb) = (vec![0f32; 16 * 4], vec![0f32; 16 * 8]);
@@ -249,30 +266,9 @@ fn multi_table_forms_equal_one_table_at_a_time() {
         let ga: Vec<f32> = (0..16 * 4).map(|_| rng.small_f32()).collect();
         let gb: Vec<f32> = (0..16 * 8).map(|_| rng.small_f32()).collect();
         many.step_pooled_many(&[
-            PooledGrad {
-                table: "a",
-                indices: &ia,
-                offsets: &oa,
-                mode: PoolingMode::Sum,
-                per_sample_weights: Some(&wa),
-                grad: &ga,
-            },
-            PooledGrad {
-                table: "b",
-                indices: &ib,
-                offsets: &ob,
-                mode: PoolingMode::Mean,
-                per_sample_weights: None,
-                grad: &gb,
-            },
-            PooledGrad {
-                table: "c",
-                indices: &ic,
-                offsets: &oc,
-                mode: PoolingMode::Sum,
-                per_sample_weights: Some(&wc),
-                grad: &ga,
-            },
+            bwd("a", &ia, &oa, PoolingMode::Sum, Some(&wa), &ga),
+            bwd("b", &ib, &ob, PoolingMode::Mean, None, &gb),
+            bwd("c", &ic, &oc, PoolingMode::Sum, Some(&wc), &ga),
         ])
         .unwrap();
         one.step_pooled("a", &ia, &oa, &ga, PoolingMode::Sum, Some(&wa))
@@ -469,22 +465,8 @@ fn a_step_of_several_cached_tables_counts_as_their_steps_one_at_a_time() {
         let (ia, oa, _) = bags(&mut rng, 16, 300);
         let (ib, ob, _) = bags(&mut rng, 16, 500);
         let (ga, gb) = (vec![0.5f32; 16 * 4], vec![0.5f32; 16 * 8]);
-        let a = PooledGrad {
-            table: "a",
-            indices: &ia,
-            offsets: &oa,
-            mode: PoolingMode::Sum,
-            per_sample_weights: None,
-            grad: &ga,
-        };
-        let b = PooledGrad {
-            table: "b",
-            indices: &ib,
-            offsets: &ob,
-            mode: PoolingMode::Sum,
-            per_sample_weights: None,
-            grad: &gb,
-        };
+        let a = bwd("a", &ia, &oa, PoolingMode::Sum, None, &ga);
+        let b = bwd("b", &ib, &ob, PoolingMode::Sum, None, &gb);
         many.step_pooled_many(&[a, b]).unwrap();
         one.step_pooled_many(&[a]).unwrap();
         one.step_pooled_many(&[b]).unwrap();
@@ -521,22 +503,8 @@ fn large_multi_table_lookups_probed_side_by_side_equal_one_table_at_a_time() {
         assert!(distinct(&ia) + distinct(&ib) >= 4096, "probed side by side");
         let (mut outa, mut outb) = (vec![0f32; 1500 * 4], vec![0f32; 1500 * 8]);
         many.lookup_pooled_many(&mut [
-            PooledBatch {
-                table: "a",
-                indices: &ia,
-                offsets: &oa,
-                mode: PoolingMode::Sum,
-                per_sample_weights: None,
-                out: &mut outa,
-            },
-            PooledBatch {
-                table: "b",
-                indices: &ib,
-                offsets: &ob,
-                mode: PoolingMode::Mean,
-                per_sample_weights: None,
-                out: &mut outb,
-            },
+            fwd("a", &ia, &oa, PoolingMode::Sum, None, &mut outa),
+            fwd("b", &ib, &ob, PoolingMode::Mean, None, &mut outb),
         ])
         .unwrap();
         let (mut wanta, mut wantb) = (vec![0f32; 1500 * 4], vec![0f32; 1500 * 8]);
@@ -550,15 +518,8 @@ fn large_multi_table_lookups_probed_side_by_side_equal_one_table_at_a_time() {
             assert_eq!(counted(&many, t), counted(&one, t), "step {step}: {t}");
         }
         let ga: Vec<f32> = (0..1500 * 4).map(|_| rng.small_f32()).collect();
-        many.step_pooled_many(&[PooledGrad {
-            table: "a",
-            indices: &ia,
-            offsets: &oa,
-            mode: PoolingMode::Sum,
-            per_sample_weights: None,
-            grad: &ga,
-        }])
-        .unwrap();
+        many.step_pooled_many(&[bwd("a", &ia, &oa, PoolingMode::Sum, None, &ga)])
+            .unwrap();
         one.step_pooled("a", &ia, &oa, &ga, PoolingMode::Sum, None)
             .unwrap();
     }
