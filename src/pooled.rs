@@ -213,8 +213,7 @@ fn expand_and_sum(
     grad: &[f32],
     dim: usize,
 ) -> (Vec<(u64, usize)>, Vec<f32>) {
-    let (ids, slots, _) = crate::hash::distinct(indices);
-    let mut sums: Vec<f32> = Vec::with_capacity(ids.len() * dim);
+    let mut sums = crate::store::GradSums::new(indices, dim);
     // An index's gradient: the bag's own where nothing scales it (no
     // copy), else scaled into `scaled`.
     let mut scaled = vec![0f32; dim];
@@ -234,23 +233,10 @@ fn expand_and_sum(
                 }
                 (_, None) => gb,
             };
-            // Ids are numbered in order of first occurrence: an id's
-            // first gradient starts its sum (a copy, as `step` sums), the
-            // later ones add to it.
-            let s = slots[k] as usize * dim;
-            if s == sums.len() {
-                sums.extend_from_slice(g);
-            } else {
-                sums[s..s + dim]
-                    .iter_mut()
-                    .zip(g)
-                    .for_each(|(a, x)| *a += *x);
-            }
+            sums.add(k, g);
         }
     }
-    let mut items: Vec<(u64, usize)> = ids.into_iter().enumerate().map(|(s, id)| (id, s)).collect();
-    items.sort_unstable();
-    (items, sums)
+    sums.finish()
 }
 
 impl Store {

@@ -47,6 +47,7 @@ mod worker;
 mod write;
 
 pub use prefetch::Prefetch;
+pub(crate) use write::GradSums;
 
 use lock::LockFile;
 

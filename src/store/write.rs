@@ -3,31 +3,66 @@
 
 use super::*;
 
-/// Sum the gradients of duplicate ids, in the order given: returns the
-/// unique ids (sorted) with their index into the summed gradients.
-fn sum_duplicates(ids: &[u64], grads: &[f32], dim: usize) -> (Vec<(u64, usize)>, Vec<f32>) {
-    let (unique, slots, _) = crate::hash::distinct(ids);
-    let mut sums: Vec<f32> = Vec::with_capacity(unique.len() * dim);
-    for (k, &s) in slots.iter().enumerate() {
-        let g = &grads[k * dim..(k + 1) * dim];
-        // Ids are numbered in order of first occurrence: the first
-        // gradient of an id starts its sum, the later ones add to it.
-        let s = s as usize * dim;
-        if s == sums.len() {
-            sums.extend_from_slice(g);
+/// The gradients of a call's ids summed by distinct id, in the order
+/// given: ids numbered in order of first occurrence ([`crate::hash::distinct`]),
+/// each sum started from its id's first gradient (a copy) and added to in
+/// order. `step` and the pooled step (`expand_and_sum`) sum through it.
+pub(crate) struct GradSums {
+    ids: Vec<u64>,
+    slots: Vec<u32>,
+    sums: Vec<f32>,
+    dim: usize,
+}
+
+impl GradSums {
+    /// Sums for the ids `indices` (one gradient each, `dim` wide).
+    pub(crate) fn new(indices: &[u64], dim: usize) -> GradSums {
+        let (ids, slots, _) = crate::hash::distinct(indices);
+        let sums = Vec::with_capacity(ids.len() * dim);
+        GradSums {
+            ids,
+            slots,
+            sums,
+            dim,
+        }
+    }
+
+    /// Add the gradient `g` of index `k`; the indices come in order.
+    #[inline]
+    pub(crate) fn add(&mut self, k: usize, g: &[f32]) {
+        let s = self.slots[k] as usize * self.dim;
+        if s == self.sums.len() {
+            // The id's first gradient (ids are numbered in order).
+            self.sums.extend_from_slice(g);
         } else {
-            for (a, b) in sums[s..s + dim].iter_mut().zip(g) {
+            for (a, b) in self.sums[s..s + self.dim].iter_mut().zip(g) {
                 *a += *b;
             }
         }
     }
-    let mut items: Vec<(u64, usize)> = unique
-        .into_iter()
-        .enumerate()
-        .map(|(s, id)| (id, s))
-        .collect();
-    items.sort_unstable();
-    (items, sums)
+
+    /// The distinct ids, sorted, with their index into the sums; and the
+    /// sums.
+    pub(crate) fn finish(self) -> (Vec<(u64, usize)>, Vec<f32>) {
+        let mut items: Vec<(u64, usize)> = self
+            .ids
+            .into_iter()
+            .enumerate()
+            .map(|(s, id)| (id, s))
+            .collect();
+        items.sort_unstable();
+        (items, self.sums)
+    }
+}
+
+/// Sum the gradients of duplicate ids, in the order given: returns the
+/// unique ids (sorted) with their index into the summed gradients.
+fn sum_duplicates(ids: &[u64], grads: &[f32], dim: usize) -> (Vec<(u64, usize)>, Vec<f32>) {
+    let mut sums = GradSums::new(ids, dim);
+    for k in 0..ids.len() {
+        sums.add(k, &grads[k * dim..(k + 1) * dim]);
+    }
+    sums.finish()
 }
 
 /// The rounding of row `s` of a call whose stochastic base seed is `base`.
