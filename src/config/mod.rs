@@ -183,8 +183,12 @@ impl TryFrom<RawStoreConfig> for StoreConfig {
 impl From<StoreConfig> for RawStoreConfig {
     fn from(c: StoreConfig) -> RawStoreConfig {
         let legacy = match c.tiers.as_slice() {
-            [d] if d.kind == MemoryKind::Dram => Some((d.clone(), None)),
-            [d, p] if d.kind == MemoryKind::Dram && p.kind == MemoryKind::Pmem => {
+            // (`[dram]` has no path: a DRAM tier in a file is written as
+            // `[[tiers]]`.)
+            [d] if d.kind == MemoryKind::Dram && d.path.is_none() => Some((d.clone(), None)),
+            [d, p]
+                if d.kind == MemoryKind::Dram && d.path.is_none() && p.kind == MemoryKind::Pmem =>
+            {
                 Some((d.clone(), Some(p.clone())))
             }
             _ => None,
@@ -445,13 +449,6 @@ impl StoreConfig {
                     "{}.policy {} runs in simulation only; the store's tiers support lru, fifo, clock, lfu, arc, s3fifo and sieve",
                     self.tier_name(i),
                     tier.policy
-                )));
-            }
-            if !tier.kind.file_backed() && tier.path.is_some() {
-                return Err(Error::config(format!(
-                    "{}: a {} tier has no path",
-                    self.tier_name(i),
-                    tier.kind.name().to_uppercase()
                 )));
             }
             if tier.path.is_some() && self.tiers[..i].iter().any(|o| o.path == tier.path) {

@@ -126,10 +126,6 @@ fn tier_lists_are_checked() {
         Placement::Pinned(MemoryKind::Pmem),
     );
     assert!(e.contains("no pmem tier"), "{e}");
-    let mut d = TierConfig::dram(1 << 20, PolicyKind::Lru);
-    d.path = Some("/x".into());
-    let e = check(vec![d], Placement::Cached);
-    assert!(e.contains("DRAM tier has no path"), "{e}");
     let p = TierConfig::pmem(Some("/x".into()), 1 << 20, PolicyKind::Lru);
     let e = check(
         vec![TierConfig::dram(1 << 20, PolicyKind::Lru), p.clone(), p],

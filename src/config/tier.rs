@@ -77,6 +77,14 @@ pub struct TierConfig {
     /// For a file-backed kind, the file; by default `pmem.emb` in the store
     /// directory (`pmem.N.emb` for the N-th such tier, N >= 1). Put it on a
     /// DAX file system (or tmpfs, to emulate) to get byte-addressable memory.
+    ///
+    /// A DRAM tier given a path lives in that file instead of memory of
+    /// its own: give it one on tmpfs (`/dev/shm/...`), and its rows are
+    /// shared memory that outlives the process. A file-backed tier of
+    /// either kind is *kept* by [`crate::Store::close`]: its rows stay in
+    /// the file and the next open of that checkpoint takes them where they
+    /// lie, with no read (a warm restart as CacheLib's across a process
+    /// restart; `docs/tuning.md`, "Warm restarts").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<PathBuf>,
     /// For a DRAM tier, back each cache shard's rows of 4 MiB or more with
@@ -85,7 +93,8 @@ pub struct TierConfig {
     /// one TLB entry and one fault per 2 MiB instead of per 4 KiB, for rows
     /// reached at random over the whole cache. On by default; turn it off
     /// where huge-page compaction stalls are a concern. Ignored for a
-    /// file-backed kind.
+    /// tier in a file (tmpfs has its own huge-page setting,
+    /// `shmem_enabled`).
     #[serde(default = "default_true", skip_serializing_if = "is_true")]
     pub huge_pages: bool,
 }

@@ -203,6 +203,15 @@ impl Durable {
         self.state.lock().sb.generation
     }
 
+    /// The last commit: its generation and the epoch it committed, which
+    /// the next open finds in the superblock whatever else is written to
+    /// it before then (a close hands its unused epoch back with a later
+    /// `seq`).
+    pub(crate) fn committed(&self) -> (u64, u64) {
+        let st = self.state.lock();
+        (st.sb.generation, st.sb.committed_epoch)
+    }
+
     /// Whether a sealed block of epoch `e` may be read: committed before
     /// this process opened, or written by this process. Anything else was
     /// written by an epoch that never committed and was not undone.

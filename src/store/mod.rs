@@ -34,6 +34,7 @@ pub use crate::files::{
     BOOT_FILE, CONFIG_FILE, DATA_FILE, HOT_FILE, HOT_ROWS_FILE, LOCK_FILE, META_FILE, PMEM_FILE,
 };
 
+mod kept;
 mod lock;
 mod merger;
 mod open;
@@ -148,6 +149,8 @@ pub struct Store {
     sweep: parking_lot::Mutex<Option<worker::Worker>>,
     /// The background merge of the row log.
     merger: parking_lot::Mutex<Option<worker::Worker>>,
+    /// What the open took from tiers a close kept ([`Store::close`]).
+    kept: kept::Taken,
     _lock: LockFile,
 }
 

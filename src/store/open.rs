@@ -5,6 +5,9 @@ use super::restore::{check_data_len, restore_row_log, row_log_blocks};
 use super::undo::CreateUndo;
 use super::*;
 use crate::table::HotIds;
+use embtier_format::kept::KeptTier;
+
+use super::kept;
 
 pub(super) fn now_unix() -> u64 {
     std::time::SystemTime::now()
@@ -296,6 +299,11 @@ impl Store {
         // SIGKILLed W5 store opened in 2.3 s one after the other.
         // The hot set's rows whose newest copy is in the log come back
         // from the log's own reads (see `restore_row_log`).
+        // Where every cache tier was kept by a close of this checkpoint
+        // and taken back, the caches hold what that checkpoint's hot rows
+        // and hot set name: nothing to put back or read.
+        let all_kept = store.kept.tiers.iter().all(|&k| k);
+        let cold = cold || all_kept;
         let plan = if cold { Vec::new() } else { store.hot_plan()? };
         let mut hot_ids: Vec<HotIds> = store.tables.iter().map(|_| HotIds::None).collect();
         for (i, ids) in &plan {
@@ -322,7 +330,9 @@ impl Store {
         store.start_sweep()?;
         store.start_merger()?;
         if !cold {
-            store.read_hot_set(put, plan)?;
+            store.read_hot_set(put + store.kept.rows, plan)?;
+        } else if all_kept {
+            store.set_warm_done(store.kept.rows);
         }
         Ok(store)
     }
@@ -368,7 +378,8 @@ impl Store {
                 config.ssd.merge_start,
             ),
         );
-        let mut memory = open_tier_memory(dir, &config)?;
+        let found = (!fresh && !opts.cold).then_some(&superblock);
+        let (mut memory, kept) = open_tier_memory(dir, &config, found)?;
         let policies: Vec<_> = config.tiers.iter().map(|t| t.policy).collect();
         let mut tables = Vec::with_capacity(catalog.tables.len());
         for (index, ((entry, cfg), tp)) in catalog
@@ -398,6 +409,7 @@ impl Store {
                 rounding_calls: ssd.durable().counters().get(index).copied().unwrap_or(0),
             })?));
         }
+        let kept = kept::adopt(&tables, &kept);
         let by_name = tables
             .iter()
             .enumerate()
@@ -416,6 +428,7 @@ impl Store {
             warm: parking_lot::Mutex::new(None),
             sweep: parking_lot::Mutex::new(None),
             merger: parking_lot::Mutex::new(None),
+            kept,
             _lock: lock,
         })
     }
@@ -431,7 +444,8 @@ pub(crate) fn tier_files(dir: &Path, config: &StoreConfig) -> Vec<Option<PathBuf
         .iter()
         .map(|t| {
             if !t.kind.file_backed() {
-                return None;
+                // A DRAM tier lives in a file only where given one.
+                return t.path.clone();
             }
             let p = t.path.clone().unwrap_or_else(|| {
                 if n == 0 {
@@ -446,12 +460,24 @@ pub(crate) fn tier_files(dir: &Path, config: &StoreConfig) -> Vec<Option<PathBuf
         .collect()
 }
 
-/// Each tier's memory, its file (if any) at [`tier_files`]' path.
-fn open_tier_memory(dir: &Path, config: &StoreConfig) -> Result<Vec<TierMemory>> {
-    config
-        .tiers
-        .iter()
-        .zip(tier_files(dir, config))
-        .map(|(t, path)| TierMemory::open(t, path.as_deref()))
-        .collect()
+/// Each tier's memory, its file (if any) at [`tier_files`]' path; with
+/// `found`, the superblock an open found, each file a close kept for that
+/// checkpoint is taken as it is ([`kept::take`]), and what it recorded
+/// comes back beside the memory (`None` for a tier made anew).
+fn open_tier_memory(
+    dir: &Path,
+    config: &StoreConfig,
+    found: Option<&Superblock>,
+) -> Result<(Vec<TierMemory>, Vec<Option<KeptTier>>)> {
+    let mut memory = Vec::with_capacity(config.tiers.len());
+    let mut kept = Vec::with_capacity(config.tiers.len());
+    for (i, (t, path)) in config.tiers.iter().zip(tier_files(dir, config)).enumerate() {
+        let k = match &path {
+            Some(p) => kept::take(p, i, t.capacity.0, found)?,
+            None => None,
+        };
+        memory.push(TierMemory::open(t, path.as_deref(), k.is_some())?);
+        kept.push(k);
+    }
+    Ok((memory, kept))
 }

@@ -259,7 +259,7 @@ impl Store {
     }
 
     /// Record a warm-up already done: `rows` put back.
-    fn set_warm_done(&self, rows: u64) {
+    pub(super) fn set_warm_done(&self, rows: u64) {
         *self.warm.lock() = Some(Warm {
             cancel: Arc::new(AtomicBool::new(false)),
             handle: None,

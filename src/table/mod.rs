@@ -67,6 +67,7 @@ use crate::tier::slab::{Slab, TierMemory};
 use crate::tier::ssd::{row_from_group, Loc, Ssd};
 
 mod import;
+mod kept;
 mod many;
 mod miss;
 mod pinned;

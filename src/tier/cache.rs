@@ -508,6 +508,65 @@ impl SlotCache {
             .filter(|&&k| k & FREE == 0 && k & DIRTY != 0)
             .count()
     }
+
+    /// The rows it holds at most.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// The memory its rows lie in.
+    pub fn slab(&self) -> &Slab {
+        &self.slab
+    }
+
+    /// The id in each slot up to the last one ever used, `free` for a
+    /// slot that holds no row: what a kept tier records
+    /// (`embtier_format::kept`). None while a row is dirty (only a
+    /// committed, clean cache may be kept).
+    pub fn slots(&self, free: u64) -> Option<Vec<u64>> {
+        self.keys[..self.next_unused]
+            .iter()
+            .map(|&k| match (k & FREE != 0, k & DIRTY != 0) {
+                (true, _) => Some(free),
+                (false, true) => None,
+                (false, false) => Some(k & ID_MASK),
+            })
+            .collect()
+    }
+
+    /// Take the rows a kept tier recorded for this cache's slab: `slots[s]`
+    /// is the id whose bytes slot `s` of the slab already holds, `free`
+    /// for none. Each becomes a clean resident row (in slot order for the
+    /// policy) unless `skip(id)` (held elsewhere), it is not below `rows`,
+    /// or an earlier slot named it; those slots are left free. The cache
+    /// must be new and `slots` no longer than its capacity. Returns the
+    /// rows taken.
+    pub fn adopt(
+        &mut self,
+        slots: &[u64],
+        free: u64,
+        rows: u64,
+        mut skip: impl FnMut(u64) -> bool,
+    ) -> usize {
+        assert!(
+            self.len == 0 && self.next_unused == 0,
+            "adopt into a used cache"
+        );
+        assert!(slots.len() <= self.cap, "more slots than the capacity");
+        self.next_unused = slots.len();
+        // Free slots chained from the last, so the lowest is used first.
+        for (slot, &id) in slots.iter().enumerate().rev() {
+            if id == free || id >= rows || id > ID_MASK || skip(id) || self.get(id).is_some() {
+                self.free_slot(slot);
+                continue;
+            }
+            self.keys[slot] = id;
+            self.index_insert(id, slot);
+            self.policy.insert(slot, id);
+            self.len += 1;
+        }
+        self.len
+    }
 }
 
 #[cfg(test)]

@@ -78,6 +78,25 @@ impl Slab {
             Slab::Region(r) => r.bytes_mut(),
         }
     }
+
+    /// Where a region of a tier's file begins in it (None for memory of
+    /// its own): what a kept tier records of a cache's slab.
+    pub fn file_offset(&self) -> Option<u64> {
+        match self {
+            Slab::Region(r) => Some(r.offset as u64),
+            Slab::Dram(_) | Slab::Anon(_) => None,
+        }
+    }
+
+    /// Write a region's bytes through to its file (`msync`), so that a
+    /// kept tier on a persistent file system holds them after a power
+    /// loss; nothing for memory of its own.
+    pub fn flush(&self) -> std::io::Result<()> {
+        match self {
+            Slab::Region(r) if r.len > 0 => r.map.flush_range(r.offset, r.len),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// A disjoint byte range of a shared mapping (the PMem file's, or a
@@ -159,24 +178,36 @@ pub(crate) enum TierMemory {
 }
 
 impl TierMemory {
-    /// Open tier `t`'s memory; `path` is its file for a file-backed kind
-    /// (`MemoryKind::file_backed`).
-    pub fn open(t: &TierConfig, path: Option<&Path>) -> Result<TierMemory> {
+    /// Open tier `t`'s memory; `path` is its file, for a file-backed kind
+    /// (`MemoryKind::file_backed`) or a DRAM tier given one (shared
+    /// memory, such as a file on `/dev/shm`). With `kept`, the file is
+    /// one a close kept (`crate::store::kept`), renamed back to `path`
+    /// already: it is mapped as it is, its rows in place. Otherwise it is
+    /// made anew, empty.
+    pub fn open(t: &TierConfig, path: Option<&Path>, kept: bool) -> Result<TierMemory> {
         match (t.kind, path) {
-            (MemoryKind::Dram, _) => Ok(TierMemory::Dram {
-                huge_pages: t.huge_pages,
-            }),
-            (MemoryKind::Pmem, Some(path)) => {
-                // A file-backed tier is a cache: its contents do not outlive
-                // the process. Its blocks are reserved now: a store into an
-                // unallocated page of the mapping on a full file system is a
-                // SIGBUS.
-                let f = crate::io::reserve::create_reserved(path, t.capacity.0)?;
+            (_, Some(path)) => {
+                // Its blocks are reserved now: a store into an unallocated
+                // page of the mapping on a full file system is a SIGBUS. A
+                // kept file was reserved when it was made, and the close
+                // checked its length.
+                let f = if kept {
+                    std::fs::OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .open(path)
+                        .map_err(|e| Error::io(path, "open", e))?
+                } else {
+                    crate::io::reserve::create_reserved(path, t.capacity.0)?
+                };
                 Ok(TierMemory::File(
                     PmemFile::map(&f, t.capacity.0 as usize)
                         .map_err(|e| Error::io(path, "mmap", e))?,
                 ))
             }
+            (MemoryKind::Dram, None) => Ok(TierMemory::Dram {
+                huge_pages: t.huge_pages,
+            }),
             (MemoryKind::Pmem, None) => Err(Error::config("a pmem tier needs a file")),
         }
     }
@@ -265,9 +296,9 @@ mod tests {
         assert!(matches!(Slab::dram(0, true), Slab::Dram(_)));
         let t = TierConfig::dram(1 << 30, crate::policy::PolicyKind::Lru);
         assert!(t.huge_pages, "on by default");
-        let mut m = TierMemory::open(&t.clone().with_huge_pages(false), None).unwrap();
+        let mut m = TierMemory::open(&t.clone().with_huge_pages(false), None, false).unwrap();
         assert!(matches!(m.slab(HUGE_SLAB * 2), Some(Slab::Dram(_))));
-        let mut m = TierMemory::open(&t, None).unwrap();
+        let mut m = TierMemory::open(&t, None, false).unwrap();
         assert!(matches!(m.slab(HUGE_SLAB * 2), Some(Slab::Anon(_))));
     }
 
@@ -277,7 +308,7 @@ mod tests {
     #[test]
     fn a_tables_slabs_are_disjoint_regions_of_one_mapping() {
         let t = TierConfig::dram(1 << 30, crate::policy::PolicyKind::Lru);
-        let mut m = TierMemory::open(&t, None).unwrap();
+        let mut m = TierMemory::open(&t, None, false).unwrap();
         let lens = [HUGE_SLAB / 3, 4096, HUGE_SLAB, 100];
         let mut slabs = m.slabs(&lens).unwrap();
         assert_eq!(slabs.len(), lens.len());
@@ -304,7 +335,7 @@ mod tests {
             .unwrap()
             .iter()
             .all(|s| matches!(s, Slab::Dram(_))));
-        let mut plain = TierMemory::open(&t.with_huge_pages(false), None).unwrap();
+        let mut plain = TierMemory::open(&t.with_huge_pages(false), None, false).unwrap();
         let s = plain.slabs(&lens).unwrap();
         assert!(s.iter().all(|s| matches!(s, Slab::Dram(_))));
         assert_eq!(s.iter().map(Slab::len).collect::<Vec<_>>(), lens);

@@ -40,6 +40,7 @@ pub mod boot;
 pub mod hotrows;
 pub mod hotset;
 pub mod journal;
+pub mod kept;
 pub mod rowlog;
 pub mod trace;
 

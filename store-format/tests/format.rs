@@ -280,6 +280,28 @@ fn boot_record_offsets_match_the_spec() {
 }
 
 #[test]
+fn kept_tier_offsets_match_the_spec() {
+    use embtier_format::kept::*;
+    check(
+        "## Kept tier",
+        &[
+            ("magic", 0, 8),
+            ("store_id", KEPT_STORE_ID, 8),
+            ("generation", KEPT_GENERATION, 8),
+            ("epoch", KEPT_EPOCH, 8),
+            ("tier", KEPT_TIER, 4),
+            ("region_count", KEPT_REGIONS, 4),
+            ("file_len", KEPT_FILE_LEN, 8),
+        ],
+    );
+    assert_eq!(
+        (KEPT_HEADER, REGION_HEADER, KEPT_MAGIC),
+        (48, 32, *b"EMBKEPT1")
+    );
+    assert_eq!(FREE_SLOT, u64::MAX);
+}
+
+#[test]
 fn hot_rows_offsets_match_the_spec() {
     use embtier_format::hotrows::*;
     check(

@@ -1,0 +1,100 @@
+//! A kept tier's regions (`crate::store::kept`): what a close records of
+//! each cache shard's slab in a file-backed tier, and what an open takes
+//! back from it.
+
+use embtier_format::kept::{KeptRegion, FREE_SLOT};
+
+use super::{Table, TableKind};
+
+impl Table {
+    /// The regions of tier `tier`'s file that this table's cache shards
+    /// hold, each with the id in each of its slots, after writing each
+    /// through to the file. None when a row of the table is dirty or waits
+    /// to be written: only a committed, clean cache may be kept. A pinned
+    /// table has none (its rows are loaded from the data file at open).
+    pub(crate) fn kept_regions(&self, tier: usize) -> std::io::Result<Option<Vec<KeptRegion>>> {
+        let TableKind::Cached { shards, .. } = &self.kind else {
+            return Ok(Some(Vec::new()));
+        };
+        let mut out = Vec::new();
+        for (s, sh) in shards.iter().enumerate() {
+            let sh = sh.lock();
+            if !sh.pending.is_empty() || !sh.later.is_empty() {
+                return Ok(None);
+            }
+            for (_, c) in sh.caches().filter(|&(t, _)| t == tier) {
+                let (Some(offset), Some(slots)) = (c.slab().file_offset(), c.slots(FREE_SLOT))
+                else {
+                    return Ok(None);
+                };
+                c.slab().flush()?;
+                out.push(KeptRegion {
+                    table: self.index,
+                    shard: s as u32,
+                    offset,
+                    capacity: c.capacity() as u32,
+                    row_bytes: self.row_bytes as u32,
+                    slots,
+                });
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// This table's caches in tier `tier`, shard by shard: (shard, where
+    /// its slab lies in the tier's file, capacity in rows). What a kept
+    /// tier's regions must match to be taken.
+    pub(crate) fn tier_regions(&self, tier: usize) -> Vec<(u32, Option<u64>, u32)> {
+        let TableKind::Cached { shards, .. } = &self.kind else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (s, sh) in shards.iter().enumerate() {
+            let sh = sh.lock();
+            for (_, c) in sh.caches().filter(|&(t, _)| t == tier) {
+                out.push((s as u32, c.slab().file_offset(), c.capacity() as u32));
+            }
+        }
+        out
+    }
+
+    /// Take the rows region `r` of a kept tier recorded into shard
+    /// `r.shard`'s cache of tier `tier`, new and lying where `r` does
+    /// ([`Table::tier_regions`]): each slot's bytes are its row's already.
+    /// A row another tier of the shard holds is left out. Returns the rows
+    /// taken.
+    pub(crate) fn adopt_region(&self, tier: usize, r: &KeptRegion) -> u64 {
+        let TableKind::Cached { shards, .. } = &self.kind else {
+            return 0;
+        };
+        let Some(sh) = shards.get(r.shard as usize) else {
+            return 0;
+        };
+        let rows = self.entry.rows;
+        let mut sh = sh.lock();
+        let sh = &mut *sh;
+        let (top, lower) = (&mut sh.top, &mut sh.lower);
+        let taken = if tier == 0 {
+            top.adopt(&r.slots, FREE_SLOT, rows, |id| {
+                lower.iter().any(|(_, c)| c.get(id).is_some())
+            })
+        } else {
+            let Some(k) = lower.iter().position(|(t, _)| *t == tier) else {
+                return 0;
+            };
+            let (before, rest) = lower.split_at_mut(k);
+            let ((_, cache), after) = rest.split_first_mut().expect("the tier's cache");
+            cache.adopt(&r.slots, FREE_SLOT, rows, |id| {
+                top.get(id).is_some()
+                    || before
+                        .iter()
+                        .chain(after.iter())
+                        .any(|(_, c)| c.get(id).is_some())
+            })
+        };
+        if taken > 0 {
+            self.close_fill();
+        }
+        taken as u64
+    }
+}

@@ -1,0 +1,208 @@
+//! Kept tiers: `Store::close` leaves a file-backed cache tier's rows in
+//! its file with an index beside it, and the next open of that checkpoint
+//! takes them where they lie, reading nothing. Anything else (a store
+//! dropped without a close, other tier settings, a damaged index, a cold
+//! open, a second open) starts the tier empty and serves the committed
+//! values.
+
+use std::path::{Path, PathBuf};
+
+use embtier::{
+    Init, IoEngineKind, OpenOptionsExt, PolicyKind, Store, StoreConfig, TableConfig, TierConfig,
+};
+
+const DIM: u32 = 16;
+const ROWS: u64 = 400_000;
+
+fn rb() -> u64 {
+    TableConfig::new("t", 1, DIM).row_bytes()
+}
+
+/// A DRAM tier of `dram` rows in a file at `shm`, and a PMem tier of
+/// 4000 rows in the store directory. Without hot rows, so that a tier not
+/// taken back shows as reads from the data file.
+fn config(shm: &Path, dram: u64) -> StoreConfig {
+    config_split(shm, dram, None)
+}
+
+/// [`config`] with table `t` given `t_dram` rows of the DRAM tier.
+fn config_split(shm: &Path, dram: u64, t_dram: Option<u64>) -> StoreConfig {
+    let mut d = TierConfig::dram(dram * rb(), PolicyKind::Lru);
+    d.path = Some(shm.into());
+    let mut t = TableConfig::new("t", ROWS, DIM).init(Init::Uniform { scale: 0.5 });
+    if let Some(r) = t_dram {
+        t = t.dram_bytes(r * rb());
+    }
+    StoreConfig::builder()
+        .table(t)
+        .table(TableConfig::new("u", 50_000, 8).init(Init::Uniform { scale: 0.5 }))
+        .tiers(vec![
+            d,
+            TierConfig::pmem(None, 4000 * rb(), PolicyKind::Lru),
+        ])
+        .dram_shards(4)
+        .io_engine(IoEngineKind::Psync)
+        .warm_rows(false)
+        .build()
+}
+
+fn with(p: &Path, ext: &str) -> PathBuf {
+    let mut s = p.as_os_str().to_owned();
+    s.push(ext);
+    s.into()
+}
+
+/// Ids spread over the table, each in a group of its own.
+fn spread(n: u64) -> Vec<u64> {
+    (0..n).map(|i| i * 97).collect()
+}
+
+fn look(s: &Store, ids: &[u64]) -> Vec<f32> {
+    let mut out = vec![0f32; ids.len() * DIM as usize];
+    s.lookup("t", ids, &mut out).unwrap();
+    out
+}
+
+struct Closed {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    shm: PathBuf,
+    /// Every id touched, and its value at the close.
+    ids: Vec<u64>,
+    values: Vec<f32>,
+    /// Rows each tier held at the close.
+    resident: [u64; 2],
+}
+
+/// A store trained, looked up so that both tiers hold rows (some of them
+/// written), and closed.
+fn closed() -> Closed {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let shm = dir.path().join("dram.shm");
+    let s = Store::create(&path, config(&shm, 1000)).unwrap();
+    let ids = spread(3000);
+    let grads: Vec<f32> = (0..ids.len() * DIM as usize)
+        .map(|i| (i % 7) as f32 * 0.125 - 0.375)
+        .collect();
+    s.apply_sgd("t", &ids[..1500], &grads[..1500 * DIM as usize], 1.0)
+        .unwrap();
+    s.checkpoint().unwrap();
+    s.apply_sgd("t", &ids[1000..], &grads[1000 * DIM as usize..], 0.5)
+        .unwrap();
+    let values = look(&s, &ids);
+    let st = s.stats().table("t").unwrap().clone();
+    let resident = [st.tiers[0].resident_rows, st.tiers[1].resident_rows];
+    assert!(resident[0] > 0 && resident[1] > 0, "{resident:?}");
+    s.close().unwrap();
+    Closed {
+        _dir: dir,
+        path,
+        shm,
+        ids,
+        values,
+        resident,
+    }
+}
+
+fn kept_files(c: &Closed) -> [bool; 4] {
+    let pmem = c.path.join(embtier::PMEM_FILE);
+    [
+        with(&c.shm, ".kept").exists(),
+        with(&c.shm, ".keep").exists(),
+        with(&pmem, ".kept").exists(),
+        with(&pmem, ".keep").exists(),
+    ]
+}
+
+/// The rows come back to their tiers from their files, with their
+/// values, and nothing is read: every lookup of them hits.
+#[test]
+fn a_closed_store_takes_its_file_tiers_back() {
+    let c = closed();
+    assert_eq!(kept_files(&c), [true; 4], "both tiers kept");
+    assert!(!c.shm.exists(), "the DRAM tier's file is renamed");
+    let s = Store::open(&c.path).unwrap();
+    assert_eq!(kept_files(&c), [false; 4], "taken");
+    assert!(c.shm.exists());
+    let warmed = s.wait_warm().unwrap();
+    let st = s.stats().table("t").unwrap().clone();
+    assert_eq!(
+        [st.tiers[0].resident_rows, st.tiers[1].resident_rows],
+        c.resident,
+        "each tier holds what it held"
+    );
+    assert_eq!(warmed, c.resident[0] + c.resident[1]);
+    let out = look(&s, &c.ids);
+    assert_eq!(out, c.values);
+    let st = s.stats().table("t").unwrap().clone();
+    assert_eq!(st.ssd.rows_read, 0, "nothing read: {st:?}");
+    assert_eq!(st.tiers[0].hits + st.tiers[1].hits, c.ids.len() as u64);
+    // Rows never cached still read right, and the store trains on.
+    let other: Vec<u64> = (0..200).map(|i| i * 1999 + 5).collect();
+    let before = look(&s, &other);
+    s.apply_sgd("t", &other, &vec![1.0; before.len()], 0.5)
+        .unwrap();
+    let after = look(&s, &other);
+    for (a, b) in after.iter().zip(&before) {
+        assert_eq!(*a, b - 0.5);
+    }
+}
+
+/// A store opened from kept tiers, written and dropped without a close,
+/// keeps nothing: the next open starts empty and serves the values the
+/// close committed, not the rows the tiers' files held when dropped.
+#[test]
+fn a_store_dropped_after_taking_its_tiers_keeps_nothing() {
+    let c = closed();
+    let s = Store::open(&c.path).unwrap();
+    s.apply_sgd("t", &c.ids, &vec![2.0; c.values.len()], 1.0)
+        .unwrap();
+    drop(s);
+    assert_eq!(kept_files(&c), [false; 4]);
+    let s = Store::open(&c.path).unwrap();
+    s.wait_warm().unwrap();
+    assert_eq!(look(&s, &c.ids), c.values);
+}
+
+/// An open whose tier settings differ, or whose index is damaged, or a
+/// cold open, takes nothing, removes what the close left, and serves the
+/// committed values.
+#[test]
+fn kept_tiers_that_do_not_match_start_empty() {
+    type Open = fn(&Closed) -> Store;
+    let cases: [(&str, Open); 4] = [
+        ("another DRAM capacity", |c| {
+            Store::open_with(&c.path, config(&c.shm, 500), OpenOptionsExt::default()).unwrap()
+        }),
+        ("another split of the DRAM tier", |c| {
+            let cfg = config_split(&c.shm, 1000, Some(600));
+            Store::open_with(&c.path, cfg, OpenOptionsExt::default()).unwrap()
+        }),
+        ("a damaged index", |c| {
+            let index = with(&c.shm, ".keep");
+            let mut b = std::fs::read(&index).unwrap();
+            let n = b.len();
+            b[n / 2] ^= 1;
+            std::fs::write(&index, b).unwrap();
+            Store::open(&c.path).unwrap()
+        }),
+        ("a cold open", |c| {
+            Store::open_ext(
+                &c.path,
+                OpenOptionsExt {
+                    cold: true,
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+        }),
+    ];
+    for (what, open) in cases {
+        let c = closed();
+        let s = open(&c);
+        assert_eq!(kept_files(&c), [false; 4], "{what}: what the close left");
+        s.wait_warm().unwrap();
+        assert_eq!(look(&s, &c.ids), c.values, "{what}");
+    }
+}
