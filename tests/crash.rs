@@ -34,7 +34,7 @@ fn crash_child() {
         .parse()
         .expect("seed");
     let store = Store::open(&dir).expect("child open");
-    println!("OPEN {}", store.generation());
+    println!("OPEN {} {}", store.generation(), store.rows_kept_at_open());
     if std::env::var_os("EMBTIER_CRASH_CONCURRENT").is_some_and(|v| v == "1") {
         // Each checkpoint finishes on a thread of its own while the ops go
         // on: its moment is where `begin_checkpoint` returned.
@@ -59,13 +59,30 @@ fn crash_child() {
             }
         });
     } else {
+        // With `EMBTIER_CRASH_CLOSE=1`, every third checkpoint is a close
+        // (which keeps the file-backed tiers) and a reopen (which takes
+        // them back), so kills land in both.
+        let close = std::env::var_os("EMBTIER_CRASH_CLOSE").is_some_and(|v| v == "1");
+        let mut store = Some(store);
+        let mut n = 0u64;
         for op in ops(seed, EVERY).take(100_000) {
+            let s = store.as_ref().expect("open");
             if let Op::Checkpoint = op {
+                n += 1;
                 println!("BEGIN");
-                let c = store.checkpoint().expect("child checkpoint");
-                println!("ACK {}", c.generation);
+                if close && n % 3 == 0 {
+                    let g = s.generation() + 1;
+                    store.take().expect("open").close().expect("child close");
+                    println!("ACK {g}");
+                    let s = Store::open(&dir).expect("child reopen");
+                    println!("OPEN {} {}", s.generation(), s.rows_kept_at_open());
+                    store = Some(s);
+                } else {
+                    let c = s.checkpoint().expect("child checkpoint");
+                    println!("ACK {}", c.generation);
+                }
             } else {
-                run(&store, &op).expect("child op");
+                run(s, &op).expect("child op");
             }
         }
     }
@@ -74,7 +91,7 @@ fn crash_child() {
 
 #[test]
 fn sigkill_at_random_moments_recovers_the_last_checkpoint() {
-    sigkill_at_random_moments(false);
+    sigkill_at_random_moments(Mode::Plain);
 }
 
 /// The same with every checkpoint finished on a thread of its own while
@@ -85,10 +102,29 @@ fn sigkill_at_random_moments_recovers_the_last_checkpoint() {
 /// begin because the log's map is past its share, and kills land there.
 #[test]
 fn sigkill_while_checkpoints_finish_beside_the_ops() {
-    sigkill_at_random_moments(true);
+    sigkill_at_random_moments(Mode::Concurrent);
 }
 
-fn sigkill_at_random_moments(concurrent: bool) {
+/// The same over a DRAM tier and a PMem tier that live in files, with
+/// every third checkpoint of the child a close and a reopen, and every
+/// other reopen of the parent's closed rather than dropped: kills land in
+/// closes that keep the tiers and in opens that take them back, and the
+/// child trains on caches taken back (`docs/architecture.md`, "Kept
+/// tiers").
+#[test]
+fn sigkill_while_stores_close_and_keep_their_tiers() {
+    sigkill_at_random_moments(Mode::Close);
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Plain,
+    Concurrent,
+    Close,
+}
+
+fn sigkill_at_random_moments(mode: Mode) {
+    let concurrent = mode == Mode::Concurrent;
     let iters: u64 = common::env_or("EMBTIER_CRASH_ITERS", 100);
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("s");
@@ -99,6 +135,14 @@ fn sigkill_at_random_moments(concurrent: bool) {
     let mut cfg = config();
     cfg.ssd.merge_list_rows = 16;
     cfg.ssd.overhead_in_budget = concurrent;
+    if mode == Mode::Close {
+        let mut dram = embtier::TierConfig::dram(96 << 10, embtier::PolicyKind::Lru);
+        dram.path = Some(tmp.path().join("dram.tier"));
+        cfg.tiers = vec![
+            dram,
+            embtier::TierConfig::pmem(None, 64 << 10, embtier::PolicyKind::Lru),
+        ];
+    }
     drop(Store::create(&dir, cfg).unwrap());
     let exe = std::env::current_exe().unwrap();
     let mut model = Model::new();
@@ -108,6 +152,9 @@ fn sigkill_at_random_moments(concurrent: bool) {
     // Reopens that put hot rows back (the open at the checkpoint that
     // wrote them), and the rows: the model check below reads them.
     let (mut hot_reopens, mut hot_rows) = (0u64, 0u64);
+    // Opens that took kept tiers back (the child's, whose `OPEN` line
+    // says so, and the parent's), and the rows.
+    let (mut kept_opens, mut kept_rows) = (0u64, 0u64);
     for it in 0..iters {
         let seed = 1000 + it;
         let mut child = Command::new(&exe)
@@ -118,6 +165,10 @@ fn sigkill_at_random_moments(concurrent: bool) {
             .env(
                 "EMBTIER_CRASH_CONCURRENT",
                 if concurrent { "1" } else { "" },
+            )
+            .env(
+                "EMBTIER_CRASH_CLOSE",
+                if mode == Mode::Close { "1" } else { "" },
             )
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -161,9 +212,20 @@ fn sigkill_at_random_moments(concurrent: bool) {
             "the child finished before the kill; lengthen its op stream"
         );
         let opened = lines.iter().any(|l| l.contains("OPEN"));
+        for l in lines.iter().filter(|l| l.starts_with("OPEN")) {
+            let k: u64 = l
+                .rsplit(' ')
+                .next()
+                .and_then(|k| k.parse().ok())
+                .unwrap_or(0);
+            kept_opens += (k > 0) as u64;
+            kept_rows += k;
+        }
         let acked = lines.iter().filter(|l| l.starts_with("ACK")).count() as u64;
         let begun = lines.iter().filter(|l| *l == "BEGIN").count() as u64;
         let store = Store::open(&dir).unwrap_or_else(|e| panic!("kill {it}: reopen: {e}"));
+        kept_opens += (store.rows_kept_at_open() > 0) as u64;
+        kept_rows += store.rows_kept_at_open();
         let g = store.generation();
         let lo = generation + acked;
         let hi = generation + begun;
@@ -183,11 +245,35 @@ fn sigkill_at_random_moments(concurrent: bool) {
             hot_rows += warmed - read;
         }
         model.advance(seed, EVERY, g - generation);
-        model
-            .check(&store)
-            .unwrap_or_else(|e| panic!("kill {it} (seed {seed}) at generation {g}: {e}"));
+        model.check(&store).unwrap_or_else(|e| {
+            panic!(
+                "kill {it} (seed {seed}) at generation {g}: {e}; child said {lines:?}; kept {}",
+                store.rows_kept_at_open()
+            )
+        });
         generation = g;
-        drop(store);
+        if mode == Mode::Close && it % 2 == 0 {
+            // A close commits what the reopen held: one checkpoint with
+            // nothing new in it (the op stream's count of checkpoints does
+            // not see it).
+            let before = store.generation();
+            store
+                .close()
+                .unwrap_or_else(|e| panic!("kill {it}: close: {e}"));
+            let s = Store::open(&dir).unwrap();
+            assert_eq!(s.generation(), before + 1);
+            model
+                .check(&s)
+                .unwrap_or_else(|e| panic!("kill {it}: after a close: {e}"));
+            kept_opens += (s.rows_kept_at_open() > 0) as u64;
+            kept_rows += s.rows_kept_at_open();
+            // Closed again, so that the child takes the tiers back: one
+            // more checkpoint with nothing new.
+            s.close().unwrap();
+            generation = before + 2;
+        } else {
+            drop(store);
+        }
     }
     eprintln!(
         "crash{}: {iters} kills survived; {rolled_back} recoveries undid an epoch \
@@ -199,10 +285,18 @@ fn sigkill_at_random_moments(concurrent: bool) {
             ""
         }
     );
-    assert!(
-        hot_reopens > 0 || iters < 20,
-        "no reopen put hot rows back: the warm restart is not under test"
-    );
+    if mode == Mode::Close {
+        eprintln!("crash (closes): {kept_opens} opens took {kept_rows} kept rows back");
+        assert!(
+            kept_opens > 0 || iters < 20,
+            "no open took a kept tier back: kept tiers are not under test"
+        );
+    } else {
+        assert!(
+            hot_reopens > 0 || iters < 20,
+            "no reopen put hot rows back: the warm restart is not under test"
+        );
+    }
     assert!(
         rolled_back > 0 && generation > 0,
         "the kills never landed between checkpoints or never after one: the test is not testing"
@@ -250,4 +344,52 @@ fn drops_between_checkpoints_reopen_at_the_last_one() {
         rolled_back >= iters / 10,
         "{rolled_back} of {iters} opens undid an epoch"
     );
+}
+
+/// The same op stream in one process over tiers in files, with every
+/// third checkpoint a close and a reopen that takes the tiers back: each
+/// reopen holds exactly the close's checkpoint, and the ops after it run
+/// on the caches taken back.
+#[test]
+fn closes_keep_tiers_that_reopen_at_the_last_checkpoint() {
+    let iters: u64 = common::env_or("EMBTIER_CRASH_ITERS", 100);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    let mut cfg = config();
+    let mut dram = embtier::TierConfig::dram(96 << 10, embtier::PolicyKind::Lru);
+    dram.path = Some(tmp.path().join("dram.tier"));
+    cfg.tiers = vec![
+        dram,
+        embtier::TierConfig::pmem(None, 64 << 10, embtier::PolicyKind::Lru),
+    ];
+    drop(Store::create(&dir, cfg).unwrap());
+    let mut cur = Model::new();
+    let (mut kept_opens, mut n) = (0u64, 0u64);
+    let mut store = Some(Store::open(&dir).unwrap());
+    for it in 0..iters {
+        let seed = 9000 + it;
+        for op in ops(seed, EVERY).take(60) {
+            let s = store.as_ref().unwrap();
+            match op {
+                Op::Checkpoint => {
+                    n += 1;
+                    if n % 3 == 0 {
+                        store.take().unwrap().close().unwrap();
+                        let s = Store::open(&dir).unwrap();
+                        kept_opens += (s.rows_kept_at_open() > 0) as u64;
+                        cur.check(&s)
+                            .unwrap_or_else(|e| panic!("iteration {it}, close {n}: reopened: {e}"));
+                        store = Some(s);
+                    } else {
+                        s.checkpoint().unwrap();
+                    }
+                }
+                op => {
+                    run(s, &op).unwrap();
+                    cur.apply(&op);
+                }
+            }
+        }
+    }
+    assert!(kept_opens > iters / 4, "{kept_opens} opens took kept tiers");
 }

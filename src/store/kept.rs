@@ -170,6 +170,13 @@ impl Store {
         self.keep_tiers()
     }
 
+    /// Rows this open took from tiers a [`Store::close`] kept (0 when it
+    /// took none: a store dropped without a close, a crash, other tier
+    /// settings, a cold open).
+    pub fn rows_kept_at_open(&self) -> u64 {
+        self.kept.rows
+    }
+
     fn keep_tiers(&self) -> Result<()> {
         let (generation, epoch) = self.ssd.durable().committed();
         for (tier, path) in tier_files(&self.dir, &self.config).iter().enumerate() {
