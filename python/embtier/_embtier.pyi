@@ -98,12 +98,20 @@ class Store:
         """Wait until the warm restart's read-back has finished; returns
         the rows it read (0 when there was nothing to read back). The
         store serves calls while it runs."""
-    def close(self) -> None:
+    def close(self, keep: bool = False) -> None:
         """Release the store, waiting for calls in flight on other threads
         (and a :meth:`begin_checkpoint` until it commits): once it returns,
         the store's lock is released and it can be opened again.
         Idempotent. Updates since the last :meth:`checkpoint` are not
-        durable."""
+        durable, unless ``keep``: then it checkpoints first, and each cache
+        tier that lives in a file (a PMem tier, or a DRAM tier given a
+        ``path``, on ``/dev/shm`` shared memory) is kept, so that the next
+        :meth:`open` takes its rows back where they lie, reading nothing
+        (:attr:`rows_kept_at_open`)."""
+    @property
+    def rows_kept_at_open(self) -> int:
+        """Rows this open took from tiers a ``close(keep=True)`` kept (0
+        after a drop, a crash, other tier settings or a cold open)."""
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""

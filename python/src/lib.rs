@@ -255,23 +255,35 @@ impl PyStore {
     /// Release the store, waiting for calls in flight (each holds the
     /// store while it runs, a `begin_checkpoint` until it is committed):
     /// once this returns, the store is closed and its lock released.
-    /// Idempotent.
-    fn close(&self, py: Python<'_>) {
+    /// With `keep`, `Store::close`: a checkpoint, and the tiers that live
+    /// in files kept for the next open. Idempotent.
+    #[pyo3(signature = (keep = false))]
+    fn close(&self, py: Python<'_>, keep: bool) -> PyResult<()> {
         let Some(mut s) = self.inner.write().take() else {
-            return;
+            return Ok(());
         };
         // Calls that began before the take hold their own reference; new
         // ones find the store closed. The wait is without the GIL, which
         // a call takes again before it returns.
-        py.detach(move || loop {
+        let store = py.detach(move || loop {
             match Arc::try_unwrap(s) {
-                Ok(store) => return drop(store),
+                Ok(store) => return store,
                 Err(held) => {
                     s = held;
                     std::thread::sleep(std::time::Duration::from_millis(1));
                 }
             }
         });
+        match keep {
+            true => py.detach(|| store.close()).map_err(|e| to_py(py, e)),
+            false => Ok(drop(store)),
+        }
+    }
+
+    /// Rows this open took from tiers a `close(keep=True)` kept.
+    #[getter]
+    fn rows_kept_at_open(&self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.get(py)?.rows_kept_at_open())
     }
 
     #[getter]
@@ -289,9 +301,9 @@ impl PyStore {
         _t: &Bound<'_, PyAny>,
         _v: &Bound<'_, PyAny>,
         _tb: &Bound<'_, PyAny>,
-    ) -> bool {
-        self.close(py);
-        false
+    ) -> PyResult<bool> {
+        self.close(py, false)?;
+        Ok(false)
     }
 
     #[getter]

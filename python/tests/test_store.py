@@ -285,6 +285,30 @@ print(applied, rss() - before)
     assert int(left) < 8 << 20, f"{int(left) >> 20} MiB left resident"
 
 
+def test_a_store_closed_with_keep_takes_its_tiers_back(store_dir, tmp_path):
+    # A DRAM tier in a file (on /dev/shm in practice: shared memory):
+    # close(keep=True) leaves its rows there, and the next open takes them
+    # back where they lie, reading nothing.
+    cfg = config([{"name": "t", "rows": 100_000, "dim": 8}])
+    cfg.pop("dram", None)
+    cfg["tiers"] = [{"kind": "dram", "capacity": 2000 * 32, "path": str(tmp_path / "dram.shm")}]
+    hot = np.arange(0, 100_000, 97, dtype=np.int64)[:1000]
+    with embtier.Store.create(store_dir, cfg) as s:
+        s.update("t", hot, np.arange(len(hot) * 8, dtype=np.float32).reshape(-1, 8))
+        want = s.lookup("t", hot)
+        s.close(keep=True)
+        assert s.closed
+    with embtier.Store.open(store_dir) as s:
+        assert s.rows_kept_at_open >= len(hot)
+        np.testing.assert_array_equal(s.lookup("t", hot), want)
+        t = s.stats()["tables"]["t"]
+        assert t["ssd"]["rows_read"] == 0 and t["dram"]["hits"] == len(hot)
+    # Closed without keep (as `with` does): nothing kept, the same values.
+    with embtier.Store.open(store_dir) as s:
+        assert s.rows_kept_at_open == 0
+        np.testing.assert_array_equal(s.lookup("t", hot), want)
+
+
 def test_a_reopened_store_warms_its_hot_set(store_dir):
     cfg = config([{"name": "t", "rows": 100_000, "dim": 8}], dram={"capacity": 2000 * 32})
     hot = np.arange(0, 100_000, 97, dtype=np.int64)[:1000]

@@ -138,6 +138,20 @@ pub trait Engine {
     fn setup_note(&self) -> String {
         String::new()
     }
+    /// Close the engine as a trainer's clean exit does (after `persist`):
+    /// by default, drop it.
+    fn close(self: Box<Self>) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// `EMBTIER_PEERS_DRAM_FILE=PATH`: embtier's DRAM tier lives in the file
+/// `PATH` (on tmpfs, `/dev/shm/...`: shared memory that outlives the
+/// process) instead of memory of its own, and the engine's close is
+/// `Store::close`, which keeps it for the next open to take back (a warm
+/// restart as a page cache survives a process; `docs/tuning.md`).
+fn dram_file() -> Option<std::path::PathBuf> {
+    std::env::var_os("EMBTIER_PEERS_DRAM_FILE").map(Into::into)
 }
 
 /// Apply SGD to the unique rows of one table's part: `f(row, new_value)`.
@@ -246,10 +260,11 @@ impl Engine for Flat {
 
 /// An embtier store, one table per dataset table.
 pub struct Embtier {
-    store: std::sync::Arc<embtier::Store>,
     /// The checkpoint finishing on its thread (snapshot checkpoints); it
-    /// returns the seconds from its call to its commit.
-    finishing: Option<std::thread::JoinHandle<Result<f64>>>,
+    /// returns the seconds from its call to its commit. First, so that it
+    /// is waited for before the store is let go.
+    finishing: Finishing,
+    store: std::sync::Arc<embtier::Store>,
     /// Seconds each checkpoint that finished on its thread took, from its
     /// call to its commit, in order.
     finished_s: Vec<f64>,
@@ -345,6 +360,9 @@ impl Embtier {
         // copy (`[ssd] warm_rows` off), else embtier's default.
         if std::env::var("EMBTIER_PEERS_WARM_ROWS").is_ok_and(|v| v == "0") {
             c.ssd.warm_rows = false;
+        }
+        if let Some(p) = dram_file() {
+            c.tiers[0].path = Some(p);
         }
         // An experiment's `[ssd] checkpoint_rest`, else embtier's default.
         if let Some(rest) = std::env::var("EMBTIER_PEERS_CHECKPOINT_REST")
@@ -454,7 +472,7 @@ impl Embtier {
                 s.row_log_merges + s.row_log_passes
             },
             store,
-            finishing: None,
+            finishing: Finishing(None),
             finished_s: Vec::new(),
             names: (0..s.ds.rows.len() as u32)
                 .map(Dataset::table_name)
@@ -490,7 +508,7 @@ impl ReadTotals {
 impl Embtier {
     /// Wait for the checkpoint finishing on its thread, if any.
     fn join_checkpoint(&mut self) -> Result<()> {
-        if let Some(h) = self.finishing.take() {
+        if let Some(h) = self.finishing.0.take() {
             let s = h
                 .join()
                 .map_err(|_| "the checkpoint thread panicked".to_string())??;
@@ -500,9 +518,15 @@ impl Embtier {
     }
 }
 
-impl Drop for Embtier {
+/// A checkpoint finishing on its thread, waited for when dropped (before
+/// the store is, so that it closes after the checkpoint).
+struct Finishing(Option<std::thread::JoinHandle<Result<f64>>>);
+
+impl Drop for Finishing {
     fn drop(&mut self) {
-        let _ = self.join_checkpoint();
+        if let Some(h) = self.0.take() {
+            let _ = h.join();
+        }
     }
 }
 
@@ -539,6 +563,17 @@ impl Engine for Embtier {
         Ok(true)
     }
 
+    fn close(mut self: Box<Self>) -> Result<()> {
+        self.join_checkpoint()?;
+        if dram_file().is_none() {
+            return Ok(());
+        }
+        let Embtier { store, .. } = *self;
+        let store = std::sync::Arc::try_unwrap(store)
+            .map_err(|_| "the store is still shared at its close".to_string())?;
+        store.close().map_err(emb_err)
+    }
+
     fn checkpoint(&mut self, _n: u64) -> Result<()> {
         // The last one first (it overran the minute: the trainer waits).
         self.join_checkpoint()?;
@@ -565,12 +600,12 @@ impl Engine for Embtier {
             .map_err(|e| format!("spawn the checkpoint thread: {e}"))?;
         // Its moment passed (or it failed, which the join reports).
         let _ = begun_rx.recv();
-        self.finishing = Some(h);
+        self.finishing.0 = Some(h);
         Ok(())
     }
 
     fn checkpoint_running(&self) -> bool {
-        self.finishing.as_ref().is_some_and(|h| !h.is_finished())
+        self.finishing.0.as_ref().is_some_and(|h| !h.is_finished())
     }
 
     fn wait_checkpoint(&mut self) -> Result<()> {

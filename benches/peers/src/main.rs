@@ -1209,11 +1209,14 @@ fn w5_run(
     // Close cleanly, so that a restart finds what a trainer's clean exit
     // leaves; not foyer, whose close can wait forever after writes.
     phases_s.push(("close".to_string(), t0.elapsed().as_secs_f64()));
-    let close_s = (k != EngineKind::Foyer).then(|| {
-        let t = Instant::now();
-        drop(eng);
-        t.elapsed().as_secs_f64()
-    });
+    let close_s = match k != EngineKind::Foyer {
+        true => {
+            let t = Instant::now();
+            eng.close()?;
+            Some(t.elapsed().as_secs_f64())
+        }
+        false => None,
+    };
     let rss_series = sampler.finish();
     let per_minute = series::per_minute(&per_second);
     let steady = series::steady(&per_second);
