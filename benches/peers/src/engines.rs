@@ -154,6 +154,12 @@ fn dram_file() -> Option<std::path::PathBuf> {
     std::env::var_os("EMBTIER_PEERS_DRAM_FILE").map(Into::into)
 }
 
+/// Whether embtier's tiers are kept across its restarts
+/// (`EMBTIER_PEERS_DRAM_FILE`).
+pub fn keeps_tiers() -> bool {
+    dram_file().is_some()
+}
+
 /// Apply SGD to the unique rows of one table's part: `f(row, new_value)`.
 fn sgd_rows(
     ids: &[u64],

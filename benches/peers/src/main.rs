@@ -157,6 +157,9 @@ impl RestartMode {
             (RestartMode::Warm, EngineKind::Mmap) => "reopened, page cache kept",
             (RestartMode::Cold, EngineKind::Mmap) => "reopened, page cache dropped",
             (RestartMode::Warm, EngineKind::Rocksdb) => "reopened",
+            (RestartMode::Warm, _) if engines::keeps_tiers() => {
+                "closed, reopened warm (DRAM tier kept in /dev/shm, taken back)"
+            }
             (RestartMode::Warm, _) => "closed, reopened warm (hot rows put back)",
             (RestartMode::Cold, _) => "closed, reopened cold",
             (RestartMode::Kill, _) => "SIGKILL after a checkpoint, reopened warm",
@@ -1015,6 +1018,12 @@ fn child(a: &Args, k: EngineKind) -> Result<(), String> {
         restart: None,
         w5: None,
     };
+    // A restart's run closes as a trainer's clean exit does, so that the
+    // next restart finds what it leaves (embtier with its DRAM tier in a
+    // file keeps it; the others just drop).
+    if restart {
+        eng.close()?;
+    }
     print_and_exit(&r)
 }
 
