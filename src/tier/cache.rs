@@ -556,6 +556,13 @@ impl SlotCache {
         self.next_unused = slots.len();
         // Free slots chained from the last, so the lowest is used first.
         for (slot, &id) in slots.iter().enumerate().rev() {
+            // The index is random memory: ask for the entry of an id a
+            // few slots on.
+            if let Some(&ahead) = slot.checked_sub(8).and_then(|s| slots.get(s)) {
+                if ahead <= ID_MASK {
+                    self.prefetch_index(ahead);
+                }
+            }
             if id == free || id >= rows || id > ID_MASK || skip(id) || self.get(id).is_some() {
                 self.free_slot(slot);
                 continue;
