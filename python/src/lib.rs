@@ -276,7 +276,10 @@ impl PyStore {
         });
         match keep {
             true => py.detach(|| store.close()).map_err(|e| to_py(py, e)),
-            false => Ok(drop(store)),
+            false => {
+                drop(store);
+                Ok(())
+            }
         }
     }
 
