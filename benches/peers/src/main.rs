@@ -158,7 +158,7 @@ impl RestartMode {
             (RestartMode::Cold, EngineKind::Mmap) => "reopened, page cache dropped",
             (RestartMode::Warm, EngineKind::Rocksdb) => "reopened",
             (RestartMode::Warm, _) if engines::keeps_tiers() => {
-                "closed, reopened warm (DRAM tier kept in /dev/shm, taken back)"
+                "closed, reopened warm (kept in shm)"
             }
             (RestartMode::Warm, _) => "closed, reopened warm (hot rows put back)",
             (RestartMode::Cold, _) => "closed, reopened cold",
