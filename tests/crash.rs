@@ -116,6 +116,17 @@ fn sigkill_while_stores_close_and_keep_their_tiers() {
     sigkill_at_random_moments(Mode::Close);
 }
 
+/// The workload's DRAM tier in a file in `dir`, and a PMem tier below it
+/// (in the store's directory): tiers a close keeps.
+fn tiers_in_files(dir: &std::path::Path) -> Vec<embtier::TierConfig> {
+    let mut dram = embtier::TierConfig::dram(96 << 10, embtier::PolicyKind::Lru);
+    dram.path = Some(dir.join("dram.tier"));
+    vec![
+        dram,
+        embtier::TierConfig::pmem(None, 64 << 10, embtier::PolicyKind::Lru),
+    ]
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
     Plain,
@@ -136,12 +147,7 @@ fn sigkill_at_random_moments(mode: Mode) {
     cfg.ssd.merge_list_rows = 16;
     cfg.ssd.overhead_in_budget = concurrent;
     if mode == Mode::Close {
-        let mut dram = embtier::TierConfig::dram(96 << 10, embtier::PolicyKind::Lru);
-        dram.path = Some(tmp.path().join("dram.tier"));
-        cfg.tiers = vec![
-            dram,
-            embtier::TierConfig::pmem(None, 64 << 10, embtier::PolicyKind::Lru),
-        ];
+        cfg.tiers = tiers_in_files(tmp.path());
     }
     drop(Store::create(&dir, cfg).unwrap());
     let exe = std::env::current_exe().unwrap();
@@ -356,12 +362,7 @@ fn closes_keep_tiers_that_reopen_at_the_last_checkpoint() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("s");
     let mut cfg = config();
-    let mut dram = embtier::TierConfig::dram(96 << 10, embtier::PolicyKind::Lru);
-    dram.path = Some(tmp.path().join("dram.tier"));
-    cfg.tiers = vec![
-        dram,
-        embtier::TierConfig::pmem(None, 64 << 10, embtier::PolicyKind::Lru),
-    ];
+    cfg.tiers = tiers_in_files(tmp.path());
     drop(Store::create(&dir, cfg).unwrap());
     let mut cur = Model::new();
     let (mut kept_opens, mut n) = (0u64, 0u64);
