@@ -536,11 +536,11 @@ impl SlotCache {
 
     /// Take the rows a kept tier recorded for this cache's slab: `slots[s]`
     /// is the id whose bytes slot `s` of the slab already holds, `free`
-    /// for none. Each becomes a clean resident row (in slot order for the
-    /// policy) unless `skip(id)` (held elsewhere), it is not below `rows`,
-    /// or an earlier slot named it; those slots are left free. The cache
-    /// must be new and `slots` no longer than its capacity. Returns the
-    /// rows taken.
+    /// for none. Each becomes a clean resident row (given to the policy
+    /// from the last slot to the first) unless `skip(id)` (held
+    /// elsewhere), it is not below `rows`, or a later slot named it; those
+    /// slots are left free. The cache must be new and `slots` no longer
+    /// than its capacity. Returns the rows taken.
     pub fn adopt(
         &mut self,
         slots: &[u64],
@@ -704,5 +704,40 @@ mod tests {
         }
         c.untrack_fresh();
         assert!(c.clean_rows().any(|(id, _)| id == 100));
+    }
+
+    /// Adopted slots keep their bytes and ids; free, skipped, out-of-range
+    /// and repeated ids leave their slots free, and later inserts fill
+    /// those first without touching an adopted row.
+    #[test]
+    fn adopted_slots_serve_their_rows_and_free_the_rest() {
+        const F: u64 = u64::MAX;
+        let cap = 8;
+        let mut slab = Slab::dram(cap * 8, false);
+        for s in 0..cap {
+            slab.bytes_mut()[s * 8..(s + 1) * 8].copy_from_slice(&[s as u8; 8]);
+        }
+        let mut c = SlotCache::new(cap, 8, PolicyKind::Lru, slab);
+        // Slot 2 free, 3 skipped, 4 past the rows, 5 repeats slot 0's id.
+        let slots = [10, 11, F, 12, 500, 10];
+        let taken = c.adopt(&slots, F, 100, |id| id == 12);
+        assert_eq!(taken, 2);
+        // The later slot of a repeated id wins.
+        assert_eq!(c.get(10), Some(5));
+        assert_eq!(c.row(5), &[5u8; 8]);
+        assert_eq!(c.get(11), Some(1));
+        assert_eq!(c.row(1), &[1u8; 8]);
+        assert!(c.get(12).is_none() && c.get(500).is_none());
+        assert_eq!(c.slots(F).unwrap(), vec![F, 11, F, F, F, 10]);
+        // Six inserts fill the four free slots and the two never used,
+        // evicting nothing; the adopted rows keep their bytes.
+        let mut spill = Spill::default();
+        for id in 20..26 {
+            c.insert(id, &[id as u8; 8], false, &mut spill);
+        }
+        assert!(spill.rows.is_empty(), "{:?}", spill.rows);
+        assert_eq!(c.len(), 8);
+        assert_eq!(c.row(c.get(10).unwrap()), &[5u8; 8]);
+        assert_eq!(c.row(c.get(11).unwrap()), &[1u8; 8]);
     }
 }
