@@ -122,8 +122,12 @@ fn a_closed_store_takes_its_file_tiers_back() {
     let c = closed();
     assert_eq!(kept_files(&c), [true; 4], "both tiers kept");
     assert!(!c.shm.exists(), "the DRAM tier's file is renamed");
+    // An index a crash left half written beside them goes at the open.
+    let half = with(&with(&c.shm, ".keep"), ".tmp");
+    std::fs::write(&half, b"EMBKEPT1 cut short").unwrap();
     let s = Store::open(&c.path).unwrap();
     assert_eq!(kept_files(&c), [false; 4], "taken");
+    assert!(!half.exists(), "a half-written index left behind");
     assert!(c.shm.exists());
     let warmed = s.wait_warm().unwrap();
     let st = s.stats().table("t").unwrap().clone();

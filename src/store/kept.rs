@@ -28,15 +28,17 @@ use embtier_format::kept::KeptTier;
 use super::open::{fsync_dir, tier_files};
 use super::*;
 
+/// `path` with `ext` appended to its name.
+fn with(path: &Path, ext: &str) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(ext);
+    PathBuf::from(p)
+}
+
 /// The files a close leaves for a tier whose file is `path`: its rows
 /// (the tier's file, renamed) and the index that names them.
-pub(crate) fn kept_paths(path: &Path) -> (PathBuf, PathBuf) {
-    let with = |ext: &str| {
-        let mut p = path.as_os_str().to_owned();
-        p.push(ext);
-        PathBuf::from(p)
-    };
-    (with(".kept"), with(".keep"))
+fn kept_paths(path: &Path) -> (PathBuf, PathBuf) {
+    (with(path, ".kept"), with(path, ".keep"))
 }
 
 /// The directory a file lies in.
@@ -46,10 +48,12 @@ fn parent(p: &Path) -> &Path {
         .unwrap_or(Path::new("."))
 }
 
-fn gone(r: std::io::Result<()>) -> std::io::Result<()> {
-    match r {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
+/// Remove `p` where there is one: a directory that cannot be written must
+/// fail on the tier's own file, as before kept tiers.
+fn remove_any(p: &Path) -> Result<()> {
+    match fs::symlink_metadata(p) {
+        Ok(_) => fs::remove_file(p).map_err(|e| Error::io(p, "remove", e)),
+        Err(_) => Ok(()),
     }
 }
 
@@ -66,6 +70,8 @@ pub(super) fn take(
     found: Option<&Superblock>,
 ) -> Result<Option<KeptTier>> {
     let (rows, index) = kept_paths(path);
+    // An index a crash left half written (never renamed into place).
+    remove_any(&with(&index, ".tmp"))?;
     let bytes = match fs::read(&index) {
         Ok(b) => Some(b),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -88,13 +94,7 @@ pub(super) fn take(
             fsync_dir(parent(path))?;
             Ok(Some(k))
         }
-        // Only where there is one: a directory that cannot be written
-        // must fail on the tier's own file, as before kept tiers.
-        None if fs::symlink_metadata(&rows).is_ok() => {
-            gone(fs::remove_file(&rows)).map_err(|e| Error::io(&rows, "remove", e))?;
-            Ok(None)
-        }
-        None => Ok(None),
+        None => remove_any(&rows).map(|()| None),
     }
 }
 
@@ -214,9 +214,7 @@ impl Store {
             };
             let (rows, index) = kept_paths(path);
             fs::rename(path, &rows).map_err(|e| Error::io(path, "rename", e))?;
-            let mut tmp = index.as_os_str().to_owned();
-            tmp.push(".tmp");
-            let tmp = PathBuf::from(tmp);
+            let tmp = with(&index, ".tmp");
             File::create(&tmp)
                 .and_then(|mut f| {
                     f.write_all(&k.encode())?;
