@@ -18,6 +18,9 @@
 //!   [`hotrows`]: the bytes of those rows, for a restart at that checkpoint.
 //!
 //! - [`boot`]: the boot that committed the last checkpoint.
+//! - [`kept`]: a cache tier a close kept in its file, and [`stamps`]: the
+//!   row and generation of each slot of a file-backed tier, kept up to
+//!   date, for an open after a crash.
 //!
 //! Files: `superblock.rs`, `catalog.rs`, `counters.rs` (call counters) and
 //! `written.rs` (written-group list) for `embtier.meta` and its companions;
@@ -42,6 +45,7 @@ pub mod hotset;
 pub mod journal;
 pub mod kept;
 pub mod rowlog;
+pub mod stamps;
 pub mod trace;
 
 pub use block::*;

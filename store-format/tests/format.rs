@@ -302,6 +302,28 @@ fn kept_tier_offsets_match_the_spec() {
 }
 
 #[test]
+fn slot_stamps_offsets_match_the_spec() {
+    use embtier_format::stamps::*;
+    check(
+        "## Slot stamps",
+        &[
+            ("magic", 0, 8),
+            ("store_id", STAMPS_STORE_ID, 8),
+            ("boot_id", STAMPS_BOOT_ID, STAMPS_BOOT_ID_BYTES),
+            ("tier", STAMPS_TIER, 4),
+            ("region_count", STAMPS_REGIONS, 4),
+            ("file_len", STAMPS_FILE_LEN, 8),
+            ("stamps_at", STAMPS_AT, 8),
+        ],
+    );
+    assert_eq!(
+        (STAMPS_HEADER, STAMP_REGION, STAMPS_MAGIC),
+        (80, 24, *b"EMBSTMP1")
+    );
+    assert_eq!((STAMP_ALIGN, STAMP_BYTES, NO_ROW), (4096, 16, 0));
+}
+
+#[test]
 fn hot_rows_offsets_match_the_spec() {
     use embtier_format::hotrows::*;
     check(
