@@ -1,9 +1,10 @@
 //! Kept tiers: `Store::close` leaves a file-backed cache tier's rows in
 //! its file with an index beside it, and the next open of that checkpoint
-//! takes them where they lie, reading nothing. Anything else (a store
-//! dropped without a close, other tier settings, a damaged index, a cold
-//! open, a second open) starts the tier empty and serves the committed
-//! values.
+//! takes them where they lie, reading nothing. A store dropped without a
+//! close (what a crash leaves) takes back, by the tiers' slot stamps, the
+//! rows whose bytes its last checkpoint holds. Anything else (other tier
+//! settings, a damaged index or stamps, stamps of another boot, a cold
+//! open) starts the tier empty and serves the committed values.
 
 use std::path::{Path, PathBuf};
 
@@ -153,11 +154,13 @@ fn a_closed_store_takes_its_file_tiers_back() {
     }
 }
 
-/// A store opened from kept tiers, written and dropped without a close,
-/// keeps nothing: the next open starts empty and serves the values the
-/// close committed, not the rows the tiers' files held when dropped.
+/// A store opened from kept tiers, every cached row then written, and
+/// dropped without a close: the next open takes none of the rows back
+/// (their slot stamps name a generation after the checkpoint) and serves
+/// the values the close committed, not the bytes the tiers' files held
+/// when dropped.
 #[test]
-fn a_store_dropped_after_taking_its_tiers_keeps_nothing() {
+fn a_store_dropped_after_writing_its_kept_rows_takes_none_back() {
     let c = closed();
     let s = Store::open(&c.path).unwrap();
     s.apply_sgd("t", &c.ids, &vec![2.0; c.values.len()], 1.0)
@@ -165,6 +168,7 @@ fn a_store_dropped_after_taking_its_tiers_keeps_nothing() {
     drop(s);
     assert_eq!(kept_files(&c), [false; 4]);
     let s = Store::open(&c.path).unwrap();
+    assert_eq!(s.rows_kept_at_open(), 0);
     s.wait_warm().unwrap();
     assert_eq!(look(&s, &c.ids), c.values);
 }
@@ -208,5 +212,147 @@ fn kept_tiers_that_do_not_match_start_empty() {
         assert_eq!(kept_files(&c), [false; 4], "{what}: what the close left");
         s.wait_warm().unwrap();
         assert_eq!(look(&s, &c.ids), c.values, "{what}");
+    }
+}
+
+/// After a crash, as after a store dropped without a close (no
+/// checkpoint, every write made), the next open takes back, by the tiers'
+/// slot stamps, the rows whose bytes the recovered checkpoint holds, and
+/// only those: rows written after it come back from the data file with
+/// the checkpoint's values, rows looked up after it are not taken, and
+/// the rows taken are served without a read.
+#[test]
+fn a_dropped_store_takes_back_the_rows_its_checkpoint_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let shm = dir.path().join("dram.shm");
+    let s = Store::create(&path, config(&shm, 1000)).unwrap();
+    let ids = spread(3000);
+    let grads: Vec<f32> = (0..ids.len() * DIM as usize)
+        .map(|i| (i % 5) as f32 * 0.25 - 0.5)
+        .collect();
+    s.apply_sgd("t", &ids, &grads, 1.0).unwrap();
+    s.checkpoint().unwrap();
+    let committed = look(&s, &ids);
+    // After the checkpoint: 500 rows written, 200 others looked up.
+    let (changed, kept) = ids.split_at(500);
+    s.apply_sgd("t", changed, &vec![1.0; 500 * DIM as usize], 0.5)
+        .unwrap();
+    let fresh: Vec<u64> = (0..200).map(|i| 300_000 + i * 3).collect();
+    let fresh_values = look(&s, &fresh);
+    let st = s.stats().table("t").unwrap().clone();
+    let resident = st.tiers[0].resident_rows + st.tiers[1].resident_rows;
+    drop(s);
+    let pmem = path.join(embtier::PMEM_FILE);
+    for p in [&shm, &pmem] {
+        assert!(with(p, ".stamps").exists(), "{p:?}: no stamps");
+        assert!(!with(p, ".keep").exists(), "{p:?}: a drop keeps no index");
+    }
+
+    let s = Store::open(&path).unwrap();
+    let taken = s.rows_kept_at_open();
+    assert!(taken >= 1000, "took {taken} of {resident} rows");
+    assert!(
+        taken <= resident - 700,
+        "took {taken} of {resident}: rows written or read after the checkpoint among them"
+    );
+    s.wait_warm().unwrap();
+    let before = s.stats().table("t").unwrap().ssd.rows_read;
+    assert_eq!(look(&s, kept), committed[500 * DIM as usize..]);
+    let read = s.stats().table("t").unwrap().ssd.rows_read - before;
+    assert!(
+        read <= kept.len() as u64 - taken,
+        "{read} rows read for {} rows, {taken} of them taken",
+        kept.len()
+    );
+    assert_eq!(look(&s, changed), committed[..500 * DIM as usize]);
+    assert_eq!(look(&s, &fresh), fresh_values);
+
+    // Written again and checkpointed, then dropped: the written rows are
+    // the checkpoint's now, and come back with the rest.
+    s.apply_sgd("t", changed, &vec![1.0; 500 * DIM as usize], 0.25)
+        .unwrap();
+    s.checkpoint().unwrap();
+    let now = look(&s, &ids);
+    drop(s);
+    let s = Store::open(&path).unwrap();
+    assert!(s.rows_kept_at_open() >= taken + 500);
+    assert_eq!(look(&s, &ids), now);
+}
+
+/// Stamps an open must not trust take nothing and serve the checkpoint's
+/// values: stamps not kept through the last commit (a build without
+/// stamps opened the store and committed since), stamps of another boot
+/// of the machine (a power loss may have lost the tier file's writes from
+/// the page cache), a damaged header, a cold open.
+#[test]
+fn stamps_of_another_boot_or_damaged_take_nothing() {
+    use embtier::format::stamps::StampHeader;
+    type Spoil = fn(&Path);
+    let cases: [(&str, Spoil, bool); 4] = [
+        (
+            "a commit they were not kept through (a build without stamps)",
+            |p| {
+                let mut b = std::fs::read(p).unwrap();
+                let at = StampHeader::decode(&b).unwrap().kept_through_at() as usize;
+                let g = u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+                assert!(g > 0, "kept through {g}");
+                b[at..at + 8].copy_from_slice(&(g - 1).to_le_bytes());
+                std::fs::write(p, b).unwrap();
+            },
+            false,
+        ),
+        (
+            "another boot",
+            |p| {
+                let b = std::fs::read(p).unwrap();
+                let mut h = StampHeader::decode(&b).unwrap();
+                h.boot_id = b"00000000-0000-0000-0000-000000000000".to_vec();
+                let e = h.encode().unwrap();
+                let mut b = b;
+                b[..e.len()].copy_from_slice(&e);
+                std::fs::write(p, b).unwrap();
+            },
+            false,
+        ),
+        (
+            "a damaged header",
+            |p| {
+                let mut b = std::fs::read(p).unwrap();
+                b[30] ^= 1;
+                std::fs::write(p, b).unwrap();
+            },
+            false,
+        ),
+        ("a cold open", |_| {}, true),
+    ];
+    for (what, spoil, cold) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let shm = dir.path().join("dram.shm");
+        let s = Store::create(&path, config(&shm, 1000)).unwrap();
+        let ids = spread(800);
+        s.apply_sgd("t", &ids, &vec![0.5; 800 * DIM as usize], 1.0)
+            .unwrap();
+        s.checkpoint().unwrap();
+        let committed = look(&s, &ids);
+        drop(s);
+        spoil(&with(&shm, ".stamps"));
+        spoil(&with(&path.join(embtier::PMEM_FILE), ".stamps"));
+        let s = Store::open_ext(
+            &path,
+            OpenOptionsExt {
+                cold,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(s.rows_kept_at_open(), 0, "{what}");
+        assert_eq!(look(&s, &ids), committed, "{what}");
+        // The stamps are made anew: a second drop and open takes nothing
+        // the spoiled ones named.
+        drop(s);
+        let s = Store::open(&path).unwrap();
+        assert_eq!(look(&s, &ids), committed, "{what}, reopened");
     }
 }

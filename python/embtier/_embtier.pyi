@@ -110,8 +110,11 @@ class Store:
         (:attr:`rows_kept_at_open`)."""
     @property
     def rows_kept_at_open(self) -> int:
-        """Rows this open took from tiers a ``close(keep=True)`` kept (0
-        after a drop, a crash, other tier settings or a cold open)."""
+        """Rows this open took back where they lay in tiers that live in
+        files: all a ``close(keep=True)`` kept, or, after a plain close or a
+        crash in the same boot of the machine, the rows whose bytes the
+        last checkpoint holds (by the tiers' slot stamps). 0 after other
+        tier settings, a reboot or a cold open."""
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""

@@ -283,7 +283,8 @@ impl PyStore {
         }
     }
 
-    /// Rows this open took from tiers a `close(keep=True)` kept.
+    /// Rows this open took back where they lay in file-backed tiers (a
+    /// `close(keep=True)`'s, or a crash's by the slot stamps).
     #[getter]
     fn rows_kept_at_open(&self, py: Python<'_>) -> PyResult<u64> {
         Ok(self.get(py)?.rows_kept_at_open())

@@ -17,7 +17,7 @@ use crate::files::BOOT_FILE;
 const BOOT_ID_PATH: &str = "/proc/sys/kernel/random/boot_id";
 
 /// This boot's id, if the system has one.
-fn current() -> Option<Vec<u8>> {
+pub(crate) fn current() -> Option<Vec<u8>> {
     let b = fs::read(BOOT_ID_PATH).ok()?;
     let id = b.trim_ascii().to_vec();
     (!id.is_empty()).then_some(id)

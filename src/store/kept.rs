@@ -22,8 +22,19 @@
 //! build truncates it at open). A crash at any point leaves either no
 //! index (the tier starts empty) or an index whose checkpoint is the
 //! committed one and whose file holds its rows.
+//!
+//! Where no close kept a tier, its slot stamps (`crate::tier::stamps`,
+//! FORMAT.md "Slot stamps") may say what a crash left: [`stamps_found`]
+//! keeps them only for an open of the same store, tier and boot, and
+//! [`stamp_tiers`] gives every file-backed tier's caches their stamps,
+//! returning, where the stamps match the caches and were kept through the
+//! checkpoint found, the rows they say that checkpoint holds, as a kept
+//! tier for [`adopt`].
 
 use embtier_format::kept::KeptTier;
+use embtier_format::stamps::{StampHeader, StampRegion};
+
+use crate::tier::stamps::{self, Gen, KeptThrough, StampFile};
 
 use super::open::{fsync_dir, tier_files};
 use super::*;
@@ -39,6 +50,11 @@ fn with(path: &Path, ext: &str) -> PathBuf {
 /// (the tier's file, renamed) and the index that names them.
 fn kept_paths(path: &Path) -> (PathBuf, PathBuf) {
     (with(path, ".kept"), with(path, ".keep"))
+}
+
+/// The slot stamps of the tier whose file is `path` (`crate::tier::stamps`).
+pub(super) fn stamps_path(path: &Path) -> PathBuf {
+    with(path, ".stamps")
 }
 
 /// The directory a file lies in.
@@ -98,6 +114,141 @@ pub(super) fn take(
     }
 }
 
+/// At open, before tier `tier`'s memory is made at `path`, where no kept
+/// index was taken for it: the header of the tier's stamps, if the open
+/// may take rows by them (a crash, or a store dropped without a close):
+/// the open found a superblock (`found`; None for a create or a cold
+/// open), the stamps name its store, this tier and this boot of the
+/// machine, and the tier's file has the tier's size. Otherwise the stamps
+/// are removed, before the tier's file is made anew, so that no later
+/// open reads them beside the new file's bytes.
+pub(super) fn stamps_found(
+    path: &Path,
+    tier: usize,
+    capacity: u64,
+    found: Option<&Superblock>,
+) -> Result<Option<StampHeader>> {
+    let sp = stamps_path(path);
+    let h = found.and_then(|sb| {
+        let boot = crate::durable::boot::current()?;
+        stamps::read_header(&sp).filter(|h| {
+            h.store_id == sb.store_id
+                && h.boot_id == boot
+                && h.tier as usize == tier
+                && h.file_len == capacity
+                && fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == capacity)
+        })
+    });
+    if h.is_none() {
+        remove_any(&sp)?;
+    }
+    Ok(h)
+}
+
+/// Rows an open may take by a tier's stamps (after a crash): the
+/// regions, as a kept tier at the checkpoint the open found, and the rows
+/// the tier held whose bytes changed after it (those it cannot take).
+#[derive(Debug)]
+pub(super) struct Stamped {
+    pub kept: KeptTier,
+    pub changed: u64,
+}
+
+/// Give every file-backed tier's caches their stamps (`tiers[i]`: tier
+/// `i`'s file, if it has one; `found_stamps[i]`: its stamps' header
+/// where [`stamps_found`] kept them), moved by `gen`. Where the stamps
+/// found are of the caches the open carved (the same regions), they are
+/// mapped as they are and what they say the caches hold at checkpoint
+/// `sb` comes back, for [`adopt`]; otherwise the stamps are made anew,
+/// all empty. A system without a boot id gets no stamps (an open could
+/// not tell a crash from a power loss).
+pub(super) fn stamp_tiers(
+    tables: &[Arc<Table>],
+    tiers: &[Option<PathBuf>],
+    found_stamps: &[Option<StampHeader>],
+    sb: &Superblock,
+    gen: &Gen,
+    through: &mut Vec<KeptThrough>,
+) -> Result<Vec<Option<Stamped>>> {
+    let mut out = Vec::with_capacity(tiers.len());
+    for (tier, path) in tiers.iter().enumerate() {
+        let (Some(path), Some(boot_id)) = (path, crate::durable::boot::current()) else {
+            out.push(None);
+            continue;
+        };
+        let regions: Vec<StampRegion> = tables
+            .iter()
+            .enumerate()
+            .flat_map(|(i, t)| {
+                let rb = t.row_bytes as u32;
+                t.tier_regions(tier)
+                    .into_iter()
+                    .map(move |(shard, at, capacity)| StampRegion {
+                        table: i as u32,
+                        shard,
+                        offset: at.unwrap_or(0),
+                        capacity,
+                        row_bytes: rb,
+                    })
+            })
+            .collect();
+        let file_len = fs::metadata(path)
+            .map_err(|e| Error::io(path, "stat", e))?
+            .len();
+        let h = StampHeader {
+            store_id: sb.store_id,
+            boot_id,
+            tier: tier as u32,
+            file_len,
+            regions,
+        };
+        let sp = stamps_path(path);
+        let same = found_stamps.get(tier).and_then(|f| f.as_ref()) == Some(&h);
+        // Taken only if kept up to date through the checkpoint found:
+        // else a build that keeps no stamps committed since they were
+        // written. Stamps not taken are made anew, all empty.
+        let found = match same {
+            true => {
+                Some(StampFile::open(&sp, &h)?).filter(|f| f.kept_through().get() == sb.generation)
+            }
+            false => None,
+        };
+        let take = found.is_some();
+        let mut file = match found {
+            Some(f) => f,
+            None => StampFile::create(&sp, &h)?,
+        };
+        for t in tables {
+            t.attach_stamps(tier, &mut file, gen);
+        }
+        file.kept_through().set(sb.generation);
+        through.push(file.kept_through());
+        if !take {
+            out.push(None);
+            continue;
+        }
+        let mut regions = Vec::new();
+        let mut changed = 0;
+        for t in tables {
+            let (r, n) = t.stamped_regions(tier, sb.generation);
+            regions.extend(r);
+            changed += n;
+        }
+        out.push(Some(Stamped {
+            kept: KeptTier {
+                store_id: sb.store_id,
+                generation: sb.generation,
+                epoch: sb.committed_epoch,
+                tier: tier as u32,
+                file_len,
+                regions,
+            },
+            changed,
+        }));
+    }
+    Ok(out)
+}
+
 /// What an open took from kept tiers.
 #[derive(Debug, Default)]
 pub(super) struct Taken {
@@ -106,6 +257,8 @@ pub(super) struct Taken {
     /// Per tier: whether its rows were taken (its index matched its
     /// caches, every one of them).
     pub tiers: Vec<bool>,
+    /// Per tier: the rows taken.
+    pub tier_rows: Vec<u64>,
 }
 
 /// Each kept tier's rows into the caches just made for it, where they
@@ -117,6 +270,7 @@ pub(super) fn adopt(tables: &[Arc<Table>], kept: &[Option<KeptTier>]) -> Taken {
     let mut taken = Taken {
         rows: 0,
         tiers: vec![false; kept.len()],
+        tier_rows: vec![0; kept.len()],
     };
     for (tier, k) in kept.iter().enumerate() {
         let Some(k) = k else {
@@ -143,8 +297,12 @@ pub(super) fn adopt(tables: &[Arc<Table>], kept: &[Option<KeptTier>]) -> Taken {
         // Shards are independent: on every core (2.1 M rows of a 512
         // MiB cache took 70 ms on one).
         let regions: Vec<_> = k.regions.iter().collect();
-        let per = crate::table::each(regions, |r| tables[r.table as usize].adopt_region(tier, r));
-        taken.rows += per.iter().sum::<u64>();
+        let per = crate::table::each(regions, |r| {
+            tables[r.table as usize].adopt_region(tier, r, k.generation)
+        });
+        let rows = per.iter().sum::<u64>();
+        taken.rows += rows;
+        taken.tier_rows[tier] = rows;
         taken.tiers[tier] = true;
     }
     taken
@@ -159,8 +317,11 @@ impl Store {
     /// shared memory, so a process that closes and reopens its store
     /// finds its cache warm at once, as a page cache survives a process
     /// (CacheLib keeps its DRAM cache across a restart the same way).
-    /// Dropping a store instead keeps nothing; so does a crash, and
-    /// the open then brings the hot rows back from `hot-rows.emb`.
+    /// After a store dropped without a close, or a crash, in the same
+    /// boot of the machine, the next open takes back by the tiers' slot
+    /// stamps (`crate::tier::stamps`) only the rows whose bytes the
+    /// checkpoint it recovers holds; where many rows were written after
+    /// it, it also brings the hot rows back from `hot-rows.emb`.
     ///
     /// What the files cost while the store is closed: a tmpfs file holds
     /// its tier's memory until the next open takes it (or removes it) or
@@ -175,9 +336,11 @@ impl Store {
         self.keep_tiers()
     }
 
-    /// Rows this open took from tiers a [`Store::close`] kept (0 when it
-    /// took none: a store dropped without a close, a crash, other tier
-    /// settings, a cold open).
+    /// Rows this open took back where they lay in file-backed tiers: from
+    /// tiers a [`Store::close`] kept, or, after a crash or a store dropped
+    /// without a close, the rows the tiers' slot stamps say the recovered
+    /// checkpoint holds (0 when it took none: other tier settings, another
+    /// boot of the machine, a cold open).
     pub fn rows_kept_at_open(&self) -> u64 {
         self.kept.rows
     }

@@ -151,6 +151,13 @@ pub struct Store {
     merger: parking_lot::Mutex<Option<worker::Worker>>,
     /// What the open took from tiers a close kept ([`Store::close`]).
     kept: kept::Taken,
+    /// The generation a write to a file-backed tier's slot made now is
+    /// first committed in (`crate::tier::stamps`): moved by each
+    /// checkpoint's moment.
+    stamp_gen: crate::tier::stamps::Gen,
+    /// Each file-backed tier's stamps' kept-through word, set after each
+    /// commit.
+    kept_through: Vec<crate::tier::stamps::KeptThrough>,
     _lock: LockFile,
 }
 
@@ -558,6 +565,12 @@ impl Store {
         // the ones in flight.
         let began = std::time::Instant::now();
         let gate = self.ssd.checkpoint_gate()?;
+        // The checkpoint's moment (training held): a slot written from now
+        // on is first held by the commit after this one's.
+        self.stamp_gen.store(
+            self.ssd.durable().committed().0 + 2,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         let log = self.ssd.log();
         // A merge writes the dirty rows home rather than to the log it is
         // about to empty, then every logged row that is still newest. With
@@ -699,6 +712,9 @@ impl Store {
             .ssd
             .durable()
             .commit(log.commit_point(merge), counters)?;
+        for k in &self.kept_through {
+            k.set(done.generation);
+        }
         let freed = log.committed(merge);
         if merge {
             for t in &self.tables {

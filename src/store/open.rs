@@ -6,6 +6,9 @@ use super::undo::CreateUndo;
 use super::*;
 use crate::table::HotIds;
 use embtier_format::kept::KeptTier;
+use std::sync::atomic::AtomicU64;
+
+use crate::tier::stamps::Gen;
 
 use super::kept;
 
@@ -161,6 +164,7 @@ impl Store {
         fsync_dir(dir)?;
         for p in tier_files(dir, &config).iter().flatten() {
             undo.outside_file(p);
+            undo.outside_file(&kept::stamps_path(p));
         }
         let store = Store::assemble(dir, config, sb, catalog, lock, true, opts)?;
         restore_row_log(&store.ssd, &store.tables, &store.superblock, &mut [])?;
@@ -379,7 +383,12 @@ impl Store {
             ),
         );
         let found = (!fresh && !opts.cold).then_some(&superblock);
-        let (mut memory, kept) = open_tier_memory(dir, &config, found)?;
+        let TierFiles {
+            mut memory,
+            kept,
+            stamps,
+            paths,
+        } = open_tier_memory(dir, &config, found)?;
         let policies: Vec<_> = config.tiers.iter().map(|t| t.policy).collect();
         let mut tables = Vec::with_capacity(catalog.tables.len());
         for (index, ((entry, cfg), tp)) in catalog
@@ -409,7 +418,43 @@ impl Store {
                 rounding_calls: ssd.durable().counters().get(index).copied().unwrap_or(0),
             })?));
         }
-        let kept = kept::adopt(&tables, &kept);
+        // Every write to a slot from now on is first committed by the
+        // next checkpoint (see `Store::begin`, which moves this).
+        let stamp_gen: Gen = Arc::new(AtomicU64::new(superblock.generation + 1));
+        let mut kept_through = Vec::new();
+        let stamped = kept::stamp_tiers(
+            &tables,
+            &paths,
+            &stamps,
+            &superblock,
+            &stamp_gen,
+            &mut kept_through,
+        )?;
+        // A close's index, else what the stamps say a crash left.
+        let mut crashed = vec![None; stamped.len()];
+        let kept: Vec<Option<KeptTier>> = kept
+            .into_iter()
+            .zip(stamped)
+            .enumerate()
+            .map(|(i, (k, s))| {
+                k.or_else(|| {
+                    s.map(|s| {
+                        crashed[i] = Some(s.changed);
+                        s.kept
+                    })
+                })
+            })
+            .collect();
+        let mut kept = kept::adopt(&tables, &kept);
+        for (i, changed) in crashed.iter().enumerate() {
+            // A tier that lost more than an eighth of its rows to writes
+            // after the checkpoint does not stand for the hot rows: the
+            // open puts those back as well, into the slots left free.
+            if changed.is_some_and(|c| c.saturating_mul(8) > kept.tier_rows[i]) {
+                kept.tiers[i] = false;
+            }
+        }
+
         let by_name = tables
             .iter()
             .enumerate()
@@ -429,6 +474,8 @@ impl Store {
             sweep: parking_lot::Mutex::new(None),
             merger: parking_lot::Mutex::new(None),
             kept,
+            stamp_gen,
+            kept_through,
             _lock: lock,
         })
     }
@@ -468,16 +515,41 @@ fn open_tier_memory(
     dir: &Path,
     config: &StoreConfig,
     found: Option<&Superblock>,
-) -> Result<(Vec<TierMemory>, Vec<Option<KeptTier>>)> {
-    let mut memory = Vec::with_capacity(config.tiers.len());
-    let mut kept = Vec::with_capacity(config.tiers.len());
+) -> Result<TierFiles> {
+    let mut out = TierFiles::default();
     for (i, (t, path)) in config.tiers.iter().zip(tier_files(dir, config)).enumerate() {
         let k = match &path {
             Some(p) => kept::take(p, i, t.capacity.0, found)?,
             None => None,
         };
-        memory.push(TierMemory::open(t, path.as_deref(), k.is_some())?);
-        kept.push(k);
+        // No kept index: the stamps may say what a crash left.
+        let stamps = match &path {
+            Some(p) if k.is_none() => kept::stamps_found(p, i, t.capacity.0, found)?,
+            Some(p) => {
+                // The index wins; the stamps are made anew.
+                kept::stamps_found(p, i, t.capacity.0, None)?;
+                None
+            }
+            None => None,
+        };
+        let as_it_is = k.is_some() || stamps.is_some();
+        out.memory
+            .push(TierMemory::open(t, path.as_deref(), as_it_is)?);
+        out.kept.push(k);
+        out.stamps.push(stamps);
+        out.paths.push(path);
     }
-    Ok((memory, kept))
+    Ok(out)
+}
+
+/// The tiers' memory an open made, and what it found of earlier runs.
+#[derive(Default)]
+struct TierFiles {
+    memory: Vec<TierMemory>,
+    /// Per tier, what a close kept of it ([`kept::take`]).
+    kept: Vec<Option<KeptTier>>,
+    /// Per tier, the header of stamps a crash left ([`kept::stamps_found`]).
+    stamps: Vec<Option<embtier_format::stamps::StampHeader>>,
+    /// Per tier, its file.
+    paths: Vec<Option<PathBuf>>,
 }

@@ -5,6 +5,7 @@
 use embtier_format::kept::{KeptRegion, FREE_SLOT};
 
 use super::{Table, TableKind};
+use crate::tier::stamps::{Gen, StampFile};
 
 impl Table {
     /// The regions of tier `tier`'s file that this table's cache shards
@@ -63,7 +64,7 @@ impl Table {
     /// ([`Table::tier_regions`]): each slot's bytes are its row's already.
     /// A row another tier of the shard holds is left out. Returns the rows
     /// taken.
-    pub(crate) fn adopt_region(&self, tier: usize, r: &KeptRegion) -> u64 {
+    pub(crate) fn adopt_region(&self, tier: usize, r: &KeptRegion, generation: u64) -> u64 {
         let TableKind::Cached { shards, .. } = &self.kind else {
             return 0;
         };
@@ -75,7 +76,7 @@ impl Table {
         let sh = &mut *sh;
         let (top, lower) = (&mut sh.top, &mut sh.lower);
         let taken = if tier == 0 {
-            top.adopt(&r.slots, FREE_SLOT, rows, |id| {
+            top.adopt(&r.slots, FREE_SLOT, rows, generation, |id| {
                 lower.iter().any(|(_, c)| c.get(id).is_some())
             })
         } else {
@@ -84,7 +85,7 @@ impl Table {
             };
             let (before, rest) = lower.split_at_mut(k);
             let ((_, cache), after) = rest.split_first_mut().expect("the tier's cache");
-            cache.adopt(&r.slots, FREE_SLOT, rows, |id| {
+            cache.adopt(&r.slots, FREE_SLOT, rows, generation, |id| {
                 top.get(id).is_some()
                     || before
                         .iter()
@@ -96,5 +97,53 @@ impl Table {
             self.close_fill();
         }
         taken as u64
+    }
+
+    /// Give each of this table's caches in tier `tier`, shard by shard
+    /// (the order of [`Table::tier_regions`]), its stamps from `file`.
+    pub(crate) fn attach_stamps(&self, tier: usize, file: &mut StampFile, gen: &Gen) {
+        let TableKind::Cached { shards, .. } = &self.kind else {
+            return;
+        };
+        for sh in shards {
+            let mut sh = sh.lock();
+            let sh = &mut *sh;
+            let caches =
+                std::iter::once((0, &mut sh.top)).chain(sh.lower.iter_mut().map(|(t, c)| (*t, c)));
+            for (_, c) in caches.filter(|&(t, _)| t == tier) {
+                c.attach_stamps(file.carve(c.capacity(), gen));
+            }
+        }
+    }
+
+    /// What this table's caches in tier `tier` hold, by their stamps, with
+    /// the bytes of checkpoint `generation`, as a kept tier's regions
+    /// (in the order of [`Table::tier_regions`]); and the rows they held
+    /// whose bytes changed after it.
+    pub(crate) fn stamped_regions(&self, tier: usize, generation: u64) -> (Vec<KeptRegion>, u64) {
+        let TableKind::Cached { shards, .. } = &self.kind else {
+            return (Vec::new(), 0);
+        };
+        let mut out = Vec::new();
+        let mut changed = 0;
+        for (s, sh) in shards.iter().enumerate() {
+            let sh = sh.lock();
+            for (_, c) in sh.caches().filter(|&(t, _)| t == tier) {
+                let Some(offset) = c.slab().file_offset() else {
+                    continue;
+                };
+                let (slots, n) = c.stamped_slots(generation, FREE_SLOT);
+                changed += n;
+                out.push(KeptRegion {
+                    table: self.index,
+                    shard: s as u32,
+                    offset,
+                    capacity: c.capacity() as u32,
+                    row_bytes: self.row_bytes as u32,
+                    slots,
+                });
+            }
+        }
+        (out, changed)
     }
 }

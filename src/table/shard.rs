@@ -267,6 +267,20 @@ impl Shard {
     /// [`Shard::park`]). An old victim moving down is handed to the
     /// checkpoint on the way and moves as clean.
     pub(super) fn insert_top(&mut self, id: u64, src: &[u8], dirty: bool, ctx: &mut Ctx) -> usize {
+        self.insert_top_gen(id, src, dirty, 0, ctx)
+    }
+
+    /// [`Shard::insert_top`] of bytes that carry stamp generation `gen`
+    /// from the slot they left (`SlotCache::insert`); each victim
+    /// moving down carries its own.
+    fn insert_top_gen(
+        &mut self,
+        id: u64,
+        src: &[u8],
+        dirty: bool,
+        gen: u64,
+        ctx: &mut Ctx,
+    ) -> usize {
         let Shard {
             top,
             lower,
@@ -279,7 +293,7 @@ impl Shard {
         let mut spill = std::mem::take(&mut ctx.spill);
         let mut next = std::mem::take(&mut ctx.spill2);
         spill.clear();
-        let slot = top.insert(id, src, dirty, &mut spill);
+        let slot = top.insert(id, src, dirty, gen, &mut spill);
         ctx.c.inserts[0] += 1;
         // The tier whose victim `spill` holds, and the next lower slice.
         let (mut from, mut k) = (0, 0);
@@ -307,7 +321,7 @@ impl Shard {
                 d => d == Dirt::Dirty,
             };
             next.clear();
-            below.insert(vid, &spill.bytes, vdirty, &mut next);
+            below.insert(vid, &spill.bytes, vdirty, spill.gens[0], &mut next);
             ctx.c.inserts[*t] += 1;
             from = *t;
             k += 1;
@@ -375,7 +389,7 @@ impl Shard {
         let mut found = None;
         for k in 0..self.lower.len() {
             let (t, c) = &mut self.lower[k];
-            if let Some(dirt) = c.take(id, &mut tmp) {
+            if let Some((dirt, gen)) = c.take(id, &mut tmp) {
                 ctx.c.hits[*t] += 1;
                 let dirty = match dirt {
                     Dirt::Old => {
@@ -384,7 +398,7 @@ impl Shard {
                     }
                     d => d == Dirt::Dirty,
                 };
-                found = Some(self.insert_top(id, &tmp, dirty, ctx));
+                found = Some(self.insert_top_gen(id, &tmp, dirty, gen, ctx));
                 break;
             }
         }

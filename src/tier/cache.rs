@@ -19,6 +19,7 @@ use crate::hint::prefetch;
 use crate::policy::{AnyPolicy, EvictionPolicy, PolicyKind};
 
 use super::slab::Slab;
+use super::stamps::Stamps;
 
 /// Most rows one shard can hold (u16 slot numbers, one value reserved).
 pub(crate) const MAX_SHARD_ROWS: usize = 52_428; // 80% of 65536
@@ -66,12 +67,16 @@ impl Dirt {
 pub(crate) struct Spill {
     pub rows: Vec<(u64, Dirt)>,
     pub bytes: Vec<u8>,
+    /// Each row's stamp generation in the cache it left (0: none), which
+    /// its bytes carry to the next tier (`crate::tier::stamps`).
+    pub gens: Vec<u64>,
 }
 
 impl Spill {
     pub fn clear(&mut self) {
         self.rows.clear();
         self.bytes.clear();
+        self.gens.clear();
     }
 }
 
@@ -102,6 +107,10 @@ pub(crate) struct SlotCache {
     /// bytes may be newer than the commit), so that
     /// [`SlotCache::clean_rows`] leaves it out. Empty otherwise.
     fresh: Vec<u64>,
+    /// For a cache in a file-backed tier: each slot's row and the
+    /// generation whose commit first holds its bytes, in the tier's stamps
+    /// file (`crate::tier::stamps`), kept as the slots change.
+    stamps: Option<Stamps>,
 }
 
 impl SlotCache {
@@ -125,7 +134,42 @@ impl SlotCache {
             pin_limit: cap / 2,
             old: Vec::new(),
             fresh: Vec::new(),
+            stamps: None,
         }
+    }
+
+    /// Keep `stamps` (one per slot) up to date from now on. The cache must
+    /// be new: its slots hold nothing yet.
+    pub fn attach_stamps(&mut self, stamps: Stamps) {
+        assert_eq!(stamps.len(), self.cap, "a stamp per slot");
+        assert!(
+            self.len == 0 && self.next_unused == 0,
+            "stamps for a used cache"
+        );
+        self.stamps = Some(stamps);
+    }
+
+    /// What the stamps say the slots hold with bytes that checkpoint
+    /// `generation` holds: each slot's id where its stamp's generation is
+    /// from 1 to `generation`, else `free`, up to the last such slot (the
+    /// `slots` of [`SlotCache::adopt`]); and how many slots hold a row
+    /// whose bytes changed after that checkpoint. Empty without stamps.
+    pub fn stamped_slots(&self, generation: u64, free: u64) -> (Vec<u64>, u64) {
+        let Some(st) = &self.stamps else {
+            return (Vec::new(), 0);
+        };
+        let mut slots = Vec::new();
+        let mut changed = 0;
+        for slot in 0..self.cap {
+            let (g, id) = st.read(slot);
+            if (1..=generation).contains(&g) && id <= ID_MASK {
+                slots.resize(slot, free);
+                slots.push(id);
+            } else if g > generation && id <= ID_MASK {
+                changed += 1;
+            }
+        }
+        (slots, changed)
     }
 
     /// Start marking the rows inserted from now on as *fresh* (see the
@@ -341,8 +385,12 @@ impl SlotCache {
         &self.slab.bytes()[slot * self.row_bytes..(slot + 1) * self.row_bytes]
     }
 
+    /// The bytes of `slot`, to change (its stamp says so first).
     #[inline]
     pub fn row_mut(&mut self, slot: usize) -> &mut [u8] {
+        if let Some(st) = &self.stamps {
+            st.change(slot);
+        }
         let rb = self.row_bytes;
         &mut self.slab.bytes_mut()[slot * rb..(slot + 1) * rb]
     }
@@ -396,13 +444,25 @@ impl SlotCache {
     }
 
     fn free_slot(&mut self, slot: usize) {
+        if let Some(st) = &self.stamps {
+            st.clear(slot);
+        }
         self.keys[slot] = FREE | self.free_head;
         self.free_head = slot as u64;
     }
 
-    /// Insert `id` (not resident) with `src` bytes. When full, the policy's
-    /// victim is evicted first and appended to `spill`. Returns the slot.
-    pub fn insert(&mut self, id: u64, src: &[u8], dirty: bool, spill: &mut Spill) -> usize {
+    /// Insert `id` (not resident) with `src` bytes, which carry stamp
+    /// generation `gen` from the slot they left (0: none, bytes new to the
+    /// tiers; see `crate::tier::stamps`). When full, the policy's victim is
+    /// evicted first and appended to `spill`. Returns the slot.
+    pub fn insert(
+        &mut self,
+        id: u64,
+        src: &[u8],
+        dirty: bool,
+        gen: u64,
+        spill: &mut Spill,
+    ) -> usize {
         debug_assert!(id <= ID_MASK);
         debug_assert!(self.get(id).is_none());
         // The store must hold the row it serves, so a policy's refusal to
@@ -434,6 +494,9 @@ impl SlotCache {
             };
             spill.rows.push((vid, dirt));
             spill.bytes.extend_from_slice(self.row(victim));
+            spill
+                .gens
+                .push(self.stamps.as_ref().map_or(0, |st| st.read(victim).0));
             self.len -= 1;
             victim
         } else {
@@ -443,17 +506,27 @@ impl SlotCache {
         if !self.fresh.is_empty() {
             self.fresh[slot / 64] |= 1 << (slot % 64);
         }
-        self.row_mut(slot).copy_from_slice(src);
+        let rb = self.row_bytes;
+        if let Some(st) = &self.stamps {
+            st.begin(slot, id);
+        }
+        self.slab.bytes_mut()[slot * rb..(slot + 1) * rb].copy_from_slice(src);
+        if let Some(st) = &self.stamps {
+            st.finish(slot, gen);
+        }
         self.index_insert(id, slot);
         self.policy.insert(slot, id);
         self.len += 1;
         slot
     }
 
-    /// Remove `id` if resident, copying its bytes into `out`; returns its state.
-    pub fn take(&mut self, id: u64, out: &mut Vec<u8>) -> Option<Dirt> {
+    /// Remove `id` if resident, copying its bytes into `out`; returns its
+    /// state and the stamp generation the bytes carry (0: none; see
+    /// [`SlotCache::insert`]).
+    pub fn take(&mut self, id: u64, out: &mut Vec<u8>) -> Option<(Dirt, u64)> {
         let pos = self.find_pos(id)?;
         let slot = self.index[pos] as usize;
+        let gen = self.stamps.as_ref().map_or(0, |st| st.read(slot).0);
         let dirty = match (self.clear_old(slot), self.keys[slot] & DIRTY != 0) {
             (true, _) => Dirt::Old,
             (false, true) => Dirt::Dirty,
@@ -466,7 +539,7 @@ impl SlotCache {
         self.policy.remove(slot);
         self.free_slot(slot);
         self.len -= 1;
-        Some(dirty)
+        Some((dirty, gen))
     }
 
     /// Call `f(id, bytes)` for every dirty row (old ones included) and mark
@@ -540,12 +613,15 @@ impl SlotCache {
     /// from the last slot to the first) unless `skip(id)` (held
     /// elsewhere), it is not below `rows`, or a later slot named it; those
     /// slots are left free. The cache must be new and `slots` no longer
-    /// than its capacity. Returns the rows taken.
+    /// than its capacity. With stamps, each row taken is stamped with
+    /// `generation` (the checkpoint that holds its bytes) and every other
+    /// slot's stamp cleared. Returns the rows taken.
     pub fn adopt(
         &mut self,
         slots: &[u64],
         free: u64,
         rows: u64,
+        generation: u64,
         mut skip: impl FnMut(u64) -> bool,
     ) -> usize {
         assert!(
@@ -568,9 +644,17 @@ impl SlotCache {
                 continue;
             }
             self.keys[slot] = id;
+            if let Some(st) = &self.stamps {
+                st.keep(slot, id, generation);
+            }
             self.index_insert(id, slot);
             self.policy.insert(slot, id);
             self.len += 1;
+        }
+        if let Some(st) = &self.stamps {
+            for slot in slots.len()..self.cap {
+                st.clear(slot);
+            }
         }
         self.len
     }
@@ -617,7 +701,7 @@ mod tests {
                             assert!(!model.contains_key(&id));
                             spill.clear();
                             let dirty = step % 3 == 0;
-                            c.insert(id, &step.to_le_bytes(), dirty, &mut spill);
+                            c.insert(id, &step.to_le_bytes(), dirty, 0, &mut spill);
                             for (i, (vid, vd)) in spill.rows.iter().enumerate() {
                                 let (val, md) = model.remove(vid).expect("victim was resident");
                                 assert_eq!(*vd, md);
@@ -628,7 +712,7 @@ mod tests {
                         }
                     }
                     20..=29 => {
-                        let got = c.take(id, &mut buf);
+                        let got = c.take(id, &mut buf).map(|(d, _)| d);
                         let want = model.remove(&id);
                         assert_eq!(got, want.map(|w| w.1));
                         if let Some((v, _)) = want {
@@ -686,15 +770,15 @@ mod tests {
         let mut c = SlotCache::new(cap, 8, PolicyKind::Lru, Slab::dram(cap * 8, false));
         let mut spill = Spill::default();
         for id in 0..30u64 {
-            c.insert(id, &id.to_le_bytes(), id % 5 == 0, &mut spill);
+            c.insert(id, &id.to_le_bytes(), id % 5 == 0, 0, &mut spill);
         }
         c.track_fresh();
         let mut buf = Vec::new();
         // Moved (taken and put back), new, and evicting ones are fresh.
         c.take(7, &mut buf);
-        c.insert(7, &buf.clone(), false, &mut spill);
+        c.insert(7, &buf.clone(), false, 0, &mut spill);
         for id in 100..115u64 {
-            c.insert(id, &id.to_le_bytes(), false, &mut spill);
+            c.insert(id, &id.to_le_bytes(), false, 0, &mut spill);
         }
         let clean: std::collections::HashSet<u64> = c.clean_rows().map(|(id, _)| id).collect();
         let resident: Vec<u64> = c.ids().collect();
@@ -720,7 +804,7 @@ mod tests {
         let mut c = SlotCache::new(cap, 8, PolicyKind::Lru, slab);
         // Slot 2 free, 3 skipped, 4 past the rows, 5 repeats slot 0's id.
         let slots = [10, 11, F, 12, 500, 10];
-        let taken = c.adopt(&slots, F, 100, |id| id == 12);
+        let taken = c.adopt(&slots, F, 100, 1, |id| id == 12);
         assert_eq!(taken, 2);
         // The later slot of a repeated id wins.
         assert_eq!(c.get(10), Some(5));
@@ -733,7 +817,7 @@ mod tests {
         // evicting nothing; the adopted rows keep their bytes.
         let mut spill = Spill::default();
         for id in 20..26 {
-            c.insert(id, &[id as u8; 8], false, &mut spill);
+            c.insert(id, &[id as u8; 8], false, 0, &mut spill);
         }
         assert!(spill.rows.is_empty(), "{:?}", spill.rows);
         assert_eq!(c.len(), 8);

@@ -6,3 +6,4 @@ pub(crate) mod logmap;
 pub(crate) mod rowlog;
 pub(crate) mod slab;
 pub(crate) mod ssd;
+pub(crate) mod stamps;

@@ -5,7 +5,10 @@
 //! dropped without a close) in the same boot of the machine can take the
 //! rows whose bytes the recovered checkpoint holds where they lie.
 //!
-//! The file is a header, zero padding to [`STAMP_ALIGN`], then one
+//! The file is a header, zero padding, the *kept-through* word (the `u64`
+//! just before the stamps: the last generation whose commit the stamps
+//! were kept up to date through, outside the header's CRC, rewritten after
+//! each commit), then, from a multiple of [`STAMP_ALIGN`], one
 //! [`STAMP_BYTES`]-byte stamp per slot of each region in the header's
 //! order: a `u64` generation ([`NO_ROW`]: the slot holds no row the
 //! store may take), then the `u64` row id.
@@ -105,10 +108,15 @@ impl StampHeader {
         self.regions.is_empty()
     }
 
-    /// Where the stamps begin: the header's length rounded up to
-    /// [`STAMP_ALIGN`].
+    /// Where the stamps begin: the header's length and the kept-through
+    /// word rounded up to [`STAMP_ALIGN`].
     pub fn stamps_at(&self) -> u64 {
-        (self.len() as u64).div_ceil(STAMP_ALIGN) * STAMP_ALIGN
+        (self.len() as u64 + 8).div_ceil(STAMP_ALIGN) * STAMP_ALIGN
+    }
+
+    /// Where the kept-through word lies: the 8 bytes before the stamps.
+    pub fn kept_through_at(&self) -> u64 {
+        self.stamps_at() - 8
     }
 
     /// Bytes of the whole file: the header, its padding, and a stamp per
@@ -267,7 +275,7 @@ mod tests {
         let b = h.encode().unwrap();
         assert_eq!(b.len(), STAMPS_HEADER + 2 * STAMP_REGION + 4);
         assert_eq!(b.len(), h.len());
-        assert_eq!(h.stamps_at(), 4096);
+        assert_eq!((h.stamps_at(), h.kept_through_at()), (4096, 4088));
         assert_eq!(h.file_len_needed(), 4096 + 14 * 16);
         assert_eq!(StampHeader::decode(&b).unwrap(), h);
         // What follows the header is not its business.
@@ -284,12 +292,19 @@ mod tests {
             ..StampHeader::default()
         };
         assert!(long.encode().is_none());
-        // 200 regions: the stamps move past the first 4 KiB.
+        // 200 regions: the stamps move past the first 4 KiB; 167 fill
+        // it but for the kept-through word.
         let many = StampHeader {
             regions: vec![sample().regions[1]; 200],
             ..sample()
         };
         assert_eq!(many.stamps_at(), 8192);
+        let edge = StampHeader {
+            regions: vec![sample().regions[1]; 167],
+            ..sample()
+        };
+        assert_eq!(edge.len(), 4092);
+        assert_eq!((edge.stamps_at(), edge.kept_through_at()), (8192, 8184));
         assert_eq!(StampHeader::decode(&many.encode().unwrap()).unwrap(), many);
     }
 
