@@ -172,7 +172,13 @@ pub(super) fn stamp_tiers(
 ) -> Result<Vec<Option<Stamped>>> {
     let mut out = Vec::with_capacity(tiers.len());
     for (tier, path) in tiers.iter().enumerate() {
-        let (Some(path), Some(boot_id)) = (path, crate::durable::boot::current()) else {
+        // (A boot id too long for the header's field is none.)
+        let boot_id = crate::durable::boot::current()
+            .filter(|b| b.len() <= embtier_format::stamps::STAMPS_BOOT_ID_BYTES);
+        let (Some(path), Some(boot_id)) = (path, boot_id) else {
+            if let Some(p) = path {
+                remove_any(&stamps_path(p))?;
+            }
             out.push(None);
             continue;
         };

@@ -111,6 +111,12 @@ pub(crate) struct SlotCache {
     /// generation whose commit first holds its bytes, in the tier's stamps
     /// file (`crate::tier::stamps`), kept as the slots change.
     stamps: Option<Stamps>,
+    /// With stamps: one bit per slot, set once the slot's stamp holds the
+    /// current generation `stamped_gen`, so that a row written again and
+    /// again in one generation stamps it once (a stamp is a random line
+    /// of memory). Cleared when the generation moves.
+    stamped: Vec<u64>,
+    stamped_gen: u64,
 }
 
 impl SlotCache {
@@ -135,6 +141,8 @@ impl SlotCache {
             old: Vec::new(),
             fresh: Vec::new(),
             stamps: None,
+            stamped: Vec::new(),
+            stamped_gen: 0,
         }
     }
 
@@ -147,6 +155,15 @@ impl SlotCache {
             "stamps for a used cache"
         );
         self.stamps = Some(stamps);
+        self.stamped = vec![0; self.cap.div_ceil(64)];
+    }
+
+    /// `slot`'s stamp no longer holds the current generation (or may not).
+    #[inline]
+    fn unstamped(&mut self, slot: usize) {
+        if let Some(w) = self.stamped.get_mut(slot / 64) {
+            *w &= !(1 << (slot % 64));
+        }
     }
 
     /// What the stamps say the slots hold with bytes that checkpoint
@@ -305,7 +322,10 @@ impl SlotCache {
 
     /// Bytes of bookkeeping: keys, index and policy.
     pub fn meta_bytes(&self) -> usize {
-        self.keys.capacity() * 8 + self.index.capacity() * 2 + self.policy.meta_bytes()
+        self.keys.capacity() * 8
+            + self.index.capacity() * 2
+            + self.stamped.capacity() * 8
+            + self.policy.meta_bytes()
     }
 
     #[inline]
@@ -389,7 +409,16 @@ impl SlotCache {
     #[inline]
     pub fn row_mut(&mut self, slot: usize) -> &mut [u8] {
         if let Some(st) = &self.stamps {
-            st.change(slot);
+            let now = st.now();
+            if now != self.stamped_gen {
+                self.stamped.fill(0);
+                self.stamped_gen = now;
+            }
+            let (w, bit) = (slot / 64, 1u64 << (slot % 64));
+            if self.stamped[w] & bit == 0 {
+                st.change(slot);
+                self.stamped[w] |= bit;
+            }
         }
         let rb = self.row_bytes;
         &mut self.slab.bytes_mut()[slot * rb..(slot + 1) * rb]
@@ -447,6 +476,7 @@ impl SlotCache {
         if let Some(st) = &self.stamps {
             st.clear(slot);
         }
+        self.unstamped(slot);
         self.keys[slot] = FREE | self.free_head;
         self.free_head = slot as u64;
     }
@@ -514,6 +544,7 @@ impl SlotCache {
         if let Some(st) = &self.stamps {
             st.finish(slot, gen);
         }
+        self.unstamped(slot);
         self.index_insert(id, slot);
         self.policy.insert(slot, id);
         self.len += 1;
@@ -647,6 +678,7 @@ impl SlotCache {
             if let Some(st) = &self.stamps {
                 st.keep(slot, id, generation);
             }
+            self.unstamped(slot);
             self.index_insert(id, slot);
             self.policy.insert(slot, id);
             self.len += 1;

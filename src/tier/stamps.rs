@@ -101,9 +101,13 @@ impl StampFile {
     /// Make the file at `path` anew for `h`: the header, then every stamp
     /// 0. Whatever was there is removed first.
     pub fn create(path: &Path, h: &StampHeader) -> Result<StampFile> {
-        let bytes = h
-            .encode()
-            .ok_or_else(|| Error::config("the boot id is longer than 40 bytes"))?;
+        let bytes = h.encode().ok_or_else(|| {
+            Error::io(
+                path,
+                "write",
+                std::io::Error::other("a boot id longer than the header's 40 bytes"),
+            )
+        })?;
         match fs::remove_file(path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 return Err(Error::io(path, "remove", e))
@@ -243,16 +247,19 @@ impl Stamps {
         g.store(stamp, Ordering::Relaxed);
     }
 
+    /// The current generation (see [`Gen`]).
+    #[inline]
+    pub fn now(&self) -> u64 {
+        self.gen.load(Ordering::Relaxed)
+    }
+
     /// `slot`'s bytes are about to change in place: stamped with the
     /// current generation before they do.
     #[inline]
     pub fn change(&self, slot: usize) {
         let (g, _) = self.cell(slot);
-        let now = self.gen.load(Ordering::Relaxed);
-        if g.load(Ordering::Relaxed) != now {
-            g.store(now, Ordering::Relaxed);
-            fence(Ordering::Release);
-        }
+        g.store(self.now(), Ordering::Relaxed);
+        fence(Ordering::Release);
     }
 
     /// `slot` holds no row an open may take.
