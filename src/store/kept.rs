@@ -145,6 +145,22 @@ pub(super) fn stamps_found(
     Ok(h)
 }
 
+/// The caches an open carved in tier `tier`, in carving order: (table,
+/// shard, offset in the tier's file, capacity, row bytes) of each. What a
+/// kept index's and a stamps file's regions must be to be taken.
+fn layout(tables: &[Arc<Table>], tier: usize) -> Vec<(u32, u32, Option<u64>, u32, u32)> {
+    tables
+        .iter()
+        .enumerate()
+        .flat_map(|(i, t)| {
+            let rb = t.row_bytes as u32;
+            t.tier_regions(tier)
+                .into_iter()
+                .map(move |(s, at, cap)| (i as u32, s, at, cap, rb))
+        })
+        .collect()
+}
+
 /// Rows an open may take by a tier's stamps (after a crash): the
 /// regions, as a kept tier at the checkpoint the open found, and the rows
 /// the tier held whose bytes changed after it (those it cannot take).
@@ -182,20 +198,14 @@ pub(super) fn stamp_tiers(
             out.push(None);
             continue;
         };
-        let regions: Vec<StampRegion> = tables
-            .iter()
-            .enumerate()
-            .flat_map(|(i, t)| {
-                let rb = t.row_bytes as u32;
-                t.tier_regions(tier)
-                    .into_iter()
-                    .map(move |(shard, at, capacity)| StampRegion {
-                        table: i as u32,
-                        shard,
-                        offset: at.unwrap_or(0),
-                        capacity,
-                        row_bytes: rb,
-                    })
+        let regions: Vec<StampRegion> = layout(tables, tier)
+            .into_iter()
+            .map(|(table, shard, at, capacity, row_bytes)| StampRegion {
+                table,
+                shard,
+                offset: at.unwrap_or(0),
+                capacity,
+                row_bytes,
             })
             .collect();
         let file_len = fs::metadata(path)
@@ -282,16 +292,7 @@ pub(super) fn adopt(tables: &[Arc<Table>], kept: &[Option<KeptTier>]) -> Taken {
         let Some(k) = k else {
             continue;
         };
-        let now: Vec<_> = tables
-            .iter()
-            .enumerate()
-            .flat_map(|(i, t)| {
-                let rb = t.row_bytes as u32;
-                t.tier_regions(tier)
-                    .into_iter()
-                    .map(move |(s, at, cap)| (i as u32, s, at, cap, rb))
-            })
-            .collect();
+        let now = layout(tables, tier);
         let recorded: Vec<_> = k
             .regions
             .iter()
