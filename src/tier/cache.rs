@@ -109,14 +109,21 @@ pub(crate) struct SlotCache {
     fresh: Vec<u64>,
     /// For a cache in a file-backed tier: each slot's row and the
     /// generation whose commit first holds its bytes, in the tier's stamps
-    /// file (`crate::tier::stamps`), kept as the slots change.
-    stamps: Option<Stamps>,
-    /// With stamps: one bit per slot, set once the slot's stamp holds the
-    /// current generation `stamped_gen`, so that a row written again and
-    /// again in one generation stamps it once (a stamp is a random line
-    /// of memory). Cleared when the generation moves.
+    /// file (`crate::tier::stamps`), kept as the slots change. Boxed: a
+    /// store has a cache per shard, and most caches have none.
+    stamps: Option<Box<Stamping>>,
+}
+
+/// A cache's stamps, and which of them it stamped in the current
+/// generation.
+struct Stamping {
+    stamps: Stamps,
+    /// One bit per slot, set once the slot's stamp holds generation
+    /// `gen`, so that a row written again and again in one generation
+    /// stamps it once (a stamp is a random line of memory). Cleared when
+    /// the generation moves.
     stamped: Vec<u64>,
-    stamped_gen: u64,
+    gen: u64,
 }
 
 impl SlotCache {
@@ -141,8 +148,6 @@ impl SlotCache {
             old: Vec::new(),
             fresh: Vec::new(),
             stamps: None,
-            stamped: Vec::new(),
-            stamped_gen: 0,
         }
     }
 
@@ -154,15 +159,24 @@ impl SlotCache {
             self.len == 0 && self.next_unused == 0,
             "stamps for a used cache"
         );
-        self.stamps = Some(stamps);
-        self.stamped = vec![0; self.cap.div_ceil(64)];
+        self.stamps = Some(Box::new(Stamping {
+            stamps,
+            stamped: vec![0; self.cap.div_ceil(64)],
+            gen: 0,
+        }));
+    }
+
+    /// The stamps, if the cache has them.
+    #[inline]
+    fn st(&self) -> Option<&Stamps> {
+        self.stamps.as_deref().map(|s| &s.stamps)
     }
 
     /// `slot`'s stamp no longer holds the current generation (or may not).
     #[inline]
     fn unstamped(&mut self, slot: usize) {
-        if let Some(w) = self.stamped.get_mut(slot / 64) {
-            *w &= !(1 << (slot % 64));
+        if let Some(s) = self.stamps.as_deref_mut() {
+            s.stamped[slot / 64] &= !(1 << (slot % 64));
         }
     }
 
@@ -172,7 +186,7 @@ impl SlotCache {
     /// `slots` of [`SlotCache::adopt`]); and how many slots hold a row
     /// whose bytes changed after that checkpoint. Empty without stamps.
     pub fn stamped_slots(&self, generation: u64, free: u64) -> (Vec<u64>, u64) {
-        let Some(st) = &self.stamps else {
+        let Some(st) = self.st() else {
             return (Vec::new(), 0);
         };
         let mut slots = Vec::new();
@@ -324,7 +338,7 @@ impl SlotCache {
     pub fn meta_bytes(&self) -> usize {
         self.keys.capacity() * 8
             + self.index.capacity() * 2
-            + self.stamped.capacity() * 8
+            + self.stamps.as_ref().map_or(0, |s| s.stamped.capacity() * 8)
             + self.policy.meta_bytes()
     }
 
@@ -408,16 +422,16 @@ impl SlotCache {
     /// The bytes of `slot`, to change (its stamp says so first).
     #[inline]
     pub fn row_mut(&mut self, slot: usize) -> &mut [u8] {
-        if let Some(st) = &self.stamps {
-            let now = st.now();
-            if now != self.stamped_gen {
-                self.stamped.fill(0);
-                self.stamped_gen = now;
+        if let Some(s) = self.stamps.as_deref_mut() {
+            let now = s.stamps.now();
+            if now != s.gen {
+                s.stamped.fill(0);
+                s.gen = now;
             }
             let (w, bit) = (slot / 64, 1u64 << (slot % 64));
-            if self.stamped[w] & bit == 0 {
-                st.change(slot);
-                self.stamped[w] |= bit;
+            if s.stamped[w] & bit == 0 {
+                s.stamps.change(slot);
+                s.stamped[w] |= bit;
             }
         }
         let rb = self.row_bytes;
@@ -473,7 +487,7 @@ impl SlotCache {
     }
 
     fn free_slot(&mut self, slot: usize) {
-        if let Some(st) = &self.stamps {
+        if let Some(st) = self.st() {
             st.clear(slot);
         }
         self.unstamped(slot);
@@ -524,9 +538,7 @@ impl SlotCache {
             };
             spill.rows.push((vid, dirt));
             spill.bytes.extend_from_slice(self.row(victim));
-            spill
-                .gens
-                .push(self.stamps.as_ref().map_or(0, |st| st.read(victim).0));
+            spill.gens.push(self.st().map_or(0, |st| st.read(victim).0));
             self.len -= 1;
             victim
         } else {
@@ -537,11 +549,11 @@ impl SlotCache {
             self.fresh[slot / 64] |= 1 << (slot % 64);
         }
         let rb = self.row_bytes;
-        if let Some(st) = &self.stamps {
+        if let Some(st) = self.st() {
             st.begin(slot, id);
         }
         self.slab.bytes_mut()[slot * rb..(slot + 1) * rb].copy_from_slice(src);
-        if let Some(st) = &self.stamps {
+        if let Some(st) = self.st() {
             st.finish(slot, gen);
         }
         self.unstamped(slot);
@@ -557,7 +569,7 @@ impl SlotCache {
     pub fn take(&mut self, id: u64, out: &mut Vec<u8>) -> Option<(Dirt, u64)> {
         let pos = self.find_pos(id)?;
         let slot = self.index[pos] as usize;
-        let gen = self.stamps.as_ref().map_or(0, |st| st.read(slot).0);
+        let gen = self.st().map_or(0, |st| st.read(slot).0);
         let dirty = match (self.clear_old(slot), self.keys[slot] & DIRTY != 0) {
             (true, _) => Dirt::Old,
             (false, true) => Dirt::Dirty,
@@ -675,7 +687,7 @@ impl SlotCache {
                 continue;
             }
             self.keys[slot] = id;
-            if let Some(st) = &self.stamps {
+            if let Some(st) = self.st() {
                 st.keep(slot, id, generation);
             }
             self.unstamped(slot);
@@ -683,7 +695,7 @@ impl SlotCache {
             self.policy.insert(slot, id);
             self.len += 1;
         }
-        if let Some(st) = &self.stamps {
+        if let Some(st) = self.st() {
             for slot in slots.len()..self.cap {
                 st.clear(slot);
             }
