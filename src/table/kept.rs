@@ -5,6 +5,7 @@
 use embtier_format::kept::{KeptRegion, FREE_SLOT};
 
 use super::{Table, TableKind};
+use crate::tier::cache::SlotCache;
 use crate::tier::stamps::{Gen, StampFile};
 
 impl Table {
@@ -29,14 +30,7 @@ impl Table {
                     return Ok(None);
                 };
                 c.slab().flush()?;
-                out.push(KeptRegion {
-                    table: self.index,
-                    shard: s as u32,
-                    offset,
-                    capacity: c.capacity() as u32,
-                    row_bytes: self.row_bytes as u32,
-                    slots,
-                });
+                out.push(self.region(s, offset, c, slots));
             }
         }
         Ok(Some(out))
@@ -134,16 +128,22 @@ impl Table {
                 };
                 let (slots, n) = c.stamped_slots(generation, FREE_SLOT);
                 changed += n;
-                out.push(KeptRegion {
-                    table: self.index,
-                    shard: s as u32,
-                    offset,
-                    capacity: c.capacity() as u32,
-                    row_bytes: self.row_bytes as u32,
-                    slots,
-                });
+                out.push(self.region(s, offset, c, slots));
             }
         }
         (out, changed)
+    }
+
+    /// Shard `shard`'s cache `c`, whose slab lies at `offset` of its tier's
+    /// file, as a kept tier's region holding `slots`.
+    fn region(&self, shard: usize, offset: u64, c: &SlotCache, slots: Vec<u64>) -> KeptRegion {
+        KeptRegion {
+            table: self.index,
+            shard: shard as u32,
+            offset,
+            capacity: c.capacity() as u32,
+            row_bytes: self.row_bytes as u32,
+            slots,
+        }
     }
 }
