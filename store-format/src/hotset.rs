@@ -281,12 +281,7 @@ mod tests {
     /// trusted: a huge count, ids out of order or out of range.
     #[test]
     fn lies_under_a_valid_crc_are_refused() {
-        let reseal = |mut b: Vec<u8>| {
-            let n = b.len() - 4;
-            let crc = crc32c::crc32c(&b[..n]);
-            b[n..].copy_from_slice(&crc.to_le_bytes());
-            b
-        };
+        use crate::testing::reseal;
         // The first tier's count of table 0 (after its index and tier count).
         let mut b = sample().encode();
         b[HEADER + 8..HEADER + 16].copy_from_slice(&u64::MAX.to_le_bytes());

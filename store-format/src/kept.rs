@@ -236,6 +236,7 @@ impl KeptTier {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::{refuses_flips_and_cuts, reseal};
 
     fn sample() -> KeptTier {
         KeptTier {
@@ -282,20 +283,7 @@ mod tests {
     #[test]
     fn a_damaged_kept_tier_is_refused() {
         let b = sample().encode();
-        for i in 0..b.len() {
-            let mut d = b.clone();
-            d[i] ^= 0x40;
-            assert!(KeptTier::decode(&d).is_err(), "byte {i} flipped");
-        }
-        for n in 0..b.len() {
-            assert!(KeptTier::decode(&b[..n]).is_err(), "cut at {n}");
-        }
-        let reseal = |mut d: Vec<u8>| {
-            let n = d.len() - 4;
-            let crc = crc32c::crc32c(&d[..n]);
-            d[n..].copy_from_slice(&crc.to_le_bytes());
-            d
-        };
+        refuses_flips_and_cuts(&b, KeptTier::decode);
         let r0 = KEPT_HEADER;
         type Damage = Box<dyn Fn(&mut Vec<u8>)>;
         let cases: Vec<(&str, Damage)> = vec![

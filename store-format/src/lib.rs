@@ -240,3 +240,28 @@ pub fn le_u32(b: &[u8], at: usize) -> u32 {
 pub fn le_u64(b: &[u8], at: usize) -> u64 {
     get_u64(b, at)
 }
+
+/// What the decoders' tests share.
+#[cfg(test)]
+pub(crate) mod testing {
+    /// `b` with its trailing CRC-32C written again over the bytes before
+    /// it: a damage the CRC does not catch, for a decoder's own checks.
+    pub fn reseal(mut b: Vec<u8>) -> Vec<u8> {
+        let n = b.len() - 4;
+        let crc = crc32c::crc32c(&b[..n]);
+        b[n..].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// `decode` refuses `b` with any byte flipped, and cut short anywhere.
+    pub fn refuses_flips_and_cuts<T, E>(b: &[u8], decode: impl Fn(&[u8]) -> Result<T, E>) {
+        for i in 0..b.len() {
+            let mut d = b.to_vec();
+            d[i] ^= 0x40;
+            assert!(decode(&d).is_err(), "byte {i} flipped");
+        }
+        for n in 0..b.len() {
+            assert!(decode(&b[..n]).is_err(), "cut at {n}");
+        }
+    }
+}

@@ -243,6 +243,7 @@ impl StampHeader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::{refuses_flips_and_cuts, reseal};
 
     fn sample() -> StampHeader {
         StampHeader {
@@ -313,20 +314,7 @@ mod tests {
     #[test]
     fn a_damaged_stamps_header_is_refused() {
         let b = sample().encode().unwrap();
-        for i in 0..b.len() {
-            let mut d = b.clone();
-            d[i] ^= 0x40;
-            assert!(StampHeader::decode(&d).is_err(), "byte {i} flipped");
-        }
-        for n in 0..b.len() {
-            assert!(StampHeader::decode(&b[..n]).is_err(), "cut at {n}");
-        }
-        let reseal = |mut d: Vec<u8>| {
-            let n = d.len() - 4;
-            let crc = crc32c::crc32c(&d[..n]);
-            d[n..].copy_from_slice(&crc.to_le_bytes());
-            d
-        };
+        refuses_flips_and_cuts(&b, StampHeader::decode);
         let r0 = STAMPS_HEADER;
         type Damage = Box<dyn Fn(&mut Vec<u8>)>;
         let cases: Vec<(&str, Damage)> = vec![
