@@ -18,6 +18,8 @@
 //!   [`hotrows`]: the bytes of those rows, for a restart at that checkpoint.
 //!
 //! - [`boot`]: the boot that committed the last checkpoint.
+//! - [`logindex`]: the ids of each row-log block, for an open after a
+//!   crash in the same boot.
 //! - [`kept`]: a cache tier a close kept in its file, and [`stamps`]: the
 //!   row and generation of each slot of a file-backed tier, kept up to
 //!   date, for an open after a crash.
@@ -44,6 +46,7 @@ pub mod hotrows;
 pub mod hotset;
 pub mod journal;
 pub mod kept;
+pub mod logindex;
 pub mod rowlog;
 pub mod stamps;
 pub mod trace;
