@@ -23,6 +23,10 @@ pub const HOT_ROWS_FILE: &str = "hot-rows.emb";
 /// The boot record: which boot of the machine committed the last
 /// checkpoint (the written-group check is skipped in that boot). A hint.
 pub const BOOT_FILE: &str = "boot.emb";
+/// The row-log index: the ids of each block of the row log's ring,
+/// written beside each append, from which an open after a crash in the
+/// same boot rebuilds the log's map without reading the log. A hint.
+pub const LOG_INDEX_FILE: &str = "log-index.emb";
 /// The start of a background merge pass's spill files
 /// (`merge-spill-<table>-<range>.tmp`): the live rows of the pass's log
 /// blocks, one file per range of ids, removed when the pass is done with

@@ -69,8 +69,9 @@ pub use pooled::{PooledBatch, PooledGrad, PoolingMode};
 pub use precision::Elem;
 pub use stats::{LatencySummary, SsdStats, Stats, TableStats, TierStats};
 pub use store::{
-    CheckpointInProgress, EngineWrapper, OpenOptionsExt, Prefetch, Store, TableBatch, BOOT_FILE,
-    CONFIG_FILE, DATA_FILE, HOT_FILE, HOT_ROWS_FILE, LOCK_FILE, META_FILE, PMEM_FILE,
+    CheckpointInProgress, EngineWrapper, OpenOptionsExt, Prefetch, RowLogAtOpen, Store, TableBatch,
+    BOOT_FILE, CONFIG_FILE, DATA_FILE, HOT_FILE, HOT_ROWS_FILE, LOCK_FILE, LOG_INDEX_FILE,
+    META_FILE, PMEM_FILE,
 };
 pub use table::{shard_capacities, shard_of};
 

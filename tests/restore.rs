@@ -191,6 +191,16 @@ fn the_hot_sets_logged_rows_come_back_from_the_logs_reads() {
     assert_newest(&s, "reopened from the log's reads");
 }
 
+/// Remove the row-log index, so that the next open reads the whole log
+/// (these tests are about that read; `tests/logindex.rs` covers the
+/// index).
+fn no_index(path: &Path) {
+    match fs::remove_file(path.join(embtier::LOG_INDEX_FILE)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => panic!("{e}"),
+        _ => {}
+    }
+}
+
 /// A damaged block in the third read, and another in the fourth: the open
 /// names the first, the one an open reading in order meets first.
 #[test]
@@ -207,6 +217,7 @@ fn the_first_damaged_block_in_log_order_fails_the_open() {
     );
     common::flip(&data, later + 200);
     common::flip(&data, first + 100);
+    no_index(&path);
     let msg = Store::open_ext(&path, cold()).unwrap_err().to_string();
     assert!(
         msg.contains("data.emb") && msg.contains(&format!("checksum mismatch at offset {first}")),
@@ -214,6 +225,7 @@ fn the_first_damaged_block_in_log_order_fails_the_open() {
     );
     // Mended, the first no longer stops it: the open names the later one.
     common::flip(&data, first + 100);
+    no_index(&path);
     let msg = Store::open_ext(&path, cold()).unwrap_err().to_string();
     assert!(
         msg.contains(&format!("checksum mismatch at offset {later}")),
@@ -230,6 +242,7 @@ fn every_failed_read_of_the_open_is_an_error_or_harmless() {
     let (path, _) = logged_store(d.path());
     // The reads of a good open, counted.
     let plan = Arc::new(FaultPlan::default());
+    no_index(&path);
     let s = Store::open_ext(&path, common::faulty_opts(&plan, true)).unwrap();
     let reads = plan.reads.load(Ordering::SeqCst);
     drop(s);
@@ -241,6 +254,7 @@ fn every_failed_read_of_the_open_is_an_error_or_harmless() {
     for (k, cold) in (0..reads).flat_map(|k| [(k, true), (k, false)]) {
         let plan = Arc::new(FaultPlan::default());
         plan.fail_reads_from.store(k, Ordering::SeqCst);
+        no_index(&path);
         match Store::open_ext(&path, common::faulty_opts(&plan, cold)) {
             Err(e) => {
                 let msg = e.to_string();

@@ -352,6 +352,13 @@ impl Store {
         self.kept.rows
     }
 
+    /// How this open rebuilt the row log's map: from the row-log index
+    /// (after a crash in the same boot of the machine, without reading
+    /// the log), or by reading the committed log, and why.
+    pub fn row_log_at_open(&self) -> &RowLogAtOpen {
+        &self.row_log_at_open
+    }
+
     fn keep_tiers(&self) -> Result<()> {
         let (generation, epoch) = self.ssd.durable().committed();
         for (tier, path) in tier_files(&self.dir, &self.config).iter().enumerate() {

@@ -31,7 +31,8 @@ use crate::tier::slab::TierMemory;
 use crate::tier::ssd::Ssd;
 
 pub use crate::files::{
-    BOOT_FILE, CONFIG_FILE, DATA_FILE, HOT_FILE, HOT_ROWS_FILE, LOCK_FILE, META_FILE, PMEM_FILE,
+    BOOT_FILE, CONFIG_FILE, DATA_FILE, HOT_FILE, HOT_ROWS_FILE, LOCK_FILE, LOG_INDEX_FILE,
+    META_FILE, PMEM_FILE,
 };
 
 mod kept;
@@ -48,6 +49,7 @@ mod worker;
 mod write;
 
 pub use prefetch::Prefetch;
+pub use restore::RowLogAtOpen;
 pub(crate) use write::GradSums;
 
 use lock::LockFile;
@@ -158,6 +160,8 @@ pub struct Store {
     /// Each file-backed tier's stamps' kept-through word, set after each
     /// commit.
     kept_through: Vec<crate::tier::stamps::KeptThrough>,
+    /// How the open rebuilt the row log's map.
+    row_log_at_open: RowLogAtOpen,
     _lock: LockFile,
 }
 
@@ -716,6 +720,7 @@ impl Store {
             k.set(done.generation);
         }
         let freed = log.committed(merge);
+        log.index_committed(done.generation);
         if merge {
             for t in &self.tables {
                 t.clear_log_map();

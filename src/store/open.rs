@@ -166,8 +166,9 @@ impl Store {
             undo.outside_file(p);
             undo.outside_file(&kept::stamps_path(p));
         }
-        let store = Store::assemble(dir, config, sb, catalog, lock, true, opts)?;
-        restore_row_log(&store.ssd, &store.tables, &store.superblock, &mut [])?;
+        let mut store = Store::assemble(dir, config, sb, catalog, lock, true, opts)?;
+        store.row_log_at_open =
+            restore_row_log(dir, &store.ssd, &store.tables, &store.superblock, &mut [])?.1;
         undo.armed = false;
         store.start_merger()?;
         Ok(store)
@@ -295,7 +296,7 @@ impl Store {
         }
         let lock = LockFile::acquire(dir)?;
         let cold = opts.cold;
-        let store = Store::assemble(dir, config, sb, catalog, lock, false, opts)?;
+        let mut store = Store::assemble(dir, config, sb, catalog, lock, false, opts)?;
         // The row log's map and the hot rows are independent (each row's
         // hot copy and its newest logged copy are the same checkpoint's),
         // so the log's reads, which wait on the disk, and the hot rows'
@@ -313,14 +314,19 @@ impl Store {
         for (i, ids) in &plan {
             hot_ids[*i] = store.tables[*i].hot_ids(ids);
         }
-        let put = std::thread::scope(|scope| {
+        let (put, at_open) = std::thread::scope(|scope| {
             let hot = (!cold).then(|| {
                 std::thread::Builder::new()
                     .name("embtier-hot-rows".into())
                     .spawn_scoped(scope, || store.load_hot_rows())
             });
-            let restored =
-                restore_row_log(&store.ssd, &store.tables, &store.superblock, &mut hot_ids);
+            let restored = restore_row_log(
+                dir,
+                &store.ssd,
+                &store.tables,
+                &store.superblock,
+                &mut hot_ids,
+            );
             let put = match hot {
                 None => 0,
                 Some(Ok(h)) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
@@ -328,8 +334,9 @@ impl Store {
                 Some(Err(_)) if restored.is_ok() => store.load_hot_rows(),
                 Some(Err(_)) => 0,
             };
-            restored.map(|logged| put + logged)
+            restored.map(|(logged, at_open)| (put + logged, at_open))
         })?;
+        store.row_log_at_open = at_open;
         drop(hot_ids);
         store.start_sweep()?;
         store.start_merger()?;
@@ -476,6 +483,7 @@ impl Store {
             kept,
             stamp_gen,
             kept_through,
+            row_log_at_open: RowLogAtOpen::default(),
             _lock: lock,
         })
     }

@@ -1,8 +1,13 @@
 //! What open checks and restores before the store serves: the data file's
 //! length, the row log's capacity, and the row log's map.
 
+use embtier_format::logindex::{
+    decode_slot, encode_slot, slot_bytes_for, IndexHeader, SLOTS_AT, SLOT_IDS,
+};
+
 use super::*;
 use crate::table::HotIds;
+use crate::tier::logindex::LogIndex;
 
 /// Refuse a data file shorter than the blocks the superblock commits (the
 /// tables and the committed row log). A block past the end reads as a hole,
@@ -56,36 +61,267 @@ pub(super) fn row_log_blocks(config: &StoreConfig, catalog: &Catalog, data_path:
     bytes / BLOCK_SIZE as u64
 }
 
-/// Recovery of the row log: map every row of its `committed` blocks to the
+/// How an open rebuilt the row log's map ([`Store::row_log_at_open`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct RowLogAtOpen {
+    /// Blocks of the committed row log.
+    pub blocks: u64,
+    /// Whether the map came from the row-log index
+    /// ([`crate::LOG_INDEX_FILE`]) without reading the log: an open after
+    /// a crash, or after a close that left the log unmerged, in the boot
+    /// of the machine that wrote it.
+    pub from_index: bool,
+    /// Why the index was not used, where the log had blocks and the open
+    /// read them instead (another boot, a checkpoint the index was not
+    /// kept through, a damaged slot).
+    pub index_refused: Option<String>,
+    /// Seconds the map took to rebuild (reading the index or the log).
+    pub seconds: f64,
+}
+
+/// Recovery of the row log: map every row of its committed blocks to the
 /// newest block holding it (blocks later in the log, which wraps in its
 /// ring, are newer). Blocks past the committed length were written after
-/// the last checkpoint and are ignored. Any block that is not a sealed, committed row-log block of a
-/// table of this store, holding ids in range, is an error naming it.
+/// the last checkpoint and are ignored.
+///
+/// The map comes from the row-log index where the index is true for
+/// this checkpoint in this boot of the machine and every slot of the
+/// committed log checks out ([`check_index`]); otherwise from a read of
+/// the whole log ([`read_log`]), which writes the index anew as it goes.
+/// Either way the index is then kept up to date by the appends.
+///
+/// The rows of `hot` (by table index: the ids of the hot set a warm open
+/// brings back) that a read of the log finds are put in memory from its
+/// reads; with the index, the warm restart reads them after the open, in
+/// log order (`Store::read_hot_set`). Returns how many the open put, with
+/// what it did.
+pub(super) fn restore_row_log(
+    dir: &Path,
+    ssd: &Ssd,
+    tables: &[Arc<Table>],
+    sb: &Superblock,
+    hot: &mut [HotIds],
+) -> Result<(u64, RowLogAtOpen)> {
+    let t0 = std::time::Instant::now();
+    let mut at_open = RowLogAtOpen {
+        blocks: sb.rowlog_blocks,
+        ..RowLogAtOpen::default()
+    };
+    let (mut index, found) = match open_index(dir, ssd, tables, sb) {
+        Ok((ix, found)) => (Some(ix), found),
+        Err(why) => (None, Err(why)),
+    };
+    let mut put = 0;
+    if sb.rowlog_blocks > 0 {
+        let checked = match (&index, found) {
+            (Some(ix), Ok(())) => check_index(ix, ssd, tables, sb, hot),
+            (_, Err(why)) => Err(why),
+            (None, Ok(())) => Err("no index".into()),
+        };
+        match checked {
+            Ok(wanted) if wanted * HOT_LOG_SHARE < sb.rowlog_blocks => {
+                map_from_index(index.as_ref().expect("checked"), tables, sb)?;
+                at_open.from_index = true;
+            }
+            Ok(wanted) => {
+                // True, but the warm restart would read most of the log
+                // a block at a time: read it whole now, as without it.
+                at_open.index_refused = Some(format!(
+                    "the hot set's rows are in {wanted} of its {} blocks: the log was read \
+                     for them",
+                    sb.rowlog_blocks
+                ));
+                put = read_log(ssd, tables, sb, hot, index.as_ref())?;
+            }
+            Err(why) => {
+                at_open.index_refused = Some(why);
+                // Made anew (if it was not already), its slots rewritten
+                // by the read.
+                if index.as_ref().is_some_and(|ix| ix.remake().is_err()) {
+                    index = None;
+                }
+                put = read_log(ssd, tables, sb, hot, index.as_ref())?;
+            }
+        }
+    }
+    if let Some(ix) = index.as_mut() {
+        let ring = ix.ring();
+        ix.committed(sb.generation, ring);
+    }
+    ssd.log().set_index(index);
+    at_open.seconds = t0.elapsed().as_secs_f64();
+    Ok((put, at_open))
+}
+
+/// The open reads the whole log, index or not, where at least one of its
+/// blocks in this many holds a row of the hot set that no tier holds:
+/// after a crash at a snapshot checkpoint, the hottest rows are the ones
+/// training wrote after its moment, which the hot rows leave out and the
+/// log holds. Read whole, the log comes at the disk's sequential rate and
+/// its rows are in memory before the first batch; left to the warm
+/// restart, each is a random read beside training (measured on a
+/// SIGKILLed W5 store whose hot rows were in 89% of the log's blocks: the
+/// first ten seconds ran 10% slower with the map from the index).
+const HOT_LOG_SHARE: u64 = 4;
+
+/// The row-log index for this store's log, as found or made anew, with
+/// whether its slots may be trusted; an error (the reason) where the log
+/// keeps none: the machine has no boot id, no table uses the log, or the
+/// file cannot be opened.
+fn open_index(
+    dir: &Path,
+    ssd: &Ssd,
+    tables: &[Arc<Table>],
+    sb: &Superblock,
+) -> std::result::Result<(LogIndex, std::result::Result<(), String>), String> {
+    let boot_id = crate::durable::boot::current().ok_or("the machine has no boot id")?;
+    let rows = tables.iter().map(|t| t.log_rows()).max().unwrap_or(0);
+    let ring = ssd.log().ring();
+    if rows == 0 || ring == 0 {
+        return Err("no table uses the row log".into());
+    }
+    let want = IndexHeader {
+        store_id: sb.store_id,
+        boot_id,
+        slot_bytes: slot_bytes_for(rows) as u32,
+        ring,
+        log_base: ssd.log().base,
+    };
+    let path = dir.join(crate::files::LOG_INDEX_FILE);
+    LogIndex::open(&path, want, sb.generation).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The rule of the committed log's epochs (FORMAT.md, "Row log"): a
+/// block's epoch `e`, at position `pos` of the log after a block of epoch
+/// `last`, is not below it, and (version 4 on) equals `committed_epoch`
+/// from `rowlog_from` on and is below it before. A block that breaks it is
+/// an append the checkpoints counted on that never reached the disk.
+fn epoch_in_order(sb: &Superblock, pos: u64, e: u64, last: u64) -> bool {
+    let want_last = sb.version.has_v4_fields();
+    let from = sb.rowlog_from as u64;
+    !(e < last
+        || (want_last && (pos >= from) != (e == sb.committed_epoch))
+        || (want_last && pos < from && e > sb.committed_epoch))
+}
+
+/// Check every slot of the committed log in the index `ix`, as a read of
+/// the log checks its blocks: each decodes as its ring block's slot, its
+/// epoch is in the log's order and may be read, it names a table that
+/// uses the log now with no more rows than the table's blocks hold, and
+/// its ids are in the table's range, each once. The first that does not
+/// is the reason returned (the open then reads the log, which names any
+/// block that is itself wrong). Returns how many of the blocks hold a row
+/// of the hot set `hot` that no tier holds.
+fn check_index(
+    ix: &LogIndex,
+    ssd: &Ssd,
+    tables: &[Arc<Table>],
+    sb: &Superblock,
+    hot: &[HotIds],
+) -> std::result::Result<u64, String> {
+    let sbytes = ix.slot_bytes();
+    let mut buf = Vec::new();
+    let mut ids = Vec::new();
+    let mut last = 0u64;
+    let mut wanted = 0u64;
+    for (at, first, n) in log_chunks(sb) {
+        ix.read_slots(first, n, &mut buf)
+            .map_err(|e| format!("{}: {e}", ix.path().display()))?;
+        for i in 0..n {
+            let b = (first + i) as u32;
+            let offset = first * sbytes as u64 + i * sbytes as u64 + SLOTS_AT;
+            let raw = &buf[i as usize * sbytes..(i as usize + 1) * sbytes];
+            let slot = decode_slot(raw, b, offset).map_err(|e| format!("its slot {b}: {e}"))?;
+            if !epoch_in_order(sb, at + i, slot.epoch, last) || !ssd.durable().epoch_ok(slot.epoch)
+            {
+                return Err(format!(
+                    "its slot {b} has epoch {}, out of the log's order",
+                    slot.epoch
+                ));
+            }
+            last = slot.epoch;
+            let t = tables
+                .get(slot.table as usize)
+                .filter(|t| slot.count() <= t.log_rows())
+                .ok_or_else(|| {
+                    format!(
+                        "its slot {b} names {} rows of table {}, which the log does not hold \
+                         now",
+                        slot.count(),
+                        slot.table
+                    )
+                })?;
+            ids.clear();
+            ids.extend(slot.ids());
+            ids.sort_unstable();
+            if ids.last().is_some_and(|&id| id >= t.entry.rows)
+                || ids.windows(2).any(|w| w[0] == w[1])
+            {
+                return Err(format!("its slot {b} names ids out of range or twice"));
+            }
+            if let Some(h) = hot.get(slot.table as usize) {
+                wanted += slot.ids().any(|id| h.contains(id) && !t.holds(id)) as u64;
+            }
+        }
+    }
+    Ok(wanted)
+}
+
+/// Map the committed log's rows to their blocks from the index `ix`, which
+/// [`check_index`] found true, in log order.
+fn map_from_index(ix: &LogIndex, tables: &[Arc<Table>], sb: &Superblock) -> Result<()> {
+    let sbytes = ix.slot_bytes();
+    let mut buf = Vec::new();
+    for (_, first, n) in log_chunks(sb) {
+        ix.read_slots(first, n, &mut buf)
+            .map_err(|e| Error::io(ix.path(), "read", e))?;
+        for i in 0..n {
+            let b = (first + i) as u32;
+            let offset = first * sbytes as u64 + i * sbytes as u64 + SLOTS_AT;
+            let raw = &buf[i as usize * sbytes..(i as usize + 1) * sbytes];
+            // Checked a moment ago; a slot changed since is an error, not
+            // a map half made.
+            let slot = decode_slot(raw, b, offset).map_err(|source| Error::Format {
+                path: ix.path().to_path_buf(),
+                source,
+            })?;
+            tables[slot.table as usize].map_logged_block(b, slot.ids());
+        }
+    }
+    Ok(())
+}
+
+/// Read the whole committed log, oldest first: check every block (any
+/// block that is not a sealed, committed row-log block of a table of this
+/// store, holding ids in range, is an error naming it), map its rows, put
+/// the rows of `hot` it holds in memory, and write its slot in `index`.
 ///
 /// The log is read in large sequential reads on a second thread, one
 /// ahead of the checks and the map ([`read_ahead`]): read and checked
 /// one after the other, a SIGKILLed W5 store's 800 MB of log took 2.1-2.3
 /// s to restore, about 1.4 s of it the reads and the rest the CPU's; read
-/// ahead, 1.4 s.
-///
-/// The rows of `hot` (by table index: the ids of the hot set a warm open
-/// brings back) that the log holds are put in memory from these reads,
-/// each as its newest copy; returns how many were not in memory. After a
-/// crash, they are most of the rows a warm open would otherwise read back
-/// one block each (the hot rows leave out those training wrote after a
-/// snapshot checkpoint's moment; after a SIGKILLed W5, 252 k of those
-/// 339 k rows had their newest copy in the log).
-pub(super) fn restore_row_log(
+/// ahead, 1.4 s. After a crash the hot rows are most of the rows a warm
+/// open would otherwise read back one block each (the hot rows leave out
+/// those training wrote after a snapshot checkpoint's moment; after a
+/// SIGKILLed W5, 252 k of those 339 k rows had their newest copy in the
+/// log).
+fn read_log(
     ssd: &Ssd,
     tables: &[Arc<Table>],
     sb: &Superblock,
     hot: &mut [HotIds],
+    index: Option<&LogIndex>,
 ) -> Result<u64> {
     let committed = sb.rowlog_blocks;
     let mut last_epoch = 0u64;
     let mut pinned = false;
     let mut put = 0u64;
+    let sbytes = index.map_or(0, |ix| ix.slot_bytes());
+    let mut slots = Vec::new();
     read_ahead(ssd, &log_chunks(sb), |&(at, first, n), buf| {
+        slots.clear();
+        slots.resize(n as usize * sbytes, 0);
         for i in 0..n {
             let b = (first + i) as u32;
             // The block's place in the log, oldest first.
@@ -107,11 +343,7 @@ pub(super) fn restore_row_log(
             // Appends carry their checkpoint's epoch, in log order: an
             // older block where a newer append belongs is a lost write.
             let e = embtier_format::block_epoch(raw);
-            let want_last = sb.version.has_v4_fields();
-            let bad = e < last_epoch
-                || (want_last && (pos >= sb.rowlog_from as u64) != (e == sb.committed_epoch))
-                || (want_last && pos < sb.rowlog_from as u64 && e > sb.committed_epoch);
-            if bad {
+            if !epoch_in_order(sb, pos, e, last_epoch) {
                 return Err(invalid(
                     "row log block epoch",
                     embtier_format::BLOCK_SIZE - 24,
@@ -151,11 +383,18 @@ pub(super) fn restore_row_log(
                     ),
                 ));
             }
+            if sbytes > 0 && lb.ids.len() * 8 + SLOT_IDS <= sbytes {
+                let slot = &mut slots[i as usize * sbytes..(i as usize + 1) * sbytes];
+                encode_slot(slot, b, e, lb.table, &lb.ids);
+            }
             let mut none = HotIds::None;
             let cache = hot.get_mut(lb.table as usize).unwrap_or(&mut none);
             let (p, n) = t.restore_logged_block(b, &lb.ids, lb.rows, cache);
             pinned |= p;
             put += n;
+        }
+        if let Some(ix) = index {
+            ix.write_slots(first, &slots);
         }
         Ok(())
     })?;

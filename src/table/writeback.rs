@@ -173,6 +173,11 @@ impl Table {
         let rows = &rows[..rows.len().min(n * self.log_rows)];
         buf.ensure(n * BLOCK_SIZE);
         let epoch = ssd.durable().seal_epoch();
+        let index = ssd.log().index();
+        // The blocks' slots in the row-log index, written once the blocks
+        // are (a slot names what its block holds, never what it may).
+        let slot_bytes = index.as_ref().map_or(0, |ix| ix.slot_bytes());
+        let mut slots = vec![0u8; n * slot_bytes];
         let mut ids = Vec::with_capacity(self.log_rows);
         let mut bytes = Vec::with_capacity(self.log_rows * rb);
         for (bi, chunk) in rows.chunks(self.log_rows).enumerate() {
@@ -185,12 +190,26 @@ impl Table {
             let blk = &mut buf.as_mut_slice()[bi * BLOCK_SIZE..(bi + 1) * BLOCK_SIZE];
             embtier_format::rowlog::encode(blk, self.index, rb, &ids, &bytes);
             embtier_format::seal_block(blk, ssd.log_block(first + bi as u32), epoch);
+            if slot_bytes > 0 {
+                let slot = &mut slots[bi * slot_bytes..(bi + 1) * slot_bytes];
+                embtier_format::logindex::encode_slot(
+                    slot,
+                    first + bi as u32,
+                    epoch,
+                    self.index,
+                    &ids,
+                );
+            }
         }
         let at = ssd.log_block(first) * BLOCK_SIZE as u64;
         if let Err(f) = ssd.engine().write_extents(&[at], n * BLOCK_SIZE, buf) {
             ssd.log().close();
             return Err(ssd.err(f));
         }
+        if let Some(ix) = index.as_ref() {
+            ix.write_slots(first as u64, &slots);
+        }
+        drop(index);
         for (bi, chunk) in rows.chunks(self.log_rows).enumerate() {
             for (id, _) in chunk {
                 let mut sh = shards[self.shard_of(*id, shards.len())].lock();
@@ -573,6 +592,60 @@ impl Table {
                 (true, 0)
             }
         }
+    }
+
+    /// Row-log block `b` holds `ids` of this cached table, as the row-log
+    /// index says (the open after a crash, in log order, without reading
+    /// the block): point the log map at it.
+    pub(crate) fn map_logged_block(&self, b: u32, ids: impl Iterator<Item = u64>) {
+        if let TableKind::Cached { shards, .. } = &self.kind {
+            for id in ids {
+                shards[self.shard_of(id, shards.len())].lock().log_at(id, b);
+            }
+        }
+    }
+
+    /// The warm restart's order for `ids` (unique, in range): those no
+    /// tier holds whose newest copy is in the row log, by log block (so
+    /// that the reads of a batch of them fall in few windows of the log,
+    /// read sequentially where dense), then the rest no tier holds, in the
+    /// order given. A row that moves meanwhile is read from where it is
+    /// then: the miss path looks each up again.
+    pub(crate) fn warm_order(&self, ids: &[u64]) -> (Vec<u64>, Vec<u64>) {
+        let TableKind::Cached { shards, .. } = &self.kind else {
+            return (Vec::new(), Vec::new());
+        };
+        let mut logged: Vec<(u32, u64)> = Vec::new();
+        let mut rest = Vec::with_capacity(ids.len());
+        for &id in ids {
+            let sh = shards[self.shard_of(id, shards.len())].lock();
+            if sh.holds(id) {
+                continue;
+            }
+            match sh.logged_at(id) {
+                NOT_LOGGED => rest.push(id),
+                b => logged.push((b, id)),
+            }
+        }
+        logged.sort_unstable();
+        (logged.into_iter().map(|(_, id)| id).collect(), rest)
+    }
+
+    /// Whether a tier holds row `id` (or it is pending): at open, before
+    /// the store serves.
+    pub(crate) fn holds(&self, id: u64) -> bool {
+        match &self.kind {
+            TableKind::Cached { shards, .. } => {
+                shards[self.shard_of(id, shards.len())].lock().holds(id)
+            }
+            TableKind::Pinned { .. } => true,
+        }
+    }
+
+    /// Rows of this table a row-log block holds (0: the table does not
+    /// use the log).
+    pub(crate) fn log_rows(&self) -> usize {
+        self.log_rows
     }
 
     /// Rows whose newest written copy is in the row log only (not the

@@ -2,6 +2,7 @@
 //! kinds of [`slab`] memory), pinned tables, and the SSD home of every row.
 
 pub(crate) mod cache;
+pub(crate) mod logindex;
 pub(crate) mod logmap;
 pub(crate) mod rowlog;
 pub(crate) mod slab;

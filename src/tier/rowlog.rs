@@ -26,6 +26,7 @@
 
 use parking_lot::Mutex;
 
+use super::logindex::LogIndex;
 use super::logmap::MERGED;
 
 /// A log block index meaning "not in the log".
@@ -114,6 +115,9 @@ pub(crate) struct RowLog {
     /// The background merge's thread, woken when an append takes the log
     /// past `merge_start`.
     merger: Mutex<Option<std::thread::Thread>>,
+    /// The index of the ring's blocks, written beside each append (none
+    /// when the machine has no boot id, or no table uses the log).
+    index: parking_lot::RwLock<Option<LogIndex>>,
 }
 
 /// Positions in the log count blocks appended since open from the ring
@@ -184,6 +188,31 @@ impl RowLog {
                 resets: 0,
             }),
             merger: Mutex::new(None),
+            index: parking_lot::RwLock::new(None),
+        }
+    }
+
+    /// Write the ring's slots beside the appends from now on with `ix`.
+    pub fn set_index(&self, ix: Option<LogIndex>) {
+        *self.index.write() = ix;
+    }
+
+    /// The index, if the log keeps one.
+    pub fn index(&self) -> parking_lot::RwLockReadGuard<'_, Option<LogIndex>> {
+        self.index.read()
+    }
+
+    /// The blocks of the ring the log is in now.
+    pub fn ring(&self) -> u64 {
+        self.state.lock().ring
+    }
+
+    /// Checkpoint `generation` committed (after [`RowLog::committed`]):
+    /// the index's slots are true through it.
+    pub fn index_committed(&self, generation: u64) {
+        let ring = self.ring();
+        if let Some(ix) = self.index.write().as_mut() {
+            ix.committed(generation, ring);
         }
     }
 
