@@ -430,6 +430,19 @@ impl Embtier {
             },
         )
         .map_err(emb_err)?;
+        // How the open rebuilt the row log's map, on stderr.
+        let log = store.row_log_at_open();
+        eprintln!(
+            "open: row log of {} blocks mapped in {:.3} s, {}; {} rows kept in place",
+            log.blocks,
+            log.seconds,
+            match (&log.index_refused, log.from_index) {
+                (_, true) => "from its index".to_string(),
+                (Some(why), false) => format!("by reading it (index not used: {why})"),
+                (None, false) => "by reading it".to_string(),
+            },
+            store.rows_kept_at_open()
+        );
         let store = std::sync::Arc::new(store);
         // `EMBTIER_PEERS_WAIT_WARM=1`: an experiment that waits for the
         // warm restart's read-back before training starts, to see what
