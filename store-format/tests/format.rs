@@ -324,6 +324,37 @@ fn slot_stamps_offsets_match_the_spec() {
 }
 
 #[test]
+fn row_log_index_offsets_match_the_spec() {
+    use embtier_format::logindex::*;
+    check(
+        "## Row-log index",
+        &[
+            ("magic", 0, 8),
+            ("store_id", INDEX_STORE_ID, 8),
+            ("boot_id", INDEX_BOOT_ID, INDEX_BOOT_ID_BYTES),
+            ("slot_bytes", INDEX_SLOT_BYTES, 4),
+            ("reserved", INDEX_RESERVED, 4),
+            ("ring", INDEX_RING, 8),
+            ("log_base", INDEX_LOG_BASE, 8),
+            ("crc", INDEX_CRC, 4),
+            ("kept_through", INDEX_KEPT_THROUGH, 8),
+        ],
+    );
+    assert_eq!((SLOTS_AT, INDEX_MAGIC), (4096, *b"EMBLIDX1"));
+    check(
+        "### Row-log index slot",
+        &[
+            ("crc", SLOT_CRC, 4),
+            ("block", SLOT_BLOCK, 4),
+            ("epoch", SLOT_EPOCH, 8),
+            ("table", SLOT_TABLE, 4),
+            ("count", SLOT_COUNT, 4),
+        ],
+    );
+    assert_eq!((SLOT_IDS, slot_bytes_for(15)), (24, 144));
+}
+
+#[test]
 fn hot_rows_offsets_match_the_spec() {
     use embtier_format::hotrows::*;
     check(
