@@ -116,6 +116,13 @@ class Store:
         last checkpoint holds (by the tiers' slot stamps). 0 after other
         tier settings, a reboot or a cold open."""
     @property
+    def row_log_at_open(self) -> dict:
+        """How this open rebuilt the row log's map: ``blocks`` (of the
+        committed log), ``from_index`` (True: from the row-log index,
+        reading no log block; an open after a crash or a plain close in the
+        same boot of the machine), ``index_refused`` (why the index was not
+        used, or None) and ``seconds``."""
+    @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
     @property

@@ -290,6 +290,22 @@ impl PyStore {
         Ok(self.get(py)?.rows_kept_at_open())
     }
 
+    /// How this open rebuilt the row log's map, as a dict: `blocks` (of
+    /// the committed log), `from_index` (from the row-log index, without
+    /// reading the log: after a crash or a plain close in the same boot),
+    /// `index_refused` (why not, or None) and `seconds`.
+    #[getter]
+    fn row_log_at_open<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.get(py)?;
+        let at = s.row_log_at_open();
+        let d = PyDict::new(py);
+        d.set_item("blocks", at.blocks)?;
+        d.set_item("from_index", at.from_index)?;
+        d.set_item("index_refused", at.index_refused.clone())?;
+        d.set_item("seconds", at.seconds)?;
+        Ok(d)
+    }
+
     #[getter]
     fn closed(&self) -> bool {
         self.inner.read().is_none()
