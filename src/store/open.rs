@@ -167,8 +167,15 @@ impl Store {
             undo.outside_file(&kept::stamps_path(p));
         }
         let mut store = Store::assemble(dir, config, sb, catalog, lock, true, opts)?;
-        store.row_log_at_open =
-            restore_row_log(dir, &store.ssd, &store.tables, &store.superblock, &mut [])?.1;
+        store.row_log_at_open = restore_row_log(
+            dir,
+            &store.ssd,
+            &store.tables,
+            &store.superblock,
+            &mut [],
+            0,
+        )?
+        .1;
         undo.armed = false;
         store.start_merger()?;
         Ok(store)
@@ -314,6 +321,11 @@ impl Store {
         for (i, ids) in &plan {
             hot_ids[*i] = store.tables[*i].hot_ids(ids);
         }
+        // The hot set's rows to bring back: those it names, less those
+        // taken in place (the hot rows then put some back, and the rest
+        // are read from the log or home).
+        let named: u64 = plan.iter().map(|(_, ids)| ids.len() as u64).sum();
+        let need = named.saturating_sub(store.kept.rows);
         let (put, at_open) = std::thread::scope(|scope| {
             let hot = (!cold).then(|| {
                 std::thread::Builder::new()
@@ -326,6 +338,7 @@ impl Store {
                 &store.tables,
                 &store.superblock,
                 &mut hot_ids,
+                need,
             );
             let put = match hot {
                 None => 0,

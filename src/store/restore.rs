@@ -102,6 +102,7 @@ pub(super) fn restore_row_log(
     tables: &[Arc<Table>],
     sb: &Superblock,
     hot: &mut [HotIds],
+    need: u64,
 ) -> Result<(u64, RowLogAtOpen)> {
     let t0 = std::time::Instant::now();
     let mut at_open = RowLogAtOpen {
@@ -114,25 +115,34 @@ pub(super) fn restore_row_log(
     };
     let mut put = 0;
     if sb.rowlog_blocks > 0 {
-        let checked = match (&index, found) {
-            (Some(ix), Ok(())) => check_index(ix, ssd, tables, sb, hot),
+        let why = match (&index, found) {
             (_, Err(why)) => Err(why),
             (None, Ok(())) => Err("no index".into()),
+            (Some(_), Ok(())) if need * HOT_LOG_SHARE >= sb.rowlog_blocks => Ok(format!(
+                "{need} rows of the hot set to bring back, for a log of {} blocks: the log \
+                 was read for them",
+                sb.rowlog_blocks
+            )),
+            (Some(ix), Ok(())) => match map_from_index(ix, ssd, tables, sb) {
+                Ok(()) => {
+                    at_open.from_index = true;
+                    Err(String::new())
+                }
+                Err(why) => {
+                    // A map half made from it: none, before the read.
+                    for t in tables {
+                        t.clear_log_map();
+                    }
+                    Err(why)
+                }
+            },
         };
-        match checked {
-            Ok(wanted) if wanted * HOT_LOG_SHARE < sb.rowlog_blocks => {
-                map_from_index(index.as_ref().expect("checked"), tables, sb)?;
-                at_open.from_index = true;
-            }
-            Ok(wanted) => {
-                // True, but the warm restart would read most of the log
-                // a block at a time: read it whole now, as without it.
-                at_open.index_refused = Some(format!(
-                    "the hot set's rows are in {wanted} of its {} blocks: the log was read \
-                     for them",
-                    sb.rowlog_blocks
-                ));
-                put = read_log(ssd, tables, sb, hot, index.as_ref())?;
+        match why {
+            _ if at_open.from_index => {}
+            // True, and kept true by the read's blocks: the same slots.
+            Ok(why) => {
+                at_open.index_refused = Some(why);
+                put = read_log(ssd, tables, sb, hot, None)?;
             }
             Err(why) => {
                 at_open.index_refused = Some(why);
@@ -154,15 +164,18 @@ pub(super) fn restore_row_log(
     Ok((put, at_open))
 }
 
-/// The open reads the whole log, index or not, where at least one of its
-/// blocks in this many holds a row of the hot set that no tier holds:
-/// after a crash at a snapshot checkpoint, the hottest rows are the ones
-/// training wrote after its moment, which the hot rows leave out and the
-/// log holds. Read whole, the log comes at the disk's sequential rate and
-/// its rows are in memory before the first batch; left to the warm
-/// restart, each is a random read beside training (measured on a
-/// SIGKILLed W5 store whose hot rows were in 89% of the log's blocks: the
-/// first ten seconds ran 10% slower with the map from the index).
+/// A warm open reads the whole log, index or not, where the hot set has
+/// at least one row to bring back (not kept in place by its tier) for
+/// this many blocks of the log: after a crash at a snapshot checkpoint,
+/// the hottest rows are the ones training wrote after its moment, which
+/// the hot rows leave out and the log holds. Read whole, the log comes at
+/// the disk's sequential rate, its rows in memory before the first batch;
+/// from the map of the index, each is a random read beside training.
+/// Measured on SIGKILLed W5 stores (`docs/benchmarks.md`, "The row log's
+/// map from its index"): with 82 k log blocks and 450 k rows to bring
+/// back, the first ten seconds ran 10% slower from the index; with 648 k
+/// blocks and 420 k rows, the open took 1.4 s against 2.7 s, but the
+/// read-back 4.2-4.6 s against 2.0-2.3 s, and t90 came later.
 const HOT_LOG_SHARE: u64 = 4;
 
 /// The row-log index for this store's log, as found or made anew, with
@@ -205,27 +218,69 @@ fn epoch_in_order(sb: &Superblock, pos: u64, e: u64, last: u64) -> bool {
         || (want_last && pos < from && e > sb.committed_epoch))
 }
 
-/// Check every slot of the committed log in the index `ix`, as a read of
-/// the log checks its blocks: each decodes as its ring block's slot, its
-/// epoch is in the log's order and may be read, it names a table that
-/// uses the log now with no more rows than the table's blocks hold, and
-/// its ids are in the table's range, each once. The first that does not
-/// is the reason returned (the open then reads the log, which names any
-/// block that is itself wrong). Returns how many of the blocks hold a row
-/// of the hot set `hot` that no tier holds.
-fn check_index(
+/// Map the committed log's rows to their blocks from the index `ix`, in
+/// log order, checking every slot as a read of the log checks its blocks:
+/// each decodes as its ring block's slot, its epoch is in the log's order
+/// and may be read, it names a table that uses the log now with no more
+/// rows than the table's blocks hold, and its ids are in the table's
+/// range, each once. The first that does not is the reason returned, with
+/// the map half made (the caller clears it, and reads the log, which
+/// names any block that is itself wrong).
+///
+/// The work is split by shard over up to four threads (each reads and
+/// checks every slot, and maps the ids of its shards): a 648 k-block log's
+/// 9.7 M ids took 1.3-1.45 s on one.
+fn map_from_index(
     ix: &LogIndex,
     ssd: &Ssd,
     tables: &[Arc<Table>],
     sb: &Superblock,
-    hot: &[HotIds],
-) -> std::result::Result<u64, String> {
+) -> std::result::Result<(), String> {
+    let chunks = log_chunks(sb);
+    let parts = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4);
+    let part = |k: usize| map_part(ix, ssd, tables, sb, &chunks, k, parts);
+    if parts == 1 {
+        return part(0);
+    }
+    std::thread::scope(|scope| {
+        let others: Vec<_> = (1..parts)
+            .map(|k| {
+                std::thread::Builder::new()
+                    .name("embtier-log-index".into())
+                    .spawn_scoped(scope, move || part(k))
+            })
+            .collect();
+        let mut r = part(0);
+        for (k, h) in others.into_iter().enumerate() {
+            let got = match h {
+                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                // No thread to be had: its part here.
+                Err(_) => part(k + 1),
+            };
+            r = r.and(got);
+        }
+        r
+    })
+}
+
+/// Part `k` of `parts` of [`map_from_index`]: every slot read and checked,
+/// the ids of the shards `k` of every `parts` mapped.
+fn map_part(
+    ix: &LogIndex,
+    ssd: &Ssd,
+    tables: &[Arc<Table>],
+    sb: &Superblock,
+    chunks: &[(u64, u64, u64)],
+    k: usize,
+    parts: usize,
+) -> std::result::Result<(), String> {
     let sbytes = ix.slot_bytes();
     let mut buf = Vec::new();
     let mut ids = Vec::new();
     let mut last = 0u64;
-    let mut wanted = 0u64;
-    for (at, first, n) in log_chunks(sb) {
+    for &(at, first, n) in chunks {
         ix.read_slots(first, n, &mut buf)
             .map_err(|e| format!("{}: {e}", ix.path().display()))?;
         for i in 0..n {
@@ -254,39 +309,14 @@ fn check_index(
                 })?;
             ids.clear();
             ids.extend(slot.ids());
+            let in_order = ids.clone();
             ids.sort_unstable();
             if ids.last().is_some_and(|&id| id >= t.entry.rows)
                 || ids.windows(2).any(|w| w[0] == w[1])
             {
                 return Err(format!("its slot {b} names ids out of range or twice"));
             }
-            if let Some(h) = hot.get(slot.table as usize) {
-                wanted += slot.ids().any(|id| h.contains(id) && !t.holds(id)) as u64;
-            }
-        }
-    }
-    Ok(wanted)
-}
-
-/// Map the committed log's rows to their blocks from the index `ix`, which
-/// [`check_index`] found true, in log order.
-fn map_from_index(ix: &LogIndex, tables: &[Arc<Table>], sb: &Superblock) -> Result<()> {
-    let sbytes = ix.slot_bytes();
-    let mut buf = Vec::new();
-    for (_, first, n) in log_chunks(sb) {
-        ix.read_slots(first, n, &mut buf)
-            .map_err(|e| Error::io(ix.path(), "read", e))?;
-        for i in 0..n {
-            let b = (first + i) as u32;
-            let offset = first * sbytes as u64 + i * sbytes as u64 + SLOTS_AT;
-            let raw = &buf[i as usize * sbytes..(i as usize + 1) * sbytes];
-            // Checked a moment ago; a slot changed since is an error, not
-            // a map half made.
-            let slot = decode_slot(raw, b, offset).map_err(|source| Error::Format {
-                path: ix.path().to_path_buf(),
-                source,
-            })?;
-            tables[slot.table as usize].map_logged_block(b, slot.ids());
+            t.map_logged_block(b, &in_order, k, parts);
         }
     }
     Ok(())

@@ -595,12 +595,16 @@ impl Table {
     }
 
     /// Row-log block `b` holds `ids` of this cached table, as the row-log
-    /// index says (the open after a crash, in log order, without reading
-    /// the block): point the log map at it.
-    pub(crate) fn map_logged_block(&self, b: u32, ids: impl Iterator<Item = u64>) {
+    /// index says (the open, in log order, without reading the block):
+    /// point the log map at it for the ids whose shard is `part` of every
+    /// `parts` (the open splits the map's work by shard over threads).
+    pub(crate) fn map_logged_block(&self, b: u32, ids: &[u64], part: usize, parts: usize) {
         if let TableKind::Cached { shards, .. } = &self.kind {
-            for id in ids {
-                shards[self.shard_of(id, shards.len())].lock().log_at(id, b);
+            for &id in ids {
+                let s = self.shard_of(id, shards.len());
+                if s % parts == part {
+                    shards[s].lock().log_at(id, b);
+                }
             }
         }
     }
@@ -629,17 +633,6 @@ impl Table {
         }
         logged.sort_unstable();
         (logged.into_iter().map(|(_, id)| id).collect(), rest)
-    }
-
-    /// Whether a tier holds row `id` (or it is pending): at open, before
-    /// the store serves.
-    pub(crate) fn holds(&self, id: u64) -> bool {
-        match &self.kind {
-            TableKind::Cached { shards, .. } => {
-                shards[self.shard_of(id, shards.len())].lock().holds(id)
-            }
-            TableKind::Pinned { .. } => true,
-        }
     }
 
     /// Rows of this table a row-log block holds (0: the table does not
