@@ -132,7 +132,8 @@ pub struct Args {
     /// Internal: W5 runs exactly this long in this child (embtier's time).
     #[arg(long, hide = true)]
     child_w5_secs: Option<f64>,
-    /// Internal: this child trains, checkpoints and kills itself.
+    /// Internal: this child trains (`--child-w5-secs`, 30 by default, with
+    /// a checkpoint every `--checkpoint-every`), checkpoints and kills itself.
     #[arg(long, hide = true)]
     child_kill: bool,
 }
@@ -1281,20 +1282,37 @@ fn w5_run(
 /// a few tenths of a second into its 5-10 s of writing, so the restart
 /// reopened the checkpoint before it: a SIGKILL *during* a checkpoint.
 fn kill_run(
-    _a: &Args,
+    a: &Args,
     mut eng: Box<dyn Engine>,
     gen: &mut Generator,
     st: &mut Stepper,
     t0: Instant,
 ) -> Result<(), String> {
-    while t0.elapsed().as_secs_f64() < 30.0 {
+    // Training for `--child-w5-secs` (30 by default) with a checkpoint
+    // every `--checkpoint-every` seconds, as W5 does, then one more.
+    let secs = a.child_w5_secs.unwrap_or(30.0);
+    let mut next_ck = a.checkpoint_every;
+    let checkpoint =
+        |eng: &mut Box<dyn Engine>, st: &mut Stepper, gen: &mut Generator| -> Result<(), String> {
+            eng.checkpoint(0)?;
+            while eng.checkpoint_running() {
+                st.step(eng, &gen.next_batch(), false)?;
+            }
+            eng.wait_checkpoint()
+        };
+    loop {
+        let el = t0.elapsed().as_secs_f64();
+        if el >= secs {
+            break;
+        }
+        if el >= next_ck {
+            checkpoint(&mut eng, st, gen)?;
+            next_ck += a.checkpoint_every;
+            continue;
+        }
         st.step(&mut eng, &gen.next_batch(), false)?;
     }
-    eng.checkpoint(0)?;
-    while eng.checkpoint_running() {
-        st.step(&mut eng, &gen.next_batch(), false)?;
-    }
-    eng.wait_checkpoint()?;
+    checkpoint(&mut eng, st, gen)?;
     for _ in 0..8 {
         st.step(&mut eng, &gen.next_batch(), false)?;
     }
