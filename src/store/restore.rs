@@ -278,7 +278,7 @@ fn map_part(
 ) -> std::result::Result<(), String> {
     let sbytes = ix.slot_bytes();
     let mut buf = Vec::new();
-    let mut ids = Vec::new();
+    let (mut ids, mut sorted) = (Vec::new(), Vec::new());
     let mut last = 0u64;
     for &(at, first, n) in chunks {
         ix.read_slots(first, n, &mut buf)
@@ -309,14 +309,15 @@ fn map_part(
                 })?;
             ids.clear();
             ids.extend(slot.ids());
-            let in_order = ids.clone();
-            ids.sort_unstable();
-            if ids.last().is_some_and(|&id| id >= t.entry.rows)
-                || ids.windows(2).any(|w| w[0] == w[1])
+            sorted.clear();
+            sorted.extend_from_slice(&ids);
+            sorted.sort_unstable();
+            if sorted.last().is_some_and(|&id| id >= t.entry.rows)
+                || sorted.windows(2).any(|w| w[0] == w[1])
             {
                 return Err(format!("its slot {b} names ids out of range or twice"));
             }
-            t.map_logged_block(b, &in_order, k, parts);
+            t.map_logged_block(b, &ids, k, parts);
         }
     }
     Ok(())
