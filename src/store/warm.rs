@@ -338,14 +338,12 @@ impl Store {
             .spawn(move || {
                 let mut read = already;
                 for (t, ids) in plan {
-                    // The rows in the log first, by log block: after an
-                    // open that mapped the log from its index, they are
-                    // the hottest rows a crash left out of the hot rows,
-                    // and most log blocks hold one, so that their reads
-                    // are mostly sequential windows of the log.
-                    let (logged, rest) = t.warm_order(&ids);
-                    drop(ids);
-                    for batch in logged.chunks(WARM_BATCH).chain(rest.chunks(WARM_BATCH)) {
+                    // The rows in the log first, by log block, so that
+                    // their reads are mostly sequential windows of the
+                    // log; then all of them in id order (those read by
+                    // then are in memory, and skipped).
+                    let logged = t.logged_in_log_order(&ids);
+                    for batch in logged.chunks(WARM_BATCH).chain(ids.chunks(WARM_BATCH)) {
                         if stop.load(Ordering::Relaxed) {
                             return Ok(read);
                         }
