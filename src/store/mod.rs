@@ -709,6 +709,7 @@ impl Store {
         let log = self.ssd.log();
         self.ssd.finish_written()?;
         self.ssd.sync().map_err(|e| self.ssd.durable().poison(e))?;
+        log.sync_index();
         // Without a merge, the log is committed from where a finished
         // background pass left it: the blocks before hold no row's newest
         // copy that home does not hold too.

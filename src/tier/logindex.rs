@@ -4,14 +4,13 @@
 //! the same boot rebuilds the log's map from the slots (a few percent of
 //! the log's bytes) instead of reading and checking every committed block.
 //!
-//! The slots go through the page cache and are never synced: a process
-//! that dies leaves them to the kernel, which keeps them for the next
-//! process of the same boot, and the boot id in the header makes any other
-//! boot's open read the log. The *kept-through* word says through which
-//! checkpoint's commit every appended block's slot was written; a slot
-//! write that fails zeroes it for good (until an open rebuilds the index
-//! from a read of the log), so an index that missed an append is never
-//! trusted.
+//! The slots go through the page cache and are synced beside the data
+//! file before each commit, so that a write-back the kernel failed is
+//! seen; the boot id in the header makes any other boot's open read the
+//! log. The *kept-through* word says through which checkpoint's commit
+//! every appended block's slot was written; a slot write or sync that
+//! fails zeroes it for good (until an open rebuilds the index from a
+//! read of the log), so an index that missed an append is never trusted.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -135,6 +134,16 @@ impl LogIndex {
         let _ = self
             .file
             .write_all_at(&0u64.to_le_bytes(), INDEX_KEPT_THROUGH as u64);
+    }
+
+    /// Before a commit: the slots written so far to the disk, so that a
+    /// write-back the kernel failed (and dropped from its page cache) is
+    /// seen here, as the data file's are by its sync, and the index is
+    /// not trusted after it.
+    pub fn sync(&self) {
+        if self.healthy() && self.file.sync_data().is_err() {
+            self.broken();
+        }
     }
 
     /// Whether every append since the index was made wrote its slot.

@@ -207,6 +207,14 @@ impl RowLog {
         self.state.lock().ring
     }
 
+    /// Before a commit, beside the data file's sync: the index's slots
+    /// synced ([`LogIndex::sync`]).
+    pub fn sync_index(&self) {
+        if let Some(ix) = self.index.read().as_ref() {
+            ix.sync();
+        }
+    }
+
     /// Checkpoint `generation` committed (after [`RowLog::committed`]):
     /// the index's slots are true through it.
     pub fn index_committed(&self, generation: u64) {
