@@ -337,12 +337,11 @@ impl Store {
             .name("embtier-warm".into())
             .spawn(move || {
                 let mut read = already;
-                for (t, ids) in plan {
+                for (t, mut ids) in plan {
                     // The rows in the log first, by log block, so that
                     // their reads are mostly sequential windows of the
-                    // log; then all of them in id order (those read by
-                    // then are in memory, and skipped).
-                    let logged = t.logged_in_log_order(&ids);
+                    // log; then the rest in id order.
+                    let logged = t.split_for_warm(&mut ids);
                     for batch in logged.chunks(WARM_BATCH).chain(ids.chunks(WARM_BATCH)) {
                         if stop.load(Ordering::Relaxed) {
                             return Ok(read);

@@ -609,30 +609,36 @@ impl Table {
         }
     }
 
-    /// The rows of `ids` (unique, in range) that no tier holds and whose
-    /// newest copy is in the row log, by log block, for the warm restart
-    /// to read first: a batch of them falls in few windows of the log,
-    /// read sequentially where dense. Each entry packs its block and id
-    /// in one word while sorting (8 bytes a logged row: a table of 2^32
-    /// rows or more gets none, and its rows are read in id order). A row
-    /// that moves meanwhile is read from where it is then: the miss path
-    /// looks each up again.
-    pub(crate) fn logged_in_log_order(&self, ids: &[u64]) -> Vec<u64> {
+    /// The warm restart's order: keep in `ids` (unique, in range) the rows
+    /// no tier holds whose newest copy is home, and return those no tier
+    /// holds whose newest copy is in the row log, by log block, to be read
+    /// first: a batch of them falls in few windows of the log, read
+    /// sequentially where dense. Each entry packs its block and id in one
+    /// word while sorting (8 bytes a logged row; a table of 2^32 rows or
+    /// more keeps them all in `ids`, in id order). A row that moves
+    /// meanwhile is read from where it is then: the miss path looks each
+    /// up again. Rows held now are not read later even if evicted
+    /// meanwhile, as before the split.
+    pub(crate) fn split_for_warm(&self, ids: &mut Vec<u64>) -> Vec<u64> {
         let TableKind::Cached { shards, .. } = &self.kind else {
             return Vec::new();
         };
-        if self.entry.rows > u32::MAX as u64 {
-            return Vec::new();
-        }
+        let wide = self.entry.rows > u32::MAX as u64;
         let mut logged: Vec<u64> = Vec::new();
-        for &id in ids {
+        ids.retain(|&id| {
             let sh = shards[self.shard_of(id, shards.len())].lock();
-            match sh.logged_at(id) {
-                NOT_LOGGED => {}
-                _ if sh.holds(id) => {}
-                b => logged.push((b as u64) << 32 | id),
+            if sh.holds(id) {
+                return false;
             }
-        }
+            match sh.logged_at(id) {
+                NOT_LOGGED => true,
+                _ if wide => true,
+                b => {
+                    logged.push((b as u64) << 32 | id);
+                    false
+                }
+            }
+        });
         logged.sort_unstable();
         for x in &mut logged {
             *x &= u32::MAX as u64;
