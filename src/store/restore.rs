@@ -74,7 +74,8 @@ pub struct RowLogAtOpen {
     pub from_index: bool,
     /// Why the index was not used, where the log had blocks and the open
     /// read them instead (another boot, a checkpoint the index was not
-    /// kept through, a damaged slot).
+    /// kept through, a damaged slot, or the hot set's rows to bring back,
+    /// which the read of the log brings).
     pub index_refused: Option<String>,
     /// Seconds the map took to rebuild (reading the index or the log).
     pub seconds: f64,
@@ -87,9 +88,11 @@ pub struct RowLogAtOpen {
 ///
 /// The map comes from the row-log index where the index is true for
 /// this checkpoint in this boot of the machine and every slot of the
-/// committed log checks out ([`check_index`]); otherwise from a read of
-/// the whole log ([`read_log`]), which writes the index anew as it goes.
-/// Either way the index is then kept up to date by the appends.
+/// committed log checks out ([`map_from_index`]), unless the hot set has
+/// `need` rows to bring back, at least one per [`HOT_LOG_SHARE`] log
+/// blocks; otherwise from a read of the whole log ([`read_log`]), which
+/// writes the index anew as it goes where it was not true. Either way
+/// the index is then kept up to date by the appends.
 ///
 /// The rows of `hot` (by table index: the ids of the hot set a warm open
 /// brings back) that a read of the log finds are put in memory from its
@@ -115,36 +118,35 @@ pub(super) fn restore_row_log(
     };
     let mut put = 0;
     if sb.rowlog_blocks > 0 {
-        let why = match (&index, found) {
-            (_, Err(why)) => Err(why),
-            (None, Ok(())) => Err("no index".into()),
-            (Some(_), Ok(())) if need * HOT_LOG_SHARE >= sb.rowlog_blocks => Ok(format!(
-                "{need} rows of the hot set to bring back, for a log of {} blocks: the log \
-                 was read for them",
-                sb.rowlog_blocks
-            )),
+        let plan = match (&index, found) {
+            (_, Err(why)) => Plan::ReadRemake(why),
+            (None, Ok(())) => Plan::ReadRemake("no index".into()),
+            (Some(_), Ok(())) if need * HOT_LOG_SHARE >= sb.rowlog_blocks => {
+                Plan::ReadKeep(format!(
+                    "{need} rows of the hot set to bring back, for a log of {} blocks: the \
+                     log was read for them",
+                    sb.rowlog_blocks
+                ))
+            }
             (Some(ix), Ok(())) => match map_from_index(ix, ssd, tables, sb) {
-                Ok(()) => {
-                    at_open.from_index = true;
-                    Err(String::new())
-                }
+                Ok(()) => Plan::Mapped,
                 Err(why) => {
                     // A map half made from it: none, before the read.
                     for t in tables {
                         t.clear_log_map();
                     }
-                    Err(why)
+                    Plan::ReadRemake(why)
                 }
             },
         };
-        match why {
-            _ if at_open.from_index => {}
-            // True, and kept true by the read's blocks: the same slots.
-            Ok(why) => {
+        match plan {
+            Plan::Mapped => at_open.from_index = true,
+            Plan::ReadKeep(why) => {
                 at_open.index_refused = Some(why);
+                // The index is true: its slots stay as they are.
                 put = read_log(ssd, tables, sb, hot, None)?;
             }
-            Err(why) => {
+            Plan::ReadRemake(why) => {
                 at_open.index_refused = Some(why);
                 // Made anew (if it was not already), its slots rewritten
                 // by the read.
@@ -162,6 +164,16 @@ pub(super) fn restore_row_log(
     ssd.log().set_index(index);
     at_open.seconds = t0.elapsed().as_secs_f64();
     Ok((put, at_open))
+}
+
+/// What an open does with the row log's committed blocks.
+enum Plan {
+    /// Mapped from the index.
+    Mapped,
+    /// Read, the index true and kept (why it was read).
+    ReadKeep(String),
+    /// Read, the index made anew by the read (why it was not used).
+    ReadRemake(String),
 }
 
 /// A warm open reads the whole log, index or not, where the hot set has
