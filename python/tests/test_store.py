@@ -319,7 +319,9 @@ def test_a_crashed_store_maps_its_row_log_from_the_index(store_dir):
     # Rows written past a small cache go to the row log; a store closed
     # without keep (what a crash leaves) reopens in the same boot with the
     # log's map from its index, reading no log block, and the values of
-    # the last checkpoint; without the index it reads the log.
+    # the last checkpoint; without the index it reads the log. Cold: a
+    # warm open reads the log where the hot set's rows fill it, as they
+    # fill this small one.
     cfg = config([{"name": "t", "rows": 100_000, "dim": 8}], dram={"capacity": 500 * 32})
     ids = np.arange(0, 100_000, 7, dtype=np.int64)[:6000]
     with embtier.Store.create(store_dir, cfg) as s:
@@ -329,11 +331,15 @@ def test_a_crashed_store_maps_its_row_log_from_the_index(store_dir):
         s.update("t", ids[:3000], np.zeros((3000, 8), dtype=np.float32))
     with embtier.Store.open(store_dir) as s:
         at = s.row_log_at_open
+        assert not at["from_index"] and "the hot set" in at["index_refused"], at
+        np.testing.assert_array_equal(s.lookup("t", ids), want)
+    with embtier.Store.open(store_dir, cold=True) as s:
+        at = s.row_log_at_open
         assert at["blocks"] > 0 and at["from_index"], at
         assert at["index_refused"] is None
         np.testing.assert_array_equal(s.lookup("t", ids), want)
     os.remove(os.path.join(store_dir, "log-index.emb"))
-    with embtier.Store.open(store_dir) as s:
+    with embtier.Store.open(store_dir, cold=True) as s:
         at = s.row_log_at_open
         assert not at["from_index"] and "no index" in at["index_refused"], at
         np.testing.assert_array_equal(s.lookup("t", ids), want)
