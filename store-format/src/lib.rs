@@ -234,6 +234,22 @@ pub(crate) fn put_u64(b: &mut [u8], at: usize, v: u64) {
     b[at..at + 8].copy_from_slice(&v.to_le_bytes());
 }
 
+/// A boot id field of the hint files that are trusted only in the boot
+/// that wrote them (stamps, row-log index): ASCII, zero-padded. The id
+/// before the padding, or an error naming `offset` where a byte after the
+/// first zero is not zero.
+pub(crate) fn padded_boot_id(field: &[u8], offset: u64) -> Result<&[u8], FormatError> {
+    let n = field.iter().position(|&c| c == 0).unwrap_or(field.len());
+    if field[n..].iter().any(|&c| c != 0) {
+        return Err(FormatError::InvalidField {
+            field: "boot id",
+            offset,
+            value: format!("{field:?}"),
+        });
+    }
+    Ok(&field[..n])
+}
+
 /// Decode the little-endian u32 at `at` (for tests and tools).
 pub fn le_u32(b: &[u8], at: usize) -> u32 {
     get_u32(b, at)

@@ -39,7 +39,7 @@
 //! over 20 zero bytes would need the block, epoch, table and count 0, and
 //! a count of 0 is refused).
 
-use crate::{get_u32, get_u64, put_u32, put_u64, FormatError};
+use crate::{get_u32, get_u64, padded_boot_id, put_u32, put_u64, FormatError};
 
 /// Magic of an index file.
 pub const INDEX_MAGIC: [u8; 8] = *b"EMBLIDX1";
@@ -165,11 +165,10 @@ impl IndexHeader {
                 computed,
             });
         }
-        let field = &b[INDEX_BOOT_ID..INDEX_BOOT_ID + INDEX_BOOT_ID_BYTES];
-        let n = field.iter().position(|&c| c == 0).unwrap_or(field.len());
-        if field[n..].iter().any(|&c| c != 0) {
-            return Err(bad("boot id", INDEX_BOOT_ID as u64, format!("{field:?}")));
-        }
+        let boot_id = padded_boot_id(
+            &b[INDEX_BOOT_ID..INDEX_BOOT_ID + INDEX_BOOT_ID_BYTES],
+            INDEX_BOOT_ID as u64,
+        )?;
         let reserved = get_u32(b, INDEX_RESERVED);
         if reserved != 0 {
             return Err(bad("reserved", INDEX_RESERVED as u64, reserved.to_string()));
@@ -188,7 +187,7 @@ impl IndexHeader {
         }
         let h = IndexHeader {
             store_id: get_u64(b, INDEX_STORE_ID),
-            boot_id: field[..n].to_vec(),
+            boot_id: boot_id.to_vec(),
             slot_bytes,
             ring,
             log_base: get_u64(b, INDEX_LOG_BASE),

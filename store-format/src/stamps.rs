@@ -29,7 +29,7 @@
 //! byte offset in the tier file, `u32` capacity in rows, `u32` row bytes.
 //! Then a CRC-32C of every header byte before it.
 
-use crate::{get_u32, get_u64, put_u32, put_u64, FormatError};
+use crate::{get_u32, get_u64, padded_boot_id, put_u32, put_u64, FormatError};
 
 /// Magic of a stamps file.
 pub const STAMPS_MAGIC: [u8; 8] = *b"EMBSTMP1";
@@ -194,11 +194,10 @@ impl StampHeader {
                 computed,
             });
         }
-        let field = &body[STAMPS_BOOT_ID..STAMPS_BOOT_ID + STAMPS_BOOT_ID_BYTES];
-        let n = field.iter().position(|&c| c == 0).unwrap_or(field.len());
-        if field[n..].iter().any(|&c| c != 0) {
-            return Err(bad("boot id", STAMPS_BOOT_ID, format!("{field:?}")));
-        }
+        let boot_id = padded_boot_id(
+            &body[STAMPS_BOOT_ID..STAMPS_BOOT_ID + STAMPS_BOOT_ID_BYTES],
+            STAMPS_BOOT_ID as u64,
+        )?;
         let file_len = get_u64(body, STAMPS_FILE_LEN);
         let mut regions = Vec::with_capacity(count);
         for i in 0..count {
@@ -227,7 +226,7 @@ impl StampHeader {
         }
         let h = StampHeader {
             store_id: get_u64(body, STAMPS_STORE_ID),
-            boot_id: field[..n].to_vec(),
+            boot_id: boot_id.to_vec(),
             tier: get_u32(body, STAMPS_TIER),
             file_len,
             regions,
