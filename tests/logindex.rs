@@ -8,8 +8,11 @@
 use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::Arc;
 
 use embtier::format::logindex::{IndexHeader, INDEX_KEPT_THROUGH, SLOTS_AT};
+use embtier::io::fault::FaultPlan;
 use embtier::{
     Init, IoEngineKind, OpenOptionsExt, PolicyKind, Store, StoreConfig, TableConfig, TierConfig,
     LOG_INDEX_FILE,
@@ -288,4 +291,120 @@ fn a_damaged_log_block_under_a_true_index_fails_the_read_that_meets_it() {
         e.contains("data.emb") && e.contains(&format!("offset {}", at - 1000)),
         "{e}"
     );
+}
+
+/// Open with `plan`'s faults in the index's reads, writes and syncs only.
+fn open_faulty(path: &Path, plan: &Arc<FaultPlan>) -> Store {
+    *plan.only_file.lock() = Some(path.join(LOG_INDEX_FILE));
+    let opts = OpenOptionsExt {
+        cold: true,
+        faults: Some(plan.clone()),
+        ..Default::default()
+    };
+    Store::open_ext(path, opts).unwrap()
+}
+
+/// A slot write or an index sync that fails (a full disk, an I/O error,
+/// a write-back the kernel failed) leaves the session running, since the
+/// data file holds every row, and its checkpoints committing; but the
+/// index then misses appends, so no later open may trust it: the open
+/// after a crash reads the log and serves the last checkpoint exactly,
+/// and writes the index anew. Trusted, the index would map the ids of the
+/// missed appends to their older copies.
+#[test]
+fn a_failed_slot_write_or_sync_leaves_an_index_no_open_trusts() {
+    for kind in ["write", "torn write", "sync"] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        drop(Store::create(&path, config()).unwrap());
+        let plan = Arc::new(FaultPlan::default());
+        let s = open_faulty(&path, &plan);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let mut touched = Vec::new();
+        train(&s, &mut rng, 14, &mut touched);
+        s.checkpoint().unwrap();
+        let (writes, syncs) = (plan.writes.load(SeqCst), plan.syncs.load(SeqCst));
+        match kind {
+            "sync" => plan.fail_syncs_from.store(syncs, SeqCst),
+            _ => {
+                plan.tear_failed_writes.store(kind == "torn write", SeqCst);
+                plan.fail_writes_now(libc::EIO);
+            }
+        }
+        // Two rounds of training append to the log; a checkpoint syncs.
+        let before = s.stats().row_log_used_blocks;
+        train(&s, &mut rng, 2, &mut touched);
+        assert!(s.stats().row_log_used_blocks > before, "{kind}: no appends");
+        if kind == "sync" {
+            s.checkpoint().unwrap();
+        }
+        // A failed write or sync, since the ones before were counted.
+        let (w, y) = (plan.writes.load(SeqCst), plan.syncs.load(SeqCst));
+        assert!(
+            if kind == "sync" {
+                y > syncs
+            } else {
+                w > writes
+            },
+            "{kind}: the fault was never met ({w} writes, {y} syncs)"
+        );
+        // Healed, the session's appends write their slots again, and its
+        // commits could write the kept-through word, but the slots it
+        // missed stay missed.
+        plan.heal();
+        train(&s, &mut rng, 14, &mut touched);
+        s.checkpoint().unwrap();
+        let committed = values(&s, &touched);
+        let generation = s.generation();
+        let mut after = Vec::new();
+        train(&s, &mut rng, 3, &mut after);
+        drop(s);
+        // Zeroed, or (where zeroing it failed too) left at the checkpoint
+        // before the fault, which the next commit made stale.
+        let kept = header(&path).1;
+        assert!(kept < generation, "{kind}: kept through {kept}");
+
+        let s = open(&path);
+        let at = s.row_log_at_open().clone();
+        assert!(at.blocks > 20, "{kind}: {at:?}");
+        assert!(!at.from_index, "{kind}: {at:?}");
+        assert!(
+            at.index_refused
+                .as_deref()
+                .unwrap()
+                .contains(&format!("kept through checkpoint {kept}, ")),
+            "{kind}: {at:?}"
+        );
+        check(&s, &committed);
+        drop(s);
+        let s = open(&path);
+        assert!(s.row_log_at_open().from_index, "{kind}: after the read");
+        check(&s, &committed);
+    }
+}
+
+/// An index whose header or slots cannot be read is read around: the
+/// open reads the log and serves the checkpoint exactly.
+#[test]
+fn an_index_that_cannot_be_read_makes_the_open_read_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, committed) = dropped(dir.path(), 7);
+    // Read 0 is the header's, read 1 the first chunk of slots.
+    for (from, why) in [(0, "Input/output error"), (1, "Input/output error")] {
+        let plan = Arc::new(FaultPlan::default());
+        plan.fail_reads_from.store(from, SeqCst);
+        let s = open_faulty(&path, &plan);
+        let at = s.row_log_at_open().clone();
+        assert!(!at.from_index, "read {from}: {at:?}");
+        assert!(
+            at.index_refused.as_deref().unwrap().contains(why),
+            "read {from}: {at:?}"
+        );
+        check(&s, &committed);
+        drop(s);
+        let s = open(&path);
+        assert!(s.row_log_at_open().from_index, "read {from}: afterwards");
+        check(&s, &committed);
+        drop(s);
+    }
 }

@@ -79,6 +79,9 @@ pub struct FaultPlan {
     pub errno: AtomicI32,
     /// Record unsynced writes for [`FaultPlan::crash`].
     pub track_unsynced: AtomicBool,
+    /// Inject faults only into the file at this path (every file the plan
+    /// sees when `None`); the others' operations are still counted.
+    pub only_file: Mutex<Option<PathBuf>>,
     unsynced: Mutex<Vec<Unsynced>>,
 }
 
@@ -97,6 +100,7 @@ impl Default for FaultPlan {
             drop_sync_every: AtomicU64::new(0),
             errno: AtomicI32::new(libc::EIO),
             track_unsynced: Default::default(),
+            only_file: Mutex::new(None),
             unsynced: Mutex::new(Vec::new()),
         }
     }
@@ -128,6 +132,134 @@ impl FaultPlan {
     /// Writes recorded as not yet durable.
     pub fn unsynced_writes(&self) -> usize {
         self.unsynced.lock().len()
+    }
+
+    /// Whether faults apply to the file at `path` ([`FaultPlan::only_file`]).
+    fn targets(&self, path: &Path) -> bool {
+        self.only_file.lock().as_deref().is_none_or(|p| p == path)
+    }
+
+    fn error(&self) -> io::Error {
+        io::Error::from_raw_os_error(self.errno.load(Ordering::SeqCst))
+    }
+
+    /// Count `n` write extents to the file at `path`: the index among them
+    /// of the first that must fail, if one must.
+    /// Extents before it are written, as a real device that fills up
+    /// part-way through a batch would.
+    fn failing_write(&self, path: &Path, n: usize) -> Option<usize> {
+        let before = self.writes.fetch_add(n as u64, Ordering::SeqCst);
+        let from = self.fail_writes_from.load(Ordering::SeqCst);
+        (before + n as u64 > from && self.targets(path))
+            .then(|| (from.saturating_sub(before) as usize).min(n - 1))
+    }
+
+    /// Count a read of `n` extents of the file at `path`: the index among
+    /// them of the first that must fail, if one must.
+    /// Also returns the reads counted before these.
+    fn failing_read(&self, path: &Path, n: usize) -> (u64, Option<usize>) {
+        let before = self.reads.fetch_add(n as u64, Ordering::SeqCst);
+        let from = self.fail_reads_from.load(Ordering::SeqCst);
+        let fail = (before + n as u64 > from && self.targets(path))
+            .then(|| (from.saturating_sub(before) as usize).min(n - 1));
+        (before, fail)
+    }
+
+    /// Count a sync of the file at `path` and say what it does.
+    fn sync_fate(&self, path: &Path) -> SyncFate {
+        let n = self.syncs.fetch_add(1, Ordering::SeqCst);
+        if !self.targets(path) {
+            return SyncFate::Sync;
+        }
+        if self.fail_sync.load(Ordering::SeqCst) || n >= self.fail_syncs_from.load(Ordering::SeqCst)
+        {
+            return SyncFate::Fail;
+        }
+        let every = self.drop_sync_every.load(Ordering::SeqCst);
+        if every > 0 && n % every == 0 {
+            return SyncFate::Drop;
+        }
+        SyncFate::Sync
+    }
+
+    /// Record a write of `new` over `old` at `offset` of the file at
+    /// `path`, if the plan tracks unsynced writes.
+    fn track(&self, path: &Path, offset: u64, old: Vec<u8>, new: Vec<u8>) {
+        self.unsynced.lock().push(Unsynced {
+            path: path.to_path_buf(),
+            offset,
+            old,
+            new,
+        });
+    }
+
+    /// The file at `path` was synced: its writes are durable.
+    fn synced(&self, path: &Path) {
+        self.unsynced.lock().retain(|w| w.path != path);
+    }
+
+    /// Write `buf` at `offset` of `file` (the file at `path`), a file the
+    /// store writes through the page cache rather than an [`IoEngine`], as
+    /// a [`FaultyEngine`] would: one write, failed (after its first sector,
+    /// when the plan tears failing writes) where the plan says so, and
+    /// recorded for [`FaultPlan::crash`] while not synced.
+    pub fn write_file_at(
+        &self,
+        path: &Path,
+        file: &std::fs::File,
+        buf: &[u8],
+        offset: u64,
+    ) -> io::Result<()> {
+        let fail = self.failing_write(path, 1).is_some();
+        let tear = fail && self.tear_failed_writes.load(Ordering::SeqCst);
+        if fail && !tear {
+            return Err(self.error());
+        }
+        let new = if tear {
+            &buf[..buf.len().min(SECTOR)]
+        } else {
+            buf
+        };
+        if self.track_unsynced.load(Ordering::SeqCst) {
+            let mut old = vec![0u8; new.len()];
+            // Beyond the end of the file the old bytes are zeros.
+            let _ = file.read_at(&mut old, offset);
+            self.track(path, offset, old, new.to_vec());
+        }
+        file.write_all_at(new, offset)?;
+        if fail {
+            return Err(self.error());
+        }
+        Ok(())
+    }
+
+    /// Read `buf.len()` bytes at `offset` of `file` (the file at `path`),
+    /// failing where the plan says so.
+    pub fn read_file_at(
+        &self,
+        path: &Path,
+        file: &std::fs::File,
+        buf: &mut [u8],
+        offset: u64,
+    ) -> io::Result<()> {
+        if self.failing_read(path, 1).1.is_some() {
+            return Err(self.error());
+        }
+        file.read_exact_at(buf, offset)
+    }
+
+    /// fdatasync `file` (the file at `path`), or fail, or drop the sync
+    /// (report success, make nothing durable), as the plan says.
+    pub fn sync_file(&self, path: &Path, file: &std::fs::File) -> io::Result<()> {
+        match self.sync_fate(path) {
+            SyncFate::Fail => Err(self.error()),
+            SyncFate::Drop => Ok(()),
+            SyncFate::Sync => {
+                file.sync_data()?;
+                self.synced(path);
+                Ok(())
+            }
+        }
     }
 
     /// Simulate a power cut, after the store is dropped: every write not
@@ -177,6 +309,16 @@ impl FaultPlan {
     }
 }
 
+/// What a sync does under a plan.
+enum SyncFate {
+    /// Fails.
+    Fail,
+    /// Reports success and makes nothing durable.
+    Drop,
+    /// Syncs.
+    Sync,
+}
+
 /// Wraps an engine and injects the faults of a shared [`FaultPlan`].
 pub struct FaultyEngine {
     inner: Box<dyn IoEngine>,
@@ -197,14 +339,10 @@ impl FaultyEngine {
     /// Count read extents; fail if the plan says so. Returns the count
     /// before these extents.
     fn count_reads(&self, offsets: &[u64]) -> Result<u64, IoFailure> {
-        let n = offsets.len() as u64;
-        let before = self.plan.reads.fetch_add(n, Ordering::SeqCst);
-        let from = self.plan.fail_reads_from.load(Ordering::SeqCst);
-        if before + n > from {
-            let k = from.saturating_sub(before) as usize;
-            return Err(self.fail("read", offsets[k.min(offsets.len() - 1)]));
+        match self.plan.failing_read(&self.path, offsets.len()) {
+            (_, Some(k)) => Err(self.fail("read", offsets[k])),
+            (before, None) => Ok(before),
         }
-        Ok(before)
     }
 
     /// Read through `inner`, then make the extents numbered from
@@ -233,13 +371,14 @@ impl FaultyEngine {
 
     fn short_pending(&self, before: u64, n: usize) -> bool {
         before + n as u64 > self.plan.short_reads_from.load(Ordering::SeqCst)
+            && self.plan.targets(&self.path)
     }
 
     fn fail(&self, op: &'static str, offset: u64) -> IoFailure {
         IoFailure {
             op,
             offset,
-            error: io::Error::from_raw_os_error(self.plan.errno.load(Ordering::SeqCst)),
+            error: self.plan.error(),
         }
     }
 
@@ -263,14 +402,14 @@ impl FaultyEngine {
                     }
                 }
             }
-            let mut list = self.plan.unsynced.lock();
             for (i, &o) in offsets.iter().enumerate() {
-                list.push(Unsynced {
-                    path: self.path.clone(),
-                    offset: o,
-                    old: old.as_slice()[i * len..(i + 1) * len].to_vec(),
-                    new: buf.as_slice()[i * len..(i + 1) * len].to_vec(),
-                });
+                let at = i * len..(i + 1) * len;
+                self.plan.track(
+                    &self.path,
+                    o,
+                    old.as_slice()[at.clone()].to_vec(),
+                    buf.as_slice()[at].to_vec(),
+                );
             }
         }
         self.inner.write_extents(offsets, len, buf)
@@ -313,19 +452,11 @@ impl IoEngine for FaultyEngine {
         len: usize,
         buf: &AlignedBuf,
     ) -> Result<(), IoFailure> {
-        let before = self
-            .plan
-            .writes
-            .fetch_add(offsets.len() as u64, Ordering::SeqCst);
-        let from = self.plan.fail_writes_from.load(Ordering::SeqCst);
-        if before + offsets.len() as u64 > from {
-            // Extents before the failing one are written, as a real device
-            // that fills up part-way through a batch would.
-            let k = from.saturating_sub(before) as usize;
+        if let Some(k) = self.plan.failing_write(&self.path, offsets.len()) {
             if k > 0 {
                 self.write_tracked(&offsets[..k], len, buf)?;
             }
-            if k < offsets.len() && self.plan.tear_failed_writes.load(Ordering::SeqCst) {
+            if self.plan.tear_failed_writes.load(Ordering::SeqCst) {
                 // Persist the first sector of the failing extent only.
                 let mut part = AlignedBuf::new(len);
                 self.inner
@@ -335,25 +466,21 @@ impl IoEngine for FaultyEngine {
                     .copy_from_slice(&buf.as_slice()[k * len..k * len + SECTOR]);
                 self.write_tracked(&offsets[k..k + 1], len, &part)?;
             }
-            return Err(self.fail("write", offsets[k.min(offsets.len() - 1)]));
+            return Err(self.fail("write", offsets[k]));
         }
         self.write_tracked(offsets, len, buf)
     }
 
     fn sync(&self) -> Result<(), IoFailure> {
-        let n = self.plan.syncs.fetch_add(1, Ordering::SeqCst);
-        if self.plan.fail_sync.load(Ordering::SeqCst)
-            || n >= self.plan.fail_syncs_from.load(Ordering::SeqCst)
-        {
-            return Err(self.fail("fsync", 0));
+        match self.plan.sync_fate(&self.path) {
+            SyncFate::Fail => Err(self.fail("fsync", 0)),
+            SyncFate::Drop => Ok(()), // nothing becomes durable
+            SyncFate::Sync => {
+                self.inner.sync()?;
+                self.plan.synced(&self.path);
+                Ok(())
+            }
         }
-        let every = self.plan.drop_sync_every.load(Ordering::SeqCst);
-        if every > 0 && n % every == 0 {
-            return Ok(()); // dropped: nothing becomes durable
-        }
-        self.inner.sync()?;
-        self.plan.unsynced.lock().retain(|w| w.path != self.path);
-        Ok(())
     }
 
     fn name(&self) -> String {

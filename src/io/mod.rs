@@ -15,6 +15,35 @@
 mod aligned;
 #[cfg(any(test, feature = "testing"))]
 pub mod fault;
+
+/// The faults a test injects into the files the store reads and writes
+/// through the page cache (see `OpenOptionsExt::faults`): the fault plan,
+/// with the `testing` feature.
+#[cfg(any(test, feature = "testing"))]
+pub type Faults = fault::FaultPlan;
+
+/// The faults a test injects into the files the store reads and writes
+/// through the page cache (see `OpenOptionsExt::faults`): none can be made
+/// without the `testing` feature.
+#[cfg(not(any(test, feature = "testing")))]
+#[derive(Debug)]
+pub enum Faults {}
+
+#[cfg(not(any(test, feature = "testing")))]
+impl Faults {
+    /// Never called: no value exists.
+    pub fn write_file_at(&self, _: &Path, _: &File, _: &[u8], _: u64) -> std::io::Result<()> {
+        match *self {}
+    }
+    /// Never called: no value exists.
+    pub fn read_file_at(&self, _: &Path, _: &File, _: &mut [u8], _: u64) -> std::io::Result<()> {
+        match *self {}
+    }
+    /// Never called: no value exists.
+    pub fn sync_file(&self, _: &Path, _: &File) -> std::io::Result<()> {
+        match *self {}
+    }
+}
 mod latency;
 pub(crate) mod pace;
 mod psync;

@@ -66,6 +66,11 @@ pub struct OpenOptionsExt {
     /// Open cold: do not read back the hot set of the last checkpoint
     /// (see [`Store::wait_warm`]).
     pub cold: bool,
+    /// Inject this plan's faults into the files the store reads and writes
+    /// through the page cache rather than an engine (the row-log index),
+    /// for tests that inject faults; [`OpenOptionsExt::wrap_engine`] covers
+    /// the engines' files.
+    pub faults: Option<Arc<crate::io::Faults>>,
 }
 
 /// One table's batch in [`Store::lookup_many`]: the ids to look up and

@@ -166,6 +166,7 @@ impl Store {
             undo.outside_file(p);
             undo.outside_file(&kept::stamps_path(p));
         }
+        let faults = opts.faults.clone();
         let mut store = Store::assemble(dir, config, sb, catalog, lock, true, opts)?;
         store.row_log_at_open = restore_row_log(
             dir,
@@ -174,6 +175,7 @@ impl Store {
             &store.superblock,
             &mut [],
             0,
+            faults.as_ref(),
         )?
         .1;
         undo.armed = false;
@@ -303,6 +305,7 @@ impl Store {
         }
         let lock = LockFile::acquire(dir)?;
         let cold = opts.cold;
+        let faults = opts.faults.clone();
         let mut store = Store::assemble(dir, config, sb, catalog, lock, false, opts)?;
         // The row log's map and the hot rows are independent (each row's
         // hot copy and its newest logged copy are the same checkpoint's),
@@ -339,6 +342,7 @@ impl Store {
                 &store.superblock,
                 &mut hot_ids,
                 need,
+                faults.as_ref(),
             );
             let put = match hot {
                 None => 0,

@@ -6,6 +6,7 @@ use embtier_format::logindex::{
 };
 
 use super::*;
+use crate::io::Faults;
 use crate::table::HotIds;
 use crate::tier::logindex::LogIndex;
 
@@ -106,13 +107,14 @@ pub(super) fn restore_row_log(
     sb: &Superblock,
     hot: &mut [HotIds],
     need: u64,
+    faults: Option<&Arc<Faults>>,
 ) -> Result<(u64, RowLogAtOpen)> {
     let t0 = std::time::Instant::now();
     let mut at_open = RowLogAtOpen {
         blocks: sb.rowlog_blocks,
         ..RowLogAtOpen::default()
     };
-    let (mut index, found) = match open_index(dir, ssd, tables, sb) {
+    let (mut index, found) = match open_index(dir, ssd, tables, sb, faults) {
         Ok((ix, found)) => (Some(ix), found),
         Err(why) => (None, Err(why)),
     };
@@ -199,6 +201,7 @@ fn open_index(
     ssd: &Ssd,
     tables: &[Arc<Table>],
     sb: &Superblock,
+    faults: Option<&Arc<Faults>>,
 ) -> std::result::Result<(LogIndex, std::result::Result<(), String>), String> {
     let boot_id = crate::durable::boot::current().ok_or("the machine has no boot id")?;
     let rows = tables.iter().map(|t| t.log_rows()).max().unwrap_or(0);
@@ -214,7 +217,8 @@ fn open_index(
         log_base: ssd.log().base,
     };
     let path = dir.join(crate::files::LOG_INDEX_FILE);
-    LogIndex::open(&path, want, sb.generation).map_err(|e| format!("{}: {e}", path.display()))
+    LogIndex::open(&path, want, sb.generation, faults.cloned())
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The rule of the committed log's epochs (FORMAT.md, "Row log"): a

@@ -16,6 +16,9 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::io::Faults;
 
 use embtier_format::logindex::{IndexHeader, INDEX_KEPT_THROUGH, SLOTS_AT};
 
@@ -27,6 +30,8 @@ pub(crate) struct LogIndex {
     /// Every append since the index was made or found true wrote its
     /// slot. Once false it stays false: the kept-through word is 0.
     healthy: AtomicBool,
+    /// Faults to inject into the file's reads, writes and syncs (tests).
+    faults: Option<Arc<Faults>>,
 }
 
 impl LogIndex {
@@ -35,11 +40,12 @@ impl LogIndex {
     /// that header and its kept-through word is `generation` (its slots
     /// of the committed log may be read), else the file made anew (header,
     /// kept-through 0, every slot unwritten) and the reason the old one
-    /// was not trusted.
+    /// was not trusted. Its reads, writes and syncs take `faults`' faults.
     pub fn open(
         path: &Path,
         want: IndexHeader,
         generation: u64,
+        faults: Option<Arc<Faults>>,
     ) -> std::io::Result<(LogIndex, Result<(), String>)> {
         let file = OpenOptions::new()
             .read(true)
@@ -47,31 +53,33 @@ impl LogIndex {
             .create(true)
             .truncate(false)
             .open(path)?;
+        let ix = LogIndex {
+            file,
+            path: path.to_path_buf(),
+            header: want,
+            healthy: AtomicBool::new(true),
+            faults,
+        };
         let mut head = vec![0u8; SLOTS_AT as usize];
-        let found = match file.read_exact_at(&mut head, 0) {
+        let found = match ix.read_at(&mut head, 0) {
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                 Err("no index (or one cut short)".to_string())
             }
             Err(e) => return Err(e),
             Ok(()) => match IndexHeader::decode(&head) {
                 Err(e) => Err(format!("its header: {e}")),
-                Ok((h, _)) if h.boot_id != want.boot_id => {
+                Ok((h, _)) if h.boot_id != ix.header.boot_id => {
                     Err("written in another boot of the machine".into())
                 }
-                Ok((h, _)) if h != want => Err(format!(
-                    "made for another log ({h:?}, this one is {want:?})"
+                Ok((h, _)) if h != ix.header => Err(format!(
+                    "made for another log ({h:?}, this one is {:?})",
+                    ix.header
                 )),
                 Ok((_, kept)) if kept != generation => Err(format!(
                     "kept through checkpoint {kept}, but the store committed {generation}"
                 )),
                 Ok(_) => Ok(()),
             },
-        };
-        let ix = LogIndex {
-            file,
-            path: path.to_path_buf(),
-            header: want,
-            healthy: AtomicBool::new(true),
         };
         if found.is_err() {
             ix.remake()?;
@@ -88,7 +96,7 @@ impl LogIndex {
             .encode()
             .ok_or_else(|| std::io::Error::other("a boot id longer than the header's 40 bytes"))?;
         self.file.set_len(0)?;
-        self.file.write_all_at(&bytes, 0)?;
+        self.write_at(&bytes, 0)?;
         self.file.set_len(self.header.file_len())
     }
 
@@ -106,7 +114,7 @@ impl LogIndex {
     /// end) into `buf`.
     pub fn read_slots(&self, first: u64, n: u64, buf: &mut Vec<u8>) -> std::io::Result<()> {
         buf.resize(n as usize * self.slot_bytes(), 0);
-        self.file.read_exact_at(buf, self.header.slot_offset(first))
+        self.read_at(buf, self.header.slot_offset(first))
     }
 
     /// Write `slots` (whole slots, encoded) from ring block `first`. A
@@ -117,10 +125,7 @@ impl LogIndex {
             return;
         }
         let ok = first + (slots.len() / self.slot_bytes()) as u64 <= self.header.ring
-            && self
-                .file
-                .write_all_at(slots, self.header.slot_offset(first))
-                .is_ok();
+            && self.write_at(slots, self.header.slot_offset(first)).is_ok();
         if !ok {
             self.broken();
         }
@@ -131,9 +136,7 @@ impl LogIndex {
     /// the next commit makes stale).
     pub fn broken(&self) {
         self.healthy.store(false, Ordering::Release);
-        let _ = self
-            .file
-            .write_all_at(&0u64.to_le_bytes(), INDEX_KEPT_THROUGH as u64);
+        let _ = self.write_at(&0u64.to_le_bytes(), INDEX_KEPT_THROUGH as u64);
     }
 
     /// Before a commit: the slots written so far to the disk, so that a
@@ -141,7 +144,14 @@ impl LogIndex {
     /// seen here, as the data file's are by its sync, and the index is
     /// not trusted after it.
     pub fn sync(&self) {
-        if self.healthy() && self.file.sync_data().is_err() {
+        if !self.healthy() {
+            return;
+        }
+        let synced = match &self.faults {
+            Some(plan) => plan.sync_file(&self.path, &self.file),
+            None => self.file.sync_data(),
+        };
+        if synced.is_err() {
             self.broken();
         }
     }
@@ -167,8 +177,7 @@ impl LogIndex {
             }
         }
         if self
-            .file
-            .write_all_at(&generation.to_le_bytes(), INDEX_KEPT_THROUGH as u64)
+            .write_at(&generation.to_le_bytes(), INDEX_KEPT_THROUGH as u64)
             .is_err()
         {
             self.broken();
@@ -178,5 +187,19 @@ impl LogIndex {
     /// Where the index lives.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        match &self.faults {
+            Some(plan) => plan.write_file_at(&self.path, &self.file, buf, offset),
+            None => self.file.write_all_at(buf, offset),
+        }
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        match &self.faults {
+            Some(plan) => plan.read_file_at(&self.path, &self.file, buf, offset),
+            None => self.file.read_exact_at(buf, offset),
+        }
     }
 }

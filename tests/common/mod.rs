@@ -98,6 +98,7 @@ pub fn faulty_opts(
             Box::new(embtier::io::fault::FaultyEngine::new(e, p.clone(), path))
         })),
         cold,
+        faults: Some(plan.clone()),
     }
 }
 
