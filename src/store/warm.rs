@@ -41,8 +41,11 @@ use crate::io::pace::PacedFile;
 
 /// Ids read back per batch: one call's worth of reads in flight, a bound
 /// on how long a checkpoint waits for the warm-up's gate, and on the read
-/// buffer (ids far apart cost a block group each: 32 MiB of 4 KiB groups).
-const WARM_BATCH: usize = 1 << 13;
+/// buffer. The plan leaves out the rows already held, so every id of a
+/// batch is a read of a block group (8 MiB of 4 KiB groups). At 8192 ids
+/// (32 MiB) a SIGKILLed W5's restart peaked 60 MB higher, for a read-back
+/// 0.05 s shorter (`docs/benchmarks.md`, "The warm read-back's buffers").
+const WARM_BATCH: usize = 1 << 11;
 
 /// Payload bytes of a hot-rows chunk the writer aims at.
 const ROWS_CHUNK: usize = 1 << 20;

@@ -187,6 +187,12 @@ impl Ssd {
             .unwrap_or_else(|| AlignedBuf::new(BLOCK_SIZE))
     }
 
+    /// Bytes of the buffers kept for the next [`Ssd::take_buf`].
+    #[cfg(test)]
+    pub fn pooled_bytes(&self) -> usize {
+        self.bufs.lock().iter().map(|b| b.len()).sum()
+    }
+
     /// Give back a buffer from [`Ssd::take_buf`].
     pub fn put_buf(&self, buf: AlignedBuf) {
         let mut bufs = self.bufs.lock();
