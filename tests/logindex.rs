@@ -170,6 +170,24 @@ fn a_dropped_store_maps_its_row_log_from_the_index_and_serves_its_checkpoint() {
     check(&s, &committed);
 }
 
+/// `s`, an open that must not have trusted the index: it read the log,
+/// saying why (`why` in its reason), and serves `committed`; the read
+/// made the index anew, so the next cold open maps from it and serves
+/// the same.
+fn refused_then_remade(s: Store, path: &Path, why: &str, committed: &BTreeMap<u64, Vec<f32>>) {
+    let at = s.row_log_at_open().clone();
+    assert!(!at.from_index, "{why}: {at:?}");
+    assert!(
+        at.index_refused.as_deref().unwrap().contains(why),
+        "{why}: {at:?}"
+    );
+    check(&s, committed);
+    drop(s);
+    let s = open(path);
+    assert!(s.row_log_at_open().from_index, "after {why}");
+    check(&s, committed);
+}
+
 /// The index's header and kept-through word, and the size of its slots.
 fn header(path: &Path) -> (IndexHeader, u64) {
     let b = std::fs::read(path.join(LOG_INDEX_FILE)).unwrap();
@@ -240,20 +258,7 @@ fn an_index_it_must_not_trust_is_refused_and_the_log_read() {
     ];
     for (why, damage) in cases {
         damage(&path);
-        let s = open(&path);
-        let at = s.row_log_at_open().clone();
-        assert!(!at.from_index, "{why}: {at:?}");
-        assert!(
-            at.index_refused.as_deref().unwrap().contains(why),
-            "{why}: {at:?}"
-        );
-        check(&s, &committed);
-        drop(s);
-        // The read made it anew and true again.
-        let s = open(&path);
-        assert!(s.row_log_at_open().from_index, "after {why}");
-        check(&s, &committed);
-        drop(s);
+        refused_then_remade(open(&path), &path, why, &committed);
     }
 }
 
@@ -365,21 +370,9 @@ fn a_failed_slot_write_or_sync_leaves_an_index_no_open_trusts() {
         assert!(kept < generation, "{kind}: kept through {kept}");
 
         let s = open(&path);
-        let at = s.row_log_at_open().clone();
-        assert!(at.blocks > 20, "{kind}: {at:?}");
-        assert!(!at.from_index, "{kind}: {at:?}");
-        assert!(
-            at.index_refused
-                .as_deref()
-                .unwrap()
-                .contains(&format!("kept through checkpoint {kept}, ")),
-            "{kind}: {at:?}"
-        );
-        check(&s, &committed);
-        drop(s);
-        let s = open(&path);
-        assert!(s.row_log_at_open().from_index, "{kind}: after the read");
-        check(&s, &committed);
+        assert!(s.row_log_at_open().blocks > 20, "{kind}");
+        let why = format!("kept through checkpoint {kept}, ");
+        refused_then_remade(s, &path, &why, &committed);
     }
 }
 
@@ -394,17 +387,7 @@ fn an_index_that_cannot_be_read_makes_the_open_read_the_log() {
         let plan = Arc::new(FaultPlan::default());
         plan.fail_reads_from.store(from, SeqCst);
         let s = open_faulty(&path, &plan);
-        let at = s.row_log_at_open().clone();
-        assert!(!at.from_index, "read {from}: {at:?}");
-        assert!(
-            at.index_refused.as_deref().unwrap().contains(why),
-            "read {from}: {at:?}"
-        );
-        check(&s, &committed);
-        drop(s);
-        let s = open(&path);
-        assert!(s.row_log_at_open().from_index, "read {from}: afterwards");
-        check(&s, &committed);
-        drop(s);
+        assert!(plan.reads.load(SeqCst) > from, "read {from} never made");
+        refused_then_remade(s, &path, why, &committed);
     }
 }
