@@ -12,6 +12,7 @@
 //! | 56 | 4 | CRC-32C of bytes 0..56 |
 //! | 60 | 4 | reserved, zero |
 
+use crate::{check_crc, check_magic};
 use crate::{get_u32, get_u64, put_u32, put_u64, FormatError};
 
 /// Magic of a boot record.
@@ -64,21 +65,8 @@ impl BootRecord {
                 have: b.len() as u64,
             });
         }
-        if b[..8] != BOOT_MAGIC {
-            return Err(FormatError::BadMagic {
-                offset: 0,
-                found: b[..8].to_vec(),
-                expected: BOOT_MAGIC.to_vec(),
-            });
-        }
-        let (stored, computed) = (get_u32(b, BOOT_CRC), crc32c::crc32c(&b[..BOOT_CRC]));
-        if stored != computed {
-            return Err(FormatError::ChecksumMismatch {
-                offset: BOOT_CRC as u64,
-                stored,
-                computed,
-            });
-        }
+        check_magic(b, &BOOT_MAGIC)?;
+        check_crc(b, BOOT_CRC)?;
         if get_u32(b, BOOT_RESERVED) != 0 {
             return Err(FormatError::InvalidField {
                 field: "reserved",

@@ -38,6 +38,7 @@
 //! The end chunk has no payload: its table field is the chunk count before
 //! it, its count field zero. A file without one was cut short.
 
+use crate::{check_crc, check_len, check_magic};
 use crate::{get_u32, get_u64, put_u32, put_u64, FormatError};
 
 /// Magic of a hot-rows file.
@@ -89,29 +90,9 @@ pub fn encode_file_header(generation: u64) -> [u8; FILE_HEADER] {
 
 /// Check a file header; its generation.
 pub fn decode_file_header(h: &[u8]) -> Result<u64, FormatError> {
-    if h.len() < FILE_HEADER {
-        return Err(FormatError::Truncated {
-            offset: 0,
-            needed: FILE_HEADER as u64,
-            have: h.len() as u64,
-        });
-    }
-    if h[..8] != ROWS_MAGIC {
-        return Err(FormatError::BadMagic {
-            offset: 0,
-            found: h[..8].to_vec(),
-            expected: ROWS_MAGIC.to_vec(),
-        });
-    }
-    let stored = get_u32(h, FILE_CRC);
-    let computed = crc32c::crc32c(&h[..FILE_CRC]);
-    if stored != computed {
-        return Err(FormatError::ChecksumMismatch {
-            offset: FILE_CRC as u64,
-            stored,
-            computed,
-        });
-    }
+    check_len(h, FILE_HEADER)?;
+    check_magic(h, &ROWS_MAGIC)?;
+    check_crc(h, FILE_CRC)?;
     let reserved = [
         (FILE_RESERVED, get_u64(h, FILE_RESERVED)),
         (FILE_RESERVED2, get_u32(h, FILE_RESERVED2) as u64),

@@ -21,6 +21,7 @@
 //! row count `n` and `n` ids, strictly ascending, as LEB128 varints: the
 //! first id, then each id minus the one before it.
 
+use crate::{check_crc, check_len, check_magic};
 use crate::{get_u32, get_u64, put_u32, put_u64, FormatError};
 
 /// Magic of a hot-set file.
@@ -143,30 +144,10 @@ impl HotSet {
     /// Decode and check a hot-set file: its magic, CRC, counts that fit in
     /// its length, and ids strictly ascending below `2^62`.
     pub fn decode(b: &[u8]) -> Result<HotSet, FormatError> {
-        if b.len() < HEADER + 4 {
-            return Err(FormatError::Truncated {
-                offset: 0,
-                needed: (HEADER + 4) as u64,
-                have: b.len() as u64,
-            });
-        }
-        if b[..8] != HOT_MAGIC {
-            return Err(FormatError::BadMagic {
-                offset: 0,
-                found: b[..8].to_vec(),
-                expected: HOT_MAGIC.to_vec(),
-            });
-        }
+        check_len(b, HEADER + 4)?;
+        check_magic(b, &HOT_MAGIC)?;
+        check_crc(b, b.len() - 4)?;
         let body = &b[..b.len() - 4];
-        let stored = get_u32(b, b.len() - 4);
-        let actual = crc32c::crc32c(body);
-        if stored != actual {
-            return Err(FormatError::ChecksumMismatch {
-                offset: (b.len() - 4) as u64,
-                stored,
-                computed: actual,
-            });
-        }
         if get_u32(body, RESERVED) != 0 {
             return Err(bad(
                 "reserved",

@@ -27,6 +27,7 @@
 //! slots `n` (at most the capacity), `u32` reserved (zero), then `n`
 //! `u64` ids, [`FREE_SLOT`] for a slot that holds no row.
 
+use crate::{check_crc, check_len, check_magic};
 use crate::{get_u32, get_u64, put_u32, put_u64, FormatError};
 
 /// Magic of a kept-tier file.
@@ -130,30 +131,10 @@ impl KeptTier {
     /// file, ids below [`ID_LIMIT`] or [`FREE_SLOT`], reserved words zero,
     /// no bytes after the last region.
     pub fn decode(b: &[u8]) -> Result<KeptTier, FormatError> {
-        if b.len() < KEPT_HEADER + 4 {
-            return Err(FormatError::Truncated {
-                offset: 0,
-                needed: (KEPT_HEADER + 4) as u64,
-                have: b.len() as u64,
-            });
-        }
-        if b[..8] != KEPT_MAGIC {
-            return Err(FormatError::BadMagic {
-                offset: 0,
-                found: b[..8].to_vec(),
-                expected: KEPT_MAGIC.to_vec(),
-            });
-        }
+        check_len(b, KEPT_HEADER + 4)?;
+        check_magic(b, &KEPT_MAGIC)?;
+        check_crc(b, b.len() - 4)?;
         let body = &b[..b.len() - 4];
-        let stored = get_u32(b, b.len() - 4);
-        let computed = crc32c::crc32c(body);
-        if stored != computed {
-            return Err(FormatError::ChecksumMismatch {
-                offset: (b.len() - 4) as u64,
-                stored,
-                computed,
-            });
-        }
         let file_len = get_u64(body, KEPT_FILE_LEN);
         let count = get_u32(body, KEPT_REGIONS) as usize;
         let mut at = KEPT_HEADER;

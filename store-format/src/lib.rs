@@ -234,6 +234,46 @@ pub(crate) fn put_u64(b: &mut [u8], at: usize, v: u64) {
     b[at..at + 8].copy_from_slice(&v.to_le_bytes());
 }
 
+/// A header's first check: `b` holds at least its `needed` bytes.
+pub(crate) fn check_len(b: &[u8], needed: usize) -> Result<(), FormatError> {
+    if b.len() < needed {
+        return Err(FormatError::Truncated {
+            offset: 0,
+            needed: needed as u64,
+            have: b.len() as u64,
+        });
+    }
+    Ok(())
+}
+
+/// A header's second check: `b` begins with its 8-byte `magic` (after
+/// [`check_len`]).
+pub(crate) fn check_magic(b: &[u8], magic: &[u8; 8]) -> Result<(), FormatError> {
+    if b[..8] != *magic {
+        return Err(FormatError::BadMagic {
+            offset: 0,
+            found: b[..8].to_vec(),
+            expected: magic.to_vec(),
+        });
+    }
+    Ok(())
+}
+
+/// A header's third check: the CRC-32C stored at `crc_at` of `b` is that
+/// of every byte before it.
+pub(crate) fn check_crc(b: &[u8], crc_at: usize) -> Result<(), FormatError> {
+    let stored = get_u32(b, crc_at);
+    let computed = crc32c::crc32c(&b[..crc_at]);
+    if stored != computed {
+        return Err(FormatError::ChecksumMismatch {
+            offset: crc_at as u64,
+            stored,
+            computed,
+        });
+    }
+    Ok(())
+}
+
 /// A boot id field of the hint files that are trusted only in the boot
 /// that wrote them (stamps, row-log index): ASCII, zero-padded. The id
 /// before the padding, or an error naming `offset` where a byte after the

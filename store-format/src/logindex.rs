@@ -39,6 +39,7 @@
 //! over 20 zero bytes would need the block, epoch, table and count 0, and
 //! a count of 0 is refused).
 
+use crate::{check_crc, check_len, check_magic};
 use crate::{get_u32, get_u64, padded_boot_id, put_u32, put_u64, FormatError};
 
 /// Magic of an index file.
@@ -142,29 +143,9 @@ impl IndexHeader {
     /// and a ring of at least one block. Returns the header and the
     /// kept-through generation.
     pub fn decode(b: &[u8]) -> Result<(IndexHeader, u64), FormatError> {
-        if b.len() < SLOTS_AT as usize {
-            return Err(FormatError::Truncated {
-                offset: 0,
-                needed: SLOTS_AT,
-                have: b.len() as u64,
-            });
-        }
-        if b[..8] != INDEX_MAGIC {
-            return Err(FormatError::BadMagic {
-                offset: 0,
-                found: b[..8].to_vec(),
-                expected: INDEX_MAGIC.to_vec(),
-            });
-        }
-        let stored = get_u32(b, INDEX_CRC);
-        let computed = crc32c::crc32c(&b[..INDEX_CRC]);
-        if stored != computed {
-            return Err(FormatError::ChecksumMismatch {
-                offset: INDEX_CRC as u64,
-                stored,
-                computed,
-            });
-        }
+        check_len(b, SLOTS_AT as usize)?;
+        check_magic(b, &INDEX_MAGIC)?;
+        check_crc(b, INDEX_CRC)?;
         let boot_id = padded_boot_id(
             &b[INDEX_BOOT_ID..INDEX_BOOT_ID + INDEX_BOOT_ID_BYTES],
             INDEX_BOOT_ID as u64,

@@ -29,6 +29,7 @@
 //! byte offset in the tier file, `u32` capacity in rows, `u32` row bytes.
 //! Then a CRC-32C of every header byte before it.
 
+use crate::{check_crc, check_len, check_magic};
 use crate::{get_u32, get_u64, padded_boot_id, put_u32, put_u64, FormatError};
 
 /// Magic of a stamps file.
@@ -158,20 +159,8 @@ impl StampHeader {
     /// padding, each region inside the tier file with rows of at least a
     /// byte, and the stamps' offset.
     pub fn decode(b: &[u8]) -> Result<StampHeader, FormatError> {
-        if b.len() < STAMPS_HEADER + 4 {
-            return Err(FormatError::Truncated {
-                offset: 0,
-                needed: (STAMPS_HEADER + 4) as u64,
-                have: b.len() as u64,
-            });
-        }
-        if b[..8] != STAMPS_MAGIC {
-            return Err(FormatError::BadMagic {
-                offset: 0,
-                found: b[..8].to_vec(),
-                expected: STAMPS_MAGIC.to_vec(),
-            });
-        }
+        check_len(b, STAMPS_HEADER + 4)?;
+        check_magic(b, &STAMPS_MAGIC)?;
         let count = get_u32(b, STAMPS_REGIONS) as usize;
         let len = count
             .checked_mul(STAMP_REGION)
@@ -184,16 +173,8 @@ impl StampHeader {
                     .saturating_add((STAMPS_HEADER + 4) as u64),
                 have: b.len() as u64,
             })?;
+        check_crc(b, len - 4)?;
         let body = &b[..len - 4];
-        let stored = get_u32(b, len - 4);
-        let computed = crc32c::crc32c(body);
-        if stored != computed {
-            return Err(FormatError::ChecksumMismatch {
-                offset: (len - 4) as u64,
-                stored,
-                computed,
-            });
-        }
         let boot_id = padded_boot_id(
             &body[STAMPS_BOOT_ID..STAMPS_BOOT_ID + STAMPS_BOOT_ID_BYTES],
             STAMPS_BOOT_ID as u64,
