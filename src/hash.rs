@@ -13,6 +13,25 @@ pub fn mix64(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// A random, non-zero 64-bit number: the store id drawn at create, the
+/// commit id drawn at each commit. Keyed by the operating system's
+/// randomness (through the standard library's per-process hash keys), the
+/// time in nanoseconds, the process id and a counter, so that two draws
+/// differ within a process and across processes and machines.
+pub(crate) fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static DRAWS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(DRAWS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    h.finish().max(1)
+}
+
 /// A name as the parsers of this crate compare it: lower case, with `-` and
 /// `_` dropped, so that `S3-FIFO`, `s3_fifo` and `s3fifo` are one name.
 pub fn canonical_name(s: &str) -> String {

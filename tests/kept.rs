@@ -356,3 +356,69 @@ fn stamps_of_another_boot_or_damaged_take_nothing() {
         assert_eq!(look(&s, &ids), committed, "{what}, reopened");
     }
 }
+
+/// Copy the store directory `from` (its files) to `to`.
+fn copy_store(from: &Path, to: &Path) {
+    std::fs::create_dir(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// Two copies of one store that part at a checkpoint (a directory copied,
+/// or restored from a backup, and both trained on) reach the same
+/// generation with different rows. A tier file outside the directory that
+/// both copies' configurations name then holds, after one copy's close
+/// (or crash), rows of that copy's checkpoint, which the other copy's
+/// checkpoint of the same generation does not hold: the other copy must
+/// take none of them back and serve its own values.
+#[test]
+fn tiers_left_by_a_copy_that_parted_from_the_store_take_nothing() {
+    for crash in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        let shm = dir.path().join("dram.shm");
+        let s = Store::create(&a, config(&shm, 1000)).unwrap();
+        let ids = spread(800);
+        s.apply_sgd("t", &ids, &vec![0.5; ids.len() * DIM as usize], 1.0)
+            .unwrap();
+        s.checkpoint().unwrap();
+        drop(s);
+        copy_store(&a, &b);
+        // Each copy trains the same rows its own way, and checkpoints.
+        let mut values = Vec::new();
+        for (p, grad) in [(&a, 1.0f32), (&b, -2.0)] {
+            let s = Store::open(p).unwrap();
+            s.apply_sgd("t", &ids, &vec![grad; ids.len() * DIM as usize], 1.0)
+                .unwrap();
+            s.checkpoint().unwrap();
+            values.push(look(&s, &ids));
+            assert!(s.stats().table("t").unwrap().tiers[0].resident_rows >= 800);
+            if crash {
+                drop(s);
+            } else {
+                s.close().unwrap();
+            }
+        }
+        assert_ne!(values[0], values[1]);
+        // The tier file now holds b's rows, of b's checkpoint of the
+        // generation a is at.
+        let s = Store::open(&a).unwrap();
+        s.wait_warm().unwrap();
+        let got = look(&s, &ids);
+        let wrong = got
+            .chunks(DIM as usize)
+            .zip(values[0].chunks(DIM as usize))
+            .filter(|(g, w)| g != w)
+            .count();
+        assert_eq!(
+            wrong,
+            0,
+            "copy a served rows of copy b's tier (crash: {crash}; {} taken at the open)",
+            s.rows_kept_at_open()
+        );
+    }
+}

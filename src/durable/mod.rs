@@ -212,6 +212,12 @@ impl Durable {
         (st.sb.generation, st.sb.committed_epoch)
     }
 
+    /// The last commit's id (the superblock's `commit_id`): files outside
+    /// the store's directory that hold its rows name it.
+    pub(crate) fn commit_id(&self) -> u64 {
+        self.state.lock().sb.commit_id
+    }
+
     /// Whether a sealed block of epoch `e` may be read: committed before
     /// this process opened, or written by this process. Anything else was
     /// written by an epoch that never committed and was not undone.
@@ -423,6 +429,7 @@ impl Durable {
             rowlog_ring: log.ring,
             version: embtier_format::FormatVersion::CURRENT,
             counters_generation: st.sb.generation + 1,
+            commit_id: crate::hash::random_u64(),
             ..st.sb.clone()
         };
         // The groups this epoch wrote in place, listed and durable before

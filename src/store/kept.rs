@@ -99,7 +99,9 @@ pub(super) fn take(
     }
     let kept = bytes.and_then(|b| KeptTier::decode(&b).ok()).filter(|k| {
         found.is_some_and(|sb| {
-            (k.store_id, k.generation, k.epoch) == (sb.store_id, sb.generation, sb.committed_epoch)
+            sb.commit_id != 0
+                && (k.store_id, k.generation, k.epoch, k.commit_id)
+                    == (sb.store_id, sb.generation, sb.committed_epoch, sb.commit_id)
         }) && k.tier as usize == tier
             && k.file_len == capacity
             && fs::metadata(&rows).is_ok_and(|m| m.is_file() && m.len() == capacity)
@@ -224,9 +226,8 @@ pub(super) fn stamp_tiers(
         // else a build that keeps no stamps committed since they were
         // written. Stamps not taken are made anew, all empty.
         let found = match same {
-            true => {
-                Some(StampFile::open(&sp, &h)?).filter(|f| f.kept_through().get() == sb.generation)
-            }
+            true => Some(StampFile::open(&sp, &h)?)
+                .filter(|f| sb.commit_id != 0 && f.kept_through().get() == sb.commit_id),
             false => None,
         };
         let take = found.is_some();
@@ -237,7 +238,7 @@ pub(super) fn stamp_tiers(
         for t in tables {
             t.attach_stamps(tier, &mut file, gen);
         }
-        file.kept_through().set(sb.generation);
+        file.kept_through().set(sb.commit_id);
         through.push(file.kept_through());
         if !take {
             out.push(None);
@@ -255,6 +256,7 @@ pub(super) fn stamp_tiers(
                 store_id: sb.store_id,
                 generation: sb.generation,
                 epoch: sb.committed_epoch,
+                commit_id: sb.commit_id,
                 tier: tier as u32,
                 file_len,
                 regions,
@@ -361,6 +363,7 @@ impl Store {
 
     fn keep_tiers(&self) -> Result<()> {
         let (generation, epoch) = self.ssd.durable().committed();
+        let commit_id = self.ssd.durable().commit_id();
         for (tier, path) in tier_files(&self.dir, &self.config).iter().enumerate() {
             let Some(path) = path else {
                 continue;
@@ -385,6 +388,7 @@ impl Store {
                 store_id: self.superblock.store_id,
                 generation,
                 epoch,
+                commit_id,
                 tier: tier as u32,
                 file_len: self.config.tiers[tier].capacity.0,
                 regions,

@@ -722,8 +722,9 @@ impl Store {
             .ssd
             .durable()
             .commit(log.commit_point(merge), counters)?;
+        let commit_id = self.ssd.durable().commit_id();
         for k in &self.kept_through {
-            k.set(done.generation);
+            k.set(commit_id);
         }
         let freed = log.committed(merge);
         log.index_committed(done.generation);

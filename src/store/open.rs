@@ -100,9 +100,8 @@ impl Store {
         let cat_bytes = catalog.encode();
         let sb = Superblock {
             version: FormatVersion::CURRENT,
-            store_id: crate::hash::mix64(
-                now_unix() ^ ((std::process::id() as u64) << 32) ^ dir.as_os_str().len() as u64,
-            ),
+            store_id: crate::hash::random_u64(),
+            commit_id: crate::hash::random_u64(),
             created_unix: now_unix(),
             table_count: catalog.tables.len() as u32,
             catalog_offset: CATALOG_OFFSET,

@@ -39,13 +39,44 @@ use super::*;
 use crate::files::{HOT_FILE, HOT_ROWS_FILE};
 use crate::io::pace::PacedFile;
 
-/// Ids read back per batch: one call's worth of reads in flight, a bound
-/// on how long a checkpoint waits for the warm-up's gate, and on the read
-/// buffer. The plan leaves out the rows already held, so every id of a
-/// batch is a read of a block group (8 MiB of 4 KiB groups). At 8192 ids
-/// (32 MiB) a SIGKILLed W5's restart peaked 60 MB higher, for a read-back
-/// 0.05 s shorter (`docs/benchmarks.md`, "The warm read-back's buffers").
-const WARM_BATCH: usize = 1 << 11;
+/// Ids read back per batch at most: one call's worth of reads in flight,
+/// and a bound on how long a checkpoint waits for the warm-up's gate.
+const WARM_BATCH: usize = 1 << 13;
+
+/// Places (block groups, or row-log blocks) a batch reads at most: a bound
+/// on its read buffer. The plan leaves out the rows already held, so where
+/// the ids are far apart each is a read of its own: 8192 of them filled
+/// 32 MiB, and a SIGKILLed W5's restart peaked 60 MB higher than with
+/// 2048 (`docs/benchmarks.md`, "The warm read-back's buffers"). Dense ids
+/// share their places, and a batch of them stays long enough for its
+/// reads to be merged into windows.
+const WARM_PLACES: usize = 1 << 11;
+
+/// `list` (sorted by `place`) cut into batches of at most [`WARM_BATCH`]
+/// entries and [`WARM_PLACES`] distinct places.
+fn warm_batches(list: &[u64], place: impl Fn(u64) -> u64) -> Vec<&[u64]> {
+    let mut out = Vec::new();
+    let (mut start, mut places, mut last) = (0, 0, None);
+    for (i, &x) in list.iter().enumerate() {
+        let p = place(x);
+        if last != Some(p) {
+            if places == WARM_PLACES {
+                out.push(&list[start..i]);
+                (start, places) = (i, 0);
+            }
+            places += 1;
+            last = Some(p);
+        }
+        if i + 1 - start == WARM_BATCH {
+            out.push(&list[start..=i]);
+            (start, places, last) = (i + 1, 0, None);
+        }
+    }
+    if start < list.len() {
+        out.push(&list[start..]);
+    }
+    out
+}
 
 /// Payload bytes of a hot-rows chunk the writer aims at.
 const ROWS_CHUNK: usize = 1 << 20;
@@ -345,10 +376,27 @@ impl Store {
                     // their reads are mostly sequential windows of the
                     // log; then the rest in id order.
                     let logged = t.split_for_warm(&mut ids);
-                    for batch in logged.chunks(WARM_BATCH).chain(ids.chunks(WARM_BATCH)) {
+                    let rpg = t.entry.layout.rows_per_group.max(1) as u64;
+                    let batches = warm_batches(&logged, |x| x >> 32)
+                        .into_iter()
+                        .map(|b| (b, true))
+                        .chain(
+                            warm_batches(&ids, |id| id / rpg)
+                                .into_iter()
+                                .map(|b| (b, false)),
+                        );
+                    let mut unpacked = Vec::new();
+                    for (batch, packed) in batches {
                         if stop.load(Ordering::Relaxed) {
                             return Ok(read);
                         }
+                        let batch = if packed {
+                            unpacked.clear();
+                            unpacked.extend(batch.iter().map(|&x| x & u32::MAX as u64));
+                            &unpacked[..]
+                        } else {
+                            batch
+                        };
                         let _gate = ssd.read_gate();
                         // In place order within the batch: the reads
                         // sweep the file (the miss path sorts by place).
@@ -383,6 +431,46 @@ impl Store {
         match self.warm.lock().as_mut() {
             Some(w) => w.join(),
             None => Ok(0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{warm_batches, WARM_BATCH, WARM_PLACES};
+
+    /// Batches cover the list in order, each with at most `WARM_BATCH`
+    /// entries and `WARM_PLACES` places, and are cut only where one of
+    /// the two is full: sparse ids by places, dense ones by entries.
+    #[test]
+    fn warm_batches_are_bounded_by_entries_and_places() {
+        for (n, per_place) in [(0u64, 1u64), (5, 1), (10_000, 1), (50_000, 37), (30_000, 3)] {
+            let list: Vec<u64> = (0..n).collect();
+            let place = |x: u64| x / per_place;
+            let batches = warm_batches(&list, place);
+            let joined: Vec<u64> = batches.iter().flat_map(|b| b.iter().copied()).collect();
+            assert_eq!(joined, list, "n {n}, {per_place} a place");
+            for (k, b) in batches.iter().enumerate() {
+                let mut places: Vec<u64> = b.iter().map(|&x| place(x)).collect();
+                places.dedup();
+                assert!(b.len() <= WARM_BATCH && places.len() <= WARM_PLACES);
+                if k + 1 < batches.len() {
+                    // Full in one way, or the next would add a place past
+                    // the limit.
+                    let next = place(batches[k + 1][0]);
+                    assert!(
+                        b.len() == WARM_BATCH
+                            || (places.len() == WARM_PLACES && next != *places.last().unwrap()),
+                        "n {n}, {per_place} a place: batch {k} of {} cut early",
+                        b.len()
+                    );
+                }
+            }
+            let want = match per_place {
+                1 => (n as usize).div_ceil(WARM_PLACES),
+                _ => (n as usize).div_ceil(WARM_BATCH.min(WARM_PLACES * per_place as usize)),
+            };
+            assert_eq!(batches.len(), want, "n {n}, {per_place} a place");
         }
     }
 }

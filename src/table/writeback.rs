@@ -613,9 +613,9 @@ impl Table {
     /// no tier holds whose newest copy is home, and return those no tier
     /// holds whose newest copy is in the row log, by log block, to be read
     /// first: a batch of them falls in few windows of the log, read
-    /// sequentially where dense. Each entry packs its block and id in one
-    /// word while sorting (8 bytes a logged row; a table of 2^32 rows or
-    /// more keeps them all in `ids`, in id order). A row that moves
+    /// sequentially where dense. Each entry packs its block (high 32 bits)
+    /// and id (low 32) in one word, sorted (8 bytes a logged row; a table
+    /// of 2^32 rows or more keeps them all in `ids`, in id order). A row that moves
     /// meanwhile is read from where it is then: the miss path looks each
     /// up again. Rows held now are not read later even if evicted
     /// meanwhile, as before the split.
@@ -640,9 +640,6 @@ impl Table {
             }
         });
         logged.sort_unstable();
-        for x in &mut logged {
-            *x &= u32::MAX as u64;
-        }
         logged
     }
 

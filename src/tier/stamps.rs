@@ -69,7 +69,7 @@ pub(crate) struct StampFile {
 }
 
 /// The kept-through word of a tier's stamps (FORMAT.md, "Slot stamps"):
-/// the last generation whose commit the stamps were kept up to date
+/// the commit id of the last commit the stamps were kept up to date
 /// through.
 pub(crate) struct KeptThrough {
     map: Arc<MmapRaw>,
@@ -86,14 +86,14 @@ impl KeptThrough {
         unsafe { AtomicU64::from_ptr(self.map.as_mut_ptr().add(self.at) as *mut u64) }
     }
 
-    /// The generation recorded.
+    /// The commit id recorded.
     pub fn get(&self) -> u64 {
         self.word().load(Ordering::Acquire)
     }
 
-    /// Record that the stamps are true through generation `g`'s commit.
-    pub fn set(&self, g: u64) {
-        self.word().store(g, Ordering::Release);
+    /// Record that the stamps are true through the commit of id `id`.
+    pub fn set(&self, id: u64) {
+        self.word().store(id, Ordering::Release);
     }
 }
 

@@ -9,18 +9,19 @@
 //! and, for each, the row id in each of its slots. The rows' bytes are the
 //! tier file's own, at `offset + slot * row_bytes` of the region.
 //!
-//! Layout: a 48-byte header, the regions, and a CRC-32C of everything
+//! Layout: a 56-byte header, the regions, and a CRC-32C of everything
 //! before it.
 //!
 //! | offset | size | field |
 //! |---|---|---|
-//! | 0 | 8 | magic `EMBKEPT1` |
+//! | 0 | 8 | magic `EMBKEPT2` |
 //! | 8 | 8 | store id (the superblock's) |
 //! | 16 | 8 | generation of the checkpoint committed at the close |
 //! | 24 | 8 | the epoch that commit committed |
 //! | 32 | 4 | tier index |
 //! | 36 | 4 | region count |
 //! | 40 | 8 | the tier file's length |
+//! | 48 | 8 | the commit id of that checkpoint (the superblock's) |
 //!
 //! Each region: `u32` table (catalog index), `u32` shard, `u64` byte
 //! offset in the file, `u32` capacity in rows, `u32` row bytes, `u32`
@@ -31,7 +32,7 @@ use crate::{check_crc, check_len, check_magic};
 use crate::{get_u32, get_u64, put_u32, put_u64, FormatError};
 
 /// Magic of a kept-tier file.
-pub const KEPT_MAGIC: [u8; 8] = *b"EMBKEPT1";
+pub const KEPT_MAGIC: [u8; 8] = *b"EMBKEPT2";
 /// Offset of the store id.
 pub const KEPT_STORE_ID: usize = 8;
 /// Offset of the generation.
@@ -44,8 +45,11 @@ pub const KEPT_TIER: usize = 32;
 pub const KEPT_REGIONS: usize = 36;
 /// Offset of the tier file's length.
 pub const KEPT_FILE_LEN: usize = 40;
+/// Offset of the commit id (the superblock's `commit_id`; version 2 of the
+/// file, `EMBKEPT2`).
+pub const KEPT_COMMIT: usize = 48;
 /// Bytes of the header.
-pub const KEPT_HEADER: usize = 48;
+pub const KEPT_HEADER: usize = 56;
 /// Bytes of a region's record before its ids.
 pub const REGION_HEADER: usize = 32;
 /// The id of a slot that holds no row.
@@ -80,6 +84,8 @@ pub struct KeptTier {
     pub generation: u64,
     /// The epoch that commit committed (the superblock's `committed_epoch`).
     pub epoch: u64,
+    /// That commit's id (the superblock's `commit_id`).
+    pub commit_id: u64,
     /// The tier's index in the store's configuration.
     pub tier: u32,
     /// The tier file's length.
@@ -109,6 +115,7 @@ impl KeptTier {
         put_u32(&mut out, KEPT_TIER, self.tier);
         put_u32(&mut out, KEPT_REGIONS, self.regions.len() as u32);
         put_u64(&mut out, KEPT_FILE_LEN, self.file_len);
+        put_u64(&mut out, KEPT_COMMIT, self.commit_id);
         for r in &self.regions {
             out.extend_from_slice(&r.table.to_le_bytes());
             out.extend_from_slice(&r.shard.to_le_bytes());
@@ -207,6 +214,7 @@ impl KeptTier {
             store_id: get_u64(body, KEPT_STORE_ID),
             generation: get_u64(body, KEPT_GENERATION),
             epoch: get_u64(body, KEPT_EPOCH),
+            commit_id: get_u64(body, KEPT_COMMIT),
             tier: get_u32(body, KEPT_TIER),
             file_len,
             regions,
@@ -224,6 +232,7 @@ mod tests {
             store_id: 0x1234_5678_9abc,
             generation: 7,
             epoch: 15,
+            commit_id: 0xfeed_beef,
             tier: 1,
             file_len: 1 << 20,
             regions: vec![

@@ -6,9 +6,9 @@
 //! rows whose bytes the recovered checkpoint holds where they lie.
 //!
 //! The file is a header, zero padding, the *kept-through* word (the `u64`
-//! just before the stamps: the last generation whose commit the stamps
-//! were kept up to date through, outside the header's CRC, rewritten after
-//! each commit), then, from a multiple of [`STAMP_ALIGN`], one
+//! just before the stamps: the commit id, the superblock's `commit_id`, of
+//! the last commit the stamps were kept up to date through, outside the
+//! header's CRC, rewritten after each commit), then, from a multiple of [`STAMP_ALIGN`], one
 //! [`STAMP_BYTES`]-byte stamp per slot of each region in the header's
 //! order: a `u64` generation ([`NO_ROW`]: the slot holds no row the
 //! store may take), then the `u64` row id.
@@ -17,7 +17,7 @@
 //!
 //! | offset | size | field |
 //! |---|---|---|
-//! | 0 | 8 | magic `EMBSTMP1` |
+//! | 0 | 8 | magic `EMBSTMP2` |
 //! | 8 | 8 | store id (the superblock's) |
 //! | 16 | 40 | boot id, ASCII, zero-padded (Linux: `/proc/sys/kernel/random/boot_id`) |
 //! | 56 | 4 | tier index |
@@ -33,7 +33,7 @@ use crate::{check_crc, check_len, check_magic};
 use crate::{get_u32, get_u64, padded_boot_id, put_u32, put_u64, FormatError};
 
 /// Magic of a stamps file.
-pub const STAMPS_MAGIC: [u8; 8] = *b"EMBSTMP1";
+pub const STAMPS_MAGIC: [u8; 8] = *b"EMBSTMP2";
 /// Offset of the store id.
 pub const STAMPS_STORE_ID: usize = 8;
 /// Offset of the boot id.

@@ -67,6 +67,12 @@ pub mod sb {
     /// epoch was written by an epoch that never committed and was not
     /// undone: it is never read as row values.
     pub const DEAD_RANGES: usize = 144;
+    /// `u64` a random number drawn for each commit (0 where none was:
+    /// written by a build before it, whose decoder ignores it). Files
+    /// outside the store's directory that hold rows of one checkpoint (kept
+    /// tiers, slot stamps) name it, so that a copy of the store that parted
+    /// from it and committed the same generation is not taken for it.
+    pub const COMMIT_ID: usize = 4072;
     /// `u64` (version 5; zero before) the blocks of the ring the row log
     /// wraps in (0: it does not wrap, as in older versions, where the log
     /// always starts at block 0).
@@ -115,6 +121,11 @@ pub struct Superblock {
     /// The blocks of the ring the row log wraps in (version 5; 0: it does
     /// not wrap).
     pub rowlog_ring: u64,
+    /// A random number drawn for the commit that wrote this generation (0:
+    /// none, a commit of a build before it). Kept tiers and slot stamps
+    /// name it: a copy of the store that parted from this one at an earlier
+    /// checkpoint commits the same generation with another.
+    pub commit_id: u64,
     /// Groups the last checkpoint's epoch wrote in place, listed in its
     /// [`WrittenList`] (version 4; 0: none, or an older version).
     pub written_groups: u64,
@@ -211,6 +222,7 @@ impl Superblock {
         put_u32(&mut b, sb::ROWLOG_FROM, self.rowlog_from);
         put_u32(&mut b, sb::ROWLOG_START, self.rowlog_start);
         put_u64(&mut b, sb::ROWLOG_RING, self.rowlog_ring);
+        put_u64(&mut b, sb::COMMIT_ID, self.commit_id);
         put_u32(&mut b, sb::WRITTEN_CRC, self.written_crc);
         put_u64(&mut b, sb::WRITTEN_GROUPS, self.written_groups);
         for (i, &(first, last)) in self.dead_epochs.iter().enumerate() {
@@ -378,6 +390,7 @@ impl Superblock {
             rowlog_from: if v4 { rowlog_from } else { 0 },
             rowlog_start,
             rowlog_ring,
+            commit_id: get_u64(b, sb::COMMIT_ID),
             written_groups: if v4 {
                 get_u64(b, sb::WRITTEN_GROUPS)
             } else {

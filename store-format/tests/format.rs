@@ -84,6 +84,7 @@ fn superblock_offsets_match_the_spec() {
             ("written_crc", sb::WRITTEN_CRC, 4),
             ("rowlog_start", sb::ROWLOG_START, 4),
             ("written_groups", sb::WRITTEN_GROUPS, 8),
+            ("commit_id", sb::COMMIT_ID, 8),
             ("rowlog_ring", sb::ROWLOG_RING, 8),
             ("crc", sb::CRC, 4),
         ],
@@ -128,6 +129,7 @@ fn written_list_offsets_match_the_spec_and_round_trip() {
         rowlog_from: 0,
         rowlog_start: 0,
         rowlog_ring: 0,
+        commit_id: 0,
         written_groups: 2,
         written_crc: WrittenList::crc_of(&b),
         counters_generation: 0,
@@ -254,6 +256,7 @@ fn counter_slots_round_trip_and_reject_damage() {
         rowlog_from: 0,
         rowlog_start: 0,
         rowlog_ring: 0,
+        commit_id: 0,
         written_groups: 0,
         written_crc: 0,
         counters_generation: 0,
@@ -292,11 +295,12 @@ fn kept_tier_offsets_match_the_spec() {
             ("tier", KEPT_TIER, 4),
             ("region_count", KEPT_REGIONS, 4),
             ("file_len", KEPT_FILE_LEN, 8),
+            ("commit_id", KEPT_COMMIT, 8),
         ],
     );
     assert_eq!(
         (KEPT_HEADER, REGION_HEADER, KEPT_MAGIC),
-        (48, 32, *b"EMBKEPT1")
+        (56, 32, *b"EMBKEPT2")
     );
     assert_eq!(FREE_SLOT, u64::MAX);
 }
@@ -318,7 +322,7 @@ fn slot_stamps_offsets_match_the_spec() {
     );
     assert_eq!(
         (STAMPS_HEADER, STAMP_REGION, STAMPS_MAGIC),
-        (80, 24, *b"EMBSTMP1")
+        (80, 24, *b"EMBSTMP2")
     );
     assert_eq!((STAMP_ALIGN, STAMP_BYTES, NO_ROW), (4096, 16, 0));
 }
@@ -510,6 +514,7 @@ fn superblock_and_catalog_round_trip_and_reject() {
         rowlog_from: 7,
         rowlog_start: 60,
         rowlog_ring: 64,
+        commit_id: 0x0123_4567_89ab_cdef,
         written_groups: 0,
         written_crc: 0,
         counters_generation: 3,
@@ -517,6 +522,11 @@ fn superblock_and_catalog_round_trip_and_reject() {
     };
     let enc = s.encode();
     assert_eq!(Superblock::decode(&enc).unwrap(), s);
+    assert_eq!(sb::COMMIT_ID, 4072);
+    assert_eq!(
+        u64::from_le_bytes(enc[4072..4080].try_into().unwrap()),
+        0x0123_4567_89ab_cdef
+    );
     assert_eq!(u32::from_le_bytes(enc[120..124].try_into().unwrap()), 2);
     assert_eq!(u64::from_le_bytes(enc[160..168].try_into().unwrap()), 5);
     assert!(s.is_dead(1) && s.is_dead(2) && !s.is_dead(3) && !s.is_dead(4) && s.is_dead(5));
