@@ -4,7 +4,7 @@
 //! file (a PMem tier, or a DRAM tier given a path on tmpfs) whose rows are
 //! all clean, writes the file's rows through to it, renames it to
 //! `<file>.kept` and writes `<file>.keep` beside it: the store id, the
-//! generation and epoch just committed, and for each cache shard of the
+//! generation, epoch and commit id just committed, and for each cache shard of the
 //! tier where its slab lies in the file and which row each slot holds
 //! (`embtier_format::kept`, FORMAT.md "Kept tier"). Every clean cached row
 //! holds its committed value, so the file is a copy of committed rows.
@@ -12,7 +12,7 @@
 //! An open takes them back before anything can write the tier: it reads
 //! the index and removes it (durably) whatever it holds, so that no later
 //! open takes the rows again once they start to change; then, if the index
-//! names the checkpoint the open found (store, generation, epoch), this
+//! names the checkpoint the open found (store, generation, epoch, commit id), this
 //! tier, and a file of the tier's size, it renames the file back and maps
 //! it as it is, and each shard whose slab lies where the index says
 //! (same tables, shards, offsets, capacities, row sizes: the same tier
