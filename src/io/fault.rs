@@ -150,7 +150,7 @@ impl FaultPlan {
     fn failing_write(&self, path: &Path, n: usize) -> Option<usize> {
         let before = self.writes.fetch_add(n as u64, Ordering::SeqCst);
         let from = self.fail_writes_from.load(Ordering::SeqCst);
-        (before + n as u64 > from && self.targets(path))
+        (n > 0 && before + n as u64 > from && self.targets(path))
             .then(|| (from.saturating_sub(before) as usize).min(n - 1))
     }
 
@@ -160,7 +160,7 @@ impl FaultPlan {
     fn failing_read(&self, path: &Path, n: usize) -> (u64, Option<usize>) {
         let before = self.reads.fetch_add(n as u64, Ordering::SeqCst);
         let from = self.fail_reads_from.load(Ordering::SeqCst);
-        let fail = (before + n as u64 > from && self.targets(path))
+        let fail = (n > 0 && before + n as u64 > from && self.targets(path))
             .then(|| (from.saturating_sub(before) as usize).min(n - 1));
         (before, fail)
     }

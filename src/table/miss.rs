@@ -489,10 +489,11 @@ impl Table {
         ctx.windowed = true;
         // A buffer of the batch's own, freed when it is done, not one of
         // the SSD tier's pool: every id of a warm batch is a miss (the
-        // plan leaves out the rows already held), so its reads fill 8192
-        // groups (32 MiB of 4 KiB ones), and the pool keeps up to four
-        // buffers that size for the lookups after: 100 MB more resident
-        // for the rest of the run after a SIGKILLed W5's restart.
+        // plan leaves out the rows already held), so its reads fill up to
+        // a batch's 2048 places (8 MiB of 4 KiB groups; 32 MiB when a
+        // batch was 8192 ids), and the pool keeps up to four buffers that
+        // size for the lookups after: 100 MB more resident for the rest
+        // of the run after a SIGKILLed W5's restart.
         let mut buf = AlignedBuf::new(BLOCK_SIZE);
         let gb = self.entry.layout.group_bytes();
         let r = self.resolve_misses_in(
