@@ -491,3 +491,22 @@ impl IoEngine for FaultyEngine {
         self.inner.file()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A call of no extents fails nothing and counts nothing, even once
+    /// the plan fails every write and read; the next extent fails.
+    #[test]
+    fn a_call_of_no_extents_fails_nothing() {
+        let plan = FaultPlan::default();
+        plan.fail_writes_from.store(0, Ordering::SeqCst);
+        plan.fail_reads_from.store(0, Ordering::SeqCst);
+        let p = Path::new("/x");
+        assert_eq!(plan.failing_write(p, 0), None);
+        assert_eq!(plan.failing_read(p, 0), (0, None));
+        assert_eq!(plan.failing_write(p, 3), Some(0));
+        assert_eq!(plan.failing_read(p, 2), (0, Some(0)));
+    }
+}
