@@ -496,17 +496,20 @@ impl IoEngine for FaultyEngine {
 mod tests {
     use super::*;
 
-    /// A call of no extents fails nothing and counts nothing, even once
-    /// the plan fails every write and read; the next extent fails.
+    /// Once the plan fails every write and read, a call of no extents
+    /// fails nothing and counts nothing (it computed `n - 1` of zero,
+    /// an overflow), while the calls around it fail at their first.
     #[test]
     fn a_call_of_no_extents_fails_nothing() {
         let plan = FaultPlan::default();
-        plan.fail_writes_from.store(0, Ordering::SeqCst);
-        plan.fail_reads_from.store(0, Ordering::SeqCst);
+        plan.fail_writes_from.store(1, Ordering::SeqCst);
+        plan.fail_reads_from.store(1, Ordering::SeqCst);
         let p = Path::new("/x");
+        assert_eq!(plan.failing_write(p, 3), Some(1));
+        assert_eq!(plan.failing_read(p, 2), (0, Some(1)));
         assert_eq!(plan.failing_write(p, 0), None);
-        assert_eq!(plan.failing_read(p, 0), (0, None));
-        assert_eq!(plan.failing_write(p, 3), Some(0));
-        assert_eq!(plan.failing_read(p, 2), (0, Some(0)));
+        assert_eq!(plan.failing_read(p, 0), (2, None));
+        assert_eq!(plan.failing_write(p, 1), Some(0));
+        assert_eq!(plan.failing_read(p, 1), (2, Some(0)));
     }
 }
