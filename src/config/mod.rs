@@ -565,7 +565,14 @@ fn split_budget(cfg: &StoreConfig, tier_index: usize) -> Result<Vec<u64>> {
     // for it beyond them.
     let charged =
         cfg.ssd.overhead_in_budget && cfg.first_tier_of(MemoryKind::Dram) == Some(tier_index);
-    let cost = |t: &TableConfig| charged_row_bytes(t.row_bytes(), charged);
+    // A DRAM tier in a file (kept across restarts) keeps a stamp per slot
+    // beside it, in the same memory (`tier::stamps`).
+    let stamps = if charged && cfg.tiers[tier_index].path.is_some() {
+        embtier_format::stamps::STAMP_BYTES
+    } else {
+        0
+    };
+    let cost = |t: &TableConfig| charged_row_bytes(t.row_bytes(), charged) + stamps;
     let mut left = cfg.tiers[tier_index].capacity.0;
     let mut out = vec![0u64; cfg.tables.len()];
     let too_small = |t: &TableConfig, cap: u64, needed: u64| Error::TierTooSmall {

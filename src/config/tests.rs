@@ -263,6 +263,33 @@ fn overhead_in_budget_charges_cached_rows_of_the_first_dram_tier() {
     }
 }
 
+/// A first DRAM tier that lives in a file (on tmpfs, to be kept across
+/// restarts) also keeps a stamp per slot beside it, in the same memory:
+/// `overhead_in_budget` charges a cached row those bytes too, and a tier
+/// of its own memory does not.
+#[test]
+fn overhead_in_budget_charges_the_stamps_of_a_dram_tier_in_a_file() {
+    let stamp = embtier_format::stamps::STAMP_BYTES;
+    let cfg = |on: bool, path: Option<&str>| {
+        let mut c = StoreConfig::builder()
+            .table(TableConfig::new("c", 1 << 20, 64))
+            .dram_capacity(1 << 20)
+            .overhead_in_budget(on)
+            .build();
+        c.tiers[0].path = path.map(Into::into);
+        c
+    };
+    let rows = |c: StoreConfig| c.plan().unwrap()[0].rows[0];
+    let charged = charged_row_bytes(256, true);
+    assert_eq!(rows(cfg(true, None)), (1 << 20) / charged);
+    assert_eq!(
+        rows(cfg(true, Some("/dev/shm/t.tier"))),
+        (1 << 20) / (charged + stamp)
+    );
+    // Off, a row is its bytes, in a file or not.
+    assert_eq!(rows(cfg(false, Some("/dev/shm/t.tier"))), (1 << 20) / 256);
+}
+
 #[test]
 fn huge_pages_are_on_unless_a_tier_turns_them_off() {
     let cfg = one_table(|b| b);

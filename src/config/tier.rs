@@ -256,8 +256,10 @@ pub struct SsdConfig {
     /// 24th of the cached bytes each, where each is a quarter when off),
     /// the row log's map (with `merge_in_background`, a pass begins when
     /// the map holds more than a 24th) and a pass's buffer (a 24th, at
-    /// most 64 MiB). Fewer rows are cached for the same capacity, and the
-    /// log is merged sooner.
+    /// most 64 MiB); where that tier lives in a file (`path`, to be kept
+    /// across restarts), also its stamp beside the file (16 bytes a slot,
+    /// FORMAT.md "Slot stamps"). Fewer rows are cached for the same
+    /// capacity, and the log is merged sooner.
     #[serde(default)]
     pub overhead_in_budget: bool,
 }
