@@ -414,8 +414,10 @@ impl Durable {
     /// record's state on disk is unknown until a reopen recovers it.
     /// `log` is what it commits of the row log, every block of which the
     /// caller has written and fsynced. `counters` are the tables' call
-    /// counters, in catalog order.
-    pub(crate) fn commit(&self, log: LogCommit, counters: &[u64]) -> Result<Checkpoint> {
+    /// counters, in catalog order. Returns the checkpoint and the commit's
+    /// id (the superblock's `commit_id`), which files outside the store's
+    /// directory that hold its rows are to name.
+    pub(crate) fn commit(&self, log: LogCommit, counters: &[u64]) -> Result<(Checkpoint, u64)> {
         self.check_writable()?;
         let mut st = self.state.lock();
         let next = Superblock {
@@ -486,6 +488,7 @@ impl Durable {
             paused: std::time::Duration::ZERO,
             pending_peak_bytes: 0,
         };
+        let commit_id = next.commit_id;
         st.epoch = st.sb.next_epoch;
         self.current
             .store(st.epoch, std::sync::atomic::Ordering::Release);
@@ -496,7 +499,7 @@ impl Durable {
         st.len = 0;
         st.batch = 0;
         self.reset_journal().map_err(|e| self.poison(e))?;
-        Ok(done)
+        Ok((done, commit_id))
     }
 
     /// Write `sb` to copy A, fsync, then copy B, fsync. A crash leaves at

@@ -718,11 +718,10 @@ impl Store {
         // Without a merge, the log is committed from where a finished
         // background pass left it: the blocks before hold no row's newest
         // copy that home does not hold too.
-        let mut done = self
+        let (mut done, commit_id) = self
             .ssd
             .durable()
             .commit(log.commit_point(merge), counters)?;
-        let commit_id = self.ssd.durable().commit_id();
         for k in &self.kept_through {
             k.set(commit_id);
         }
