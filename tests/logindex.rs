@@ -391,3 +391,44 @@ fn an_index_that_cannot_be_read_makes_the_open_read_the_log() {
         refused_then_remade(s, &path, why, &committed);
     }
 }
+
+/// An index that cannot be made anew (its truncation, its header's write
+/// or its sizing fails: a full disk, an I/O error) leaves the open
+/// without one: it reads the log and serves the checkpoint, and the next
+/// open, finding no index it may trust, reads the log again and makes
+/// it; the one after maps from it.
+#[test]
+fn an_index_that_cannot_be_made_anew_leaves_the_session_without_one() {
+    // The remake's writes: 0 truncates, 1 writes the header, 2 sizes it.
+    for from in 0..3u64 {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, committed) = dropped(dir.path(), 13 + from);
+        std::fs::remove_file(path.join(LOG_INDEX_FILE)).unwrap();
+        let plan = Arc::new(FaultPlan::default());
+        plan.fail_writes_from.store(from, SeqCst);
+        let s = open_faulty(&path, &plan);
+        assert!(
+            plan.writes.load(SeqCst) > from,
+            "write {from} of the remake never made"
+        );
+        let at = s.row_log_at_open().clone();
+        assert!(!at.from_index, "write {from}: {at:?}");
+        assert!(
+            at.index_refused
+                .as_deref()
+                .unwrap()
+                .contains("Input/output error"),
+            "write {from}: {at:?}"
+        );
+        check(&s, &committed);
+        drop(s);
+        let s = open(&path);
+        let at = s.row_log_at_open().clone();
+        assert!(!at.from_index, "after write {from} failed: {at:?}");
+        check(&s, &committed);
+        drop(s);
+        let s = open(&path);
+        assert!(s.row_log_at_open().from_index, "made after write {from}");
+        check(&s, &committed);
+    }
+}

@@ -233,6 +233,17 @@ impl FaultPlan {
         Ok(())
     }
 
+    /// Set the length of `file` (the file at `path`), counted as one
+    /// write: it fails, changing nothing, where the plan fails that write.
+    /// [`FaultPlan::crash`] does not undo a length change (the file
+    /// system's metadata is taken to be durable, as after `fdatasync`).
+    pub fn set_file_len(&self, path: &Path, file: &std::fs::File, len: u64) -> io::Result<()> {
+        if self.failing_write(path, 1).is_some() {
+            return Err(self.error());
+        }
+        file.set_len(len)
+    }
+
     /// Read `buf.len()` bytes at `offset` of `file` (the file at `path`),
     /// failing where the plan says so.
     pub fn read_file_at(

@@ -95,9 +95,9 @@ impl LogIndex {
             .header
             .encode()
             .ok_or_else(|| std::io::Error::other("a boot id longer than the header's 40 bytes"))?;
-        self.file.set_len(0)?;
+        self.set_len(0)?;
         self.write_at(&bytes, 0)?;
-        self.file.set_len(self.header.file_len())
+        self.set_len(self.header.file_len())
     }
 
     /// Bytes of a slot.
@@ -193,6 +193,13 @@ impl LogIndex {
         match &self.faults {
             Some(plan) => plan.write_file_at(&self.path, &self.file, buf, offset),
             None => self.file.write_all_at(buf, offset),
+        }
+    }
+
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        match &self.faults {
+            Some(plan) => plan.set_file_len(&self.path, &self.file, len),
+            None => self.file.set_len(len),
         }
     }
 
