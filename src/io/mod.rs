@@ -43,6 +43,10 @@ impl Faults {
     pub fn sync_file(&self, _: &Path, _: &File) -> std::io::Result<()> {
         match *self {}
     }
+    /// Never called: no value exists.
+    pub fn set_file_len(&self, _: &Path, _: &File, _: u64) -> std::io::Result<()> {
+        match *self {}
+    }
 }
 mod latency;
 pub(crate) mod pace;
