@@ -40,7 +40,8 @@ impl LogIndex {
     /// that header and its kept-through word is `generation` (its slots
     /// of the committed log may be read), else the file made anew (header,
     /// kept-through 0, every slot unwritten) and the reason the old one
-    /// was not trusted. Its reads, writes and syncs take `faults`' faults.
+    /// was not trusted. Its reads, writes, syncs and length changes take
+    /// `faults`' faults.
     pub fn open(
         path: &Path,
         want: IndexHeader,
