@@ -343,6 +343,24 @@ impl DenseCache {
     }
 }
 
+/// The capacity to build a simulated cache of `capacity` rows with, over
+/// ids `0..n_objects`: `capacity` itself (at least 1), or less where
+/// that changes no hit. A cache that can hold every id never fills, so it
+/// evicts nothing, and every policy admits every miss once each of its
+/// parts holds a row (W-TinyLFU's window, 1% of the cache, is the
+/// smallest: from 100 rows), so every capacity from
+/// `max(n_objects, 4096)` up hits the same requests. Built at that, a
+/// cache costs the trace's memory, not the cache's: a policy keeps
+/// arrays of its capacity, and a cache of 4 x 10^9 rows asked for tens
+/// of GB.
+pub fn sim_capacity(capacity: usize, n_objects: usize) -> usize {
+    capacity.clamp(1, n_objects.max(ALWAYS_ADMITS))
+}
+
+/// A capacity at which every policy admits every miss (see
+/// [`sim_capacity`]).
+const ALWAYS_ADMITS: usize = 4096;
+
 /// Run dense ids through a cache of `capacity` under `kind`.
 pub fn simulate_dense(
     kind: PolicyKind,
@@ -350,7 +368,7 @@ pub fn simulate_dense(
     ids: &[u32],
     n_objects: usize,
 ) -> SimResult {
-    let mut c = DenseCache::new(kind, capacity.max(1), n_objects);
+    let mut c = DenseCache::new(kind, sim_capacity(capacity, n_objects), n_objects);
     let mut r = SimResult::default();
     for (i, &id) in ids.iter().enumerate() {
         if let Some(&next) = ids.get(i + AHEAD) {
@@ -381,7 +399,11 @@ pub fn simulate_dense_keyed(
     n_objects: usize,
 ) -> SimResult {
     assert_eq!(ids.len(), keys.len(), "one key per id");
-    run_keyed(DenseCache::new(kind, capacity.max(1), n_objects), ids, keys)
+    run_keyed(
+        DenseCache::new(kind, sim_capacity(capacity, n_objects), n_objects),
+        ids,
+        keys,
+    )
 }
 
 /// Run `c` over `ids`, its policy told `keys[i]` for `ids[i]`, each
@@ -424,7 +446,7 @@ pub fn simulate_dense_digested(
     n_objects: usize,
 ) -> SimResult {
     assert_eq!(ids.len(), digests.len(), "one digest per id");
-    let mut c = DenseCache::new(kind, capacity.max(1), n_objects);
+    let mut c = DenseCache::new(kind, sim_capacity(capacity, n_objects), n_objects);
     c.policy.digested_keys();
     run_keyed(c, ids, digests)
 }
@@ -493,6 +515,51 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Caches larger than [`sim_capacity`]'s bound are built at it, and
+    /// decide as a cache built at their own size: [`SimCache`] unbounded
+    /// at 20,000 rows (500 ids) is the reference for the dense paths at
+    /// 20,000 and at 2^31 rows, each built at 4,096; and W-TinyLFU, 2Q and
+    /// SLRU at the bound admit as they would above it.
+    #[test]
+    fn caches_beyond_the_trace_decide_as_at_their_own_size() {
+        let raw: Vec<u64> = trace(60_000, 11)
+            .into_iter()
+            .map(|x| embtier::init::mix64(x + 3))
+            .collect();
+        let (dense, n) = crate::densify(&raw);
+        assert!(n < ALWAYS_ADMITS);
+        for &kind in PolicyKind::ALL {
+            let mut reference = SimCache::new(kind, 20_000);
+            let mut want = SimResult::default();
+            for &id in &raw {
+                want.record(reference.access(id));
+            }
+            assert_eq!(want.misses, n as u64, "{kind:?}: only cold misses");
+            for cap in [20_000usize, 1 << 31] {
+                assert_eq!(sim_capacity(cap, n), ALWAYS_ADMITS);
+                let got = simulate_dense_keyed(kind, cap, &dense, &raw, n);
+                assert_eq!(got, want, "{kind:?} at {cap}, keyed");
+                let digests = digest_keys(kind, &raw, &dense, n);
+                let got = simulate_dense_digested(kind, cap, &dense, &digests, n);
+                assert_eq!(got, want, "{kind:?} at {cap}, digested");
+                if !kind.hashes_keys() {
+                    assert_eq!(
+                        simulate_dense(kind, cap, &dense, n),
+                        want,
+                        "{kind:?} at {cap}"
+                    );
+                }
+            }
+            // Built at the bound itself, the cache admits every miss.
+            let at_bound = simulate_dense_keyed(kind, ALWAYS_ADMITS, &dense, &raw, n);
+            assert_eq!(at_bound, want, "{kind:?} at the bound");
+        }
+        // Past the bound, the capacity is kept where the trace has more ids.
+        assert_eq!(sim_capacity(1 << 31, 10_000_000), 10_000_000);
+        assert_eq!(sim_capacity(5_000, 10_000_000), 5_000);
+        assert_eq!(sim_capacity(0, 10), 1);
     }
 
     /// Our LRU against the `lru` crate, an independent implementation.

@@ -29,10 +29,12 @@ pub fn next_accesses(ids: &[u64]) -> Vec<u64> {
 pub fn belady(ids: &[u64], capacity: usize) -> SimResult {
     let next = next_accesses(ids);
     let capacity = capacity.max(1);
+    // Room for what can be resident: at most every object of the trace.
+    let room = capacity.min(ids.len().max(1));
     // Resident objects and the next-access time their heap entry carries.
     let mut resident: HashMap<u64, u64, FastHash> =
-        HashMap::with_capacity_and_hasher(capacity, FastHash::default());
-    let mut heap: BinaryHeap<(u64, u64)> = BinaryHeap::with_capacity(capacity * 2);
+        HashMap::with_capacity_and_hasher(room, FastHash::default());
+    let mut heap: BinaryHeap<(u64, u64)> = BinaryHeap::with_capacity(room * 2);
     let mut r = SimResult::default();
     for (i, &id) in ids.iter().enumerate() {
         let n = next[i];
@@ -76,13 +78,28 @@ pub enum SetPolicy {
 pub fn set_associative(ids: &[u64], capacity: usize, ways: usize, policy: SetPolicy) -> SimResult {
     let ways = ways.max(1);
     let sets = capacity.max(1).div_ceil(ways);
+    // With more sets than requests (a cache far larger than the trace),
+    // only the sets the trace touches are kept, numbered as first touched,
+    // so that memory follows the trace rather than the cache.
+    let sparse = sets > ids.len();
+    let mut touched: HashMap<usize, usize, FastHash> = HashMap::default();
+    let kept = if sparse { 0 } else { sets };
     // Per way: key, last access time, frequency. u64::MAX key = empty.
-    let mut key = vec![u64::MAX; sets * ways];
-    let mut time = vec![0u64; sets * ways];
-    let mut freq = vec![0u64; sets * ways];
+    let mut key = vec![u64::MAX; kept * ways];
+    let mut time = vec![0u64; kept * ways];
+    let mut freq = vec![0u64; kept * ways];
     let mut r = SimResult::default();
     for (t, &id) in ids.iter().enumerate() {
-        let s = ((mix64(id ^ 0x9e37_79b9) as u128 * sets as u128) >> 64) as usize;
+        let mut s = ((mix64(id ^ 0x9e37_79b9) as u128 * sets as u128) >> 64) as usize;
+        if sparse {
+            let fresh = touched.len();
+            s = *touched.entry(s).or_insert(fresh);
+            if s == fresh {
+                key.resize(key.len() + ways, u64::MAX);
+                time.resize(time.len() + ways, 0);
+                freq.resize(freq.len() + ways, 0);
+            }
+        }
         let base = s * ways;
         let ways_of = base..base + ways;
         if let Some(w) = ways_of.clone().find(|&w| key[w] == id) {
@@ -164,6 +181,29 @@ mod tests {
             cache.push(id);
         }
         assert_eq!(belady(&ids, cap).misses, misses);
+    }
+
+    #[test]
+    fn a_set_associative_cache_larger_than_the_trace_keeps_only_its_sets() {
+        // More sets than requests: the sets are kept as touched. The same
+        // requests followed by enough repeats of one resident id to make
+        // the sets fewer than the requests run on every set, and differ
+        // by exactly those hits.
+        let ids = trace();
+        let cap = 32 * (ids.len() + 1);
+        for p in [SetPolicy::Lru, SetPolicy::Lfu] {
+            let sparse = set_associative(&ids, cap, 32, p);
+            let mut longer = ids.clone();
+            longer.extend(std::iter::repeat_n(ids[0], ids.len() + 2));
+            let dense = set_associative(&longer, cap, 32, p);
+            assert_eq!(dense.misses, sparse.misses, "{p:?}");
+            assert_eq!(dense.hits, sparse.hits + ids.len() as u64 + 2, "{p:?}");
+            // And a cache of 2^32 - 2 rows costs the trace's sets.
+            assert_eq!(
+                set_associative(&ids, u32::MAX as usize - 1, 32, p).misses,
+                sparse.misses
+            );
+        }
     }
 
     #[test]

@@ -318,3 +318,59 @@ fn demo_runs() {
         assert!(out.contains(part), "missing {part:?} in:\n{out}");
     }
 }
+
+/// A cache larger than the trace's rows holds every row it sees: each
+/// policy's misses are the cold ones, at any size up to the limit of
+/// 2^32 - 2 rows, with memory for the rows the trace has, not the rows
+/// the cache could hold (a 4e9-row cache asked for 32 GB and aborted).
+#[test]
+fn a_cache_far_larger_than_the_trace_costs_the_trace_s_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let tr = gen(dir.path());
+    let all = "lru,fifo,clock,sieve,s3fifo,arc,2q,slru,lfu,wtinylfu,belady,lru-32way,lfu-32way";
+    let sweep = |sizes: &str| {
+        let o = replay(&[
+            "simulate",
+            &tr,
+            "--policies",
+            all,
+            "--sizes",
+            sizes,
+            "--json",
+        ]);
+        assert!(o.status.success(), "--sizes {sizes}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["policy"].as_str().unwrap().to_string(),
+                    r["misses"].as_u64().unwrap(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let huge = sweep("4294967294");
+    // 20,000 rows: every miss of a 10^6-row cache is a cold one.
+    let large = sweep("1000000");
+    assert_eq!(huge.len(), 13);
+    assert_eq!(huge, large);
+    let cold = huge.iter().find(|(p, _)| p == "lru").unwrap().1;
+    assert!(huge.iter().all(|&(_, m)| m == cold), "{huge:?}");
+    for tiers in [
+        "dram:sieve:1000GiB,ssd",
+        "dram:lru:64GiB,pmem:wtinylfu:512GiB,ssd",
+    ] {
+        let o = replay(&["simulate", &tr, "--tiers", tiers, "--json"]);
+        assert!(o.status.success(), "--tiers {tiers}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let ssd = &v["results"][0]["ssd"];
+        assert_eq!(
+            ssd["rows_read"].as_u64(),
+            Some(cold),
+            "--tiers {tiers}: {v}"
+        );
+    }
+}

@@ -364,7 +364,10 @@ pub fn simulate_hierarchy(
         tiers: h
             .tiers
             .iter()
-            .map(|t| DenseCache::new(t.policy, (t.rows as usize).max(1), n))
+            .map(|t| {
+                let rows = usize::try_from(t.rows).unwrap_or(usize::MAX);
+                DenseCache::new(t.policy, crate::cache::sim_capacity(rows, n), n)
+            })
             .collect(),
         rep: HierarchyReport {
             tiers: h
