@@ -377,3 +377,77 @@ fn txt_lines_and_errors() {
         .to_string();
     assert!(e.contains("record 4"), "{e}");
 }
+
+/// A file of whole 24-byte records that are not oracleGeneral records (a
+/// CSV read with `--format oracle-general`) is refused at the first
+/// record whose next-access time is neither -1 (nor `i64::MAX`, which
+/// libCacheSim reads as none) nor a later request, by every reader of the
+/// format; real next-access times, past the file's end too (a trace cut
+/// short), are read.
+#[test]
+fn records_that_are_not_oracle_general_are_refused() {
+    use embtier_sim::trace::{import_stream, oracle_general_batches};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.oracleGeneral.bin");
+    let record = |i: u32, id: u64, next: i64| {
+        let mut r = Vec::new();
+        r.extend_from_slice(&i.to_le_bytes());
+        r.extend_from_slice(&id.to_le_bytes());
+        r.extend_from_slice(&512u32.to_le_bytes());
+        r.extend_from_slice(&next.to_le_bytes());
+        r
+    };
+    // Good: -1, i64::MAX, a later request, and one past the end.
+    let good: Vec<u8> = [
+        record(0, 9, 2),
+        record(1, 8, -1),
+        record(2, 9, i64::MAX),
+        record(3, 7, 1_000_000),
+    ]
+    .concat();
+    std::fs::write(&path, &good).unwrap();
+    let (t, _) = import(&path, Format::OracleGeneral, &CsvSpec::default(), 2).unwrap();
+    assert_eq!(t.accesses.len(), 4);
+    let read_all = |p: &Path| -> Vec<String> {
+        let mut errs = vec![
+            import(p, Format::OracleGeneral, &CsvSpec::default(), 2)
+                .map(|_| ())
+                .unwrap_err()
+                .to_string(),
+            oracle_general_batches(p, 2, |_, _| {}, |_| {})
+                .unwrap_err()
+                .to_string(),
+        ];
+        errs.push(
+            import_stream(p, Format::OracleGeneral, &CsvSpec::default(), 2, |_| {})
+                .map(|_| ())
+                .unwrap_err()
+                .to_string(),
+        );
+        errs
+    };
+    // Bad: a next-access time at or before its own request, or negative.
+    for (k, next) in [(2u32, 1i64), (3, 3), (1, -2)] {
+        let mut bad = good.clone();
+        bad[k as usize * 24 + 16..k as usize * 24 + 24].copy_from_slice(&next.to_le_bytes());
+        std::fs::write(&path, &bad).unwrap();
+        for e in read_all(&path) {
+            assert!(e.contains(&format!("record {}", k + 1)), "{e}");
+            assert!(
+                e.contains(&next.to_string()) && e.contains("oracleGeneral"),
+                "{e}"
+            );
+        }
+    }
+    // 100 records of CSV text.
+    let text: Vec<u8> = b"1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23\n"
+        .iter()
+        .copied()
+        .cycle()
+        .take(2400)
+        .collect();
+    std::fs::write(&path, &text).unwrap();
+    for e in read_all(&path) {
+        assert!(e.contains("record 1:"), "{e}");
+    }
+}

@@ -23,8 +23,9 @@ pub(super) fn oracle_general(path: &Path, batch: usize) -> Result<Trace, TraceEr
     let records = og_records(path)?;
     let mut ids = IdTable::with_capacity(records / 8);
     let mut accesses: Vec<Access> = Vec::with_capacity(records);
+    let mut check = OgCheck::default();
     og_blocks(path, records, |block| {
-        og_number(&mut ids, block, |row| {
+        og_number(&mut ids, block, &mut check, |row| {
             accesses.push(Access {
                 table: 0,
                 row,
@@ -32,6 +33,7 @@ pub(super) fn oracle_general(path: &Path, batch: usize) -> Result<Trace, TraceEr
             })
         })
     })?;
+    check.result(path)?;
     check_numbered(path, std::slice::from_ref(&ids))?;
     let batch = batch.max(1);
     let mut batch_ends: Vec<usize> = (1..=records / batch).map(|b| b * batch).collect();
@@ -131,10 +133,66 @@ fn og_blocks_here(
     Ok(())
 }
 
+/// Where [`og_number`] is in a file: the records numbered so far, and the
+/// first that is not an oracleGeneral record (its index and next-access
+/// time), if any.
+#[derive(Default)]
+struct OgCheck {
+    done: u64,
+    bad: Option<(u64, i64)>,
+}
+
+impl OgCheck {
+    /// An error for the first record that is not an oracleGeneral record.
+    fn result(&self, path: &Path) -> Result<(), TraceError> {
+        match self.bad {
+            None => Ok(()),
+            Some((i, next)) => Err(TraceError::BadRecord {
+                path: path.into(),
+                record: i + 1,
+                reason: format!(
+                    "next access time {next} is neither -1 nor a later request: \
+                     not an oracleGeneral record (is --format right?)"
+                ),
+            }),
+        }
+    }
+}
+
+/// Whether `next` can be the next-access time of request `i`: -1 or
+/// `i64::MAX` (no later access, as libCacheSim reads them), or a later
+/// request, within 2^48 of it (eight bytes of text read as one are
+/// 2^61 or more), so that a trace cut short keeps its times.
+#[inline(always)]
+fn og_next_ok(next: i64, i: u64) -> bool {
+    next == -1 || next == i64::MAX || (next as u64).wrapping_sub(i + 1) < 1 << 48
+}
+
 /// Number the ids of a block of records (`ids` numbers each new id next),
-/// handing `row` each record's dense id in order.
-fn og_number(ids: &mut IdTable, block: &[u8], mut row: impl FnMut(u64)) {
+/// handing `row` each record's dense id in order, and check each record's
+/// next-access time ([`OgCheck`]): a block with a record that fails is
+/// not numbered.
+fn og_number(ids: &mut IdTable, block: &[u8], check: &mut OgCheck, mut row: impl FnMut(u64)) {
     let key = |r: &[u8]| u64::from_le_bytes(r[4..12].try_into().expect("8 bytes"));
+    let next = |r: &[u8]| i64::from_le_bytes(r[16..24].try_into().expect("8 bytes"));
+    let first = check.done;
+    check.done += (block.len() / 24) as u64;
+    if check.bad.is_none() {
+        // Every record checked, without a branch a record; the first bad
+        // one found only where there is one.
+        let mut ok = true;
+        for (i, r) in block.chunks_exact(24).enumerate() {
+            ok &= og_next_ok(next(r), first + i as u64);
+        }
+        if !ok {
+            check.bad = block
+                .chunks_exact(24)
+                .enumerate()
+                .find(|&(i, r)| !og_next_ok(next(r), first + i as u64))
+                .map(|(i, r)| (first + i as u64, next(r)));
+            return; // the file is refused: number nothing of it
+        }
+    }
     // Slots are random memory: ask for the slot of a record ahead, and
     // keep its key's hash for when its turn comes (`hashes[i % AHEAD]`
     // is record i's).
@@ -168,7 +226,11 @@ pub fn oracle_general_batches(
 ) -> Result<(), TraceError> {
     let records = og_records(path)?;
     let mut ids = IdTable::with_capacity(records.min(1 << 24) / 8);
-    og_blocks(path, records, |block| og_number(&mut ids, block, |_| {}))?;
+    let mut check = OgCheck::default();
+    og_blocks(path, records, |block| {
+        og_number(&mut ids, block, &mut check, |_| {})
+    })?;
+    check.result(path)?;
     check_numbered(path, std::slice::from_ref(&ids))?;
     start(&single_table("objects", ids.len() as u64), records as u64);
     og_feed(path, records, &mut ids, batch, each)
@@ -199,8 +261,12 @@ fn og_feed(
 ) -> Result<(), TraceError> {
     let batch = batch.max(1);
     let mut b: Vec<Access> = Vec::with_capacity(batch.min(records.max(1)));
+    let mut check = OgCheck::default();
     og_blocks(path, records, |block| {
-        og_number(ids, block, |row| {
+        if check.bad.is_some() {
+            return; // the file is refused: hand on nothing more
+        }
+        og_number(ids, block, &mut check, |row| {
             b.push(Access {
                 table: 0,
                 row,
@@ -212,6 +278,7 @@ fn og_feed(
             }
         })
     })?;
+    check.result(path)?;
     check_numbered(path, std::slice::from_ref(ids))?;
     if !b.is_empty() {
         each(&b);
