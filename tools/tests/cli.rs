@@ -252,6 +252,20 @@ fn plan_emits_a_store_config_the_store_accepts() {
             .code(),
         Some(2)
     );
+    // A DRAM budget under a row per cached table (it wrote 512 B of DRAM
+    // for `--dram 300`) is refused, naming --dram and what the tables need;
+    // --json without --out says where the store.toml went.
+    for dram in ["300", "0"] {
+        let o = bin(&["plan", tr.to_str().unwrap(), "--dram", dram]);
+        assert_eq!(o.status.code(), Some(2), "--dram {dram}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(
+            e.contains("--dram") && e.contains("need") && e.lines().count() == 2,
+            "{e}"
+        );
+    }
+    let o = bin(&["plan", tr.to_str().unwrap(), "--dram", "1MiB", "--json"]);
+    assert!(stderr(&o).contains("--out FILE"), "{}", stderr(&o));
 }
 
 #[test]

@@ -206,6 +206,27 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
         }
     }
     let (dram_policy, curves, mut p, cfg, curve_dram) = best.expect("a candidate");
+    // A cached table stages its rows through at least one DRAM row, so a
+    // budget under a row per cached table cannot be kept: say so rather
+    // than write a store larger than the budget.
+    let dram_written = cfg.tiers.first().map_or(0, |t| t.capacity.0);
+    if dram_written > a.dram {
+        let cached = p
+            .tables
+            .iter()
+            .filter(|t| t.placement == Decision::Cached)
+            .count();
+        return Err(usage(format!(
+            "--dram {}: a cached table takes at least one DRAM row, so the {cached} tables this plan caches need {} of DRAM; give --dram at least that{}",
+            round_size(a.dram).1,
+            round_size(dram_written).1,
+            if a.pmem == 0 {
+                ", or --pmem for tables to be pinned there"
+            } else {
+                ""
+            }
+        )));
+    }
     sizes_as_written(&mut p, &cfg);
     eprintln!("candidates: {tried}; chosen: {dram_policy} on {curves} curves");
     // The SSD data file holds every row, in sealed 4 KiB block groups.
@@ -255,6 +276,12 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
     if let Some(path) = &a.out {
         std::fs::write(path, &toml_text).map_err(|e| data(format!("{}: {e}", path.display())))?;
         eprintln!("{}: written", path.display());
+    }
+    if a.out.is_none() && (a.output.json || a.output.csv) {
+        eprintln!(
+            "note: the store.toml is printed only with the table; with --{} write it with --out FILE",
+            if a.output.json { "json" } else { "csv" }
+        );
     }
     if a.output.json {
         let mut o = serde_json::to_string_pretty(&p).map_err(data)?;
