@@ -180,30 +180,51 @@ fn hull(mut pts: Vec<Point>) -> Vec<Point> {
 /// whose hull jumps from a small cache to the whole table would otherwise
 /// leave most of the budget unspent). Returns the chosen point per table.
 fn allocate(pts: &[Vec<Point>], budget: f64) -> Vec<Point> {
+    use std::cmp::{Ordering, Reverse};
+    use std::collections::BinaryHeap;
     let hulls: Vec<Vec<Point>> = pts.iter().map(|p| hull(p.clone())).collect();
     let mut at = vec![0usize; hulls.len()];
     let mut left = budget;
-    loop {
-        let mut best: Option<(usize, f64)> = None;
-        for (i, h) in hulls.iter().enumerate() {
-            if let Some(next) = h.get(at[i] + 1) {
-                let cur = h[at[i]];
-                let cost = next.bytes - cur.bytes;
-                if cost <= left + 1e-9 {
-                    let gain = (next.hits - cur.hits) / cost.max(1e-9);
-                    if best.is_none_or(|b| gain > b.1) {
-                        best = Some((i, gain));
-                    }
-                }
-            }
+    // Each table's next hull step, steepest first (ties: the first table).
+    // A step that does not fit now never will (what is left only falls,
+    // and a hull's steps are taken in order), so it leaves the heap.
+    struct Step(f64, Reverse<usize>);
+    impl PartialEq for Step {
+        fn eq(&self, o: &Step) -> bool {
+            self.cmp(o) == Ordering::Equal
         }
-        match best {
-            Some((i, _)) => {
-                let cost = hulls[i][at[i] + 1].bytes - hulls[i][at[i]].bytes;
-                left -= cost;
-                at[i] += 1;
-            }
-            None => break,
+    }
+    impl Eq for Step {}
+    impl PartialOrd for Step {
+        fn partial_cmp(&self, o: &Step) -> Option<Ordering> {
+            Some(self.cmp(o))
+        }
+    }
+    impl Ord for Step {
+        fn cmp(&self, o: &Step) -> Ordering {
+            self.0.total_cmp(&o.0).then(self.1.cmp(&o.1))
+        }
+    }
+    let step = |i: usize, at: usize| -> Option<(Step, f64)> {
+        let (cur, next) = (hulls[i][at], *hulls[i].get(at + 1)?);
+        let cost = next.bytes - cur.bytes;
+        Some((
+            Step((next.hits - cur.hits) / cost.max(1e-9), Reverse(i)),
+            cost,
+        ))
+    };
+    let mut heap: BinaryHeap<Step> = (0..hulls.len())
+        .filter_map(|i| step(i, 0).map(|s| s.0))
+        .collect();
+    while let Some(Step(_, Reverse(i))) = heap.pop() {
+        let (_, cost) = step(i, at[i]).expect("a step was queued");
+        if cost > left + 1e-9 {
+            continue;
+        }
+        left -= cost;
+        at[i] += 1;
+        if let Some((s, _)) = step(i, at[i]) {
+            heap.push(s);
         }
     }
     let mut chosen: Vec<Point> = at.iter().zip(&hulls).map(|(&i, h)| h[i]).collect();
@@ -693,6 +714,88 @@ mod tests {
         assert_eq!(got[0].rows, 100, "{got:?}");
         let got = allocate(&[curve], 50.0);
         assert_eq!(got[0].rows, 0, "{got:?}");
+    }
+
+    /// The hull phase of [`allocate`] (a heap of each table's next step)
+    /// against a plain scan of every table's next step at each step, on
+    /// random curves and budgets, ties included.
+    #[test]
+    fn allocation_equals_a_plain_scan() {
+        fn plain(pts: &[Vec<Point>], budget: f64) -> (Vec<usize>, f64) {
+            let hulls: Vec<Vec<Point>> = pts.iter().map(|p| hull(p.clone())).collect();
+            let mut at = vec![0usize; hulls.len()];
+            let mut left = budget;
+            loop {
+                let mut best: Option<(usize, f64)> = None;
+                for (i, h) in hulls.iter().enumerate() {
+                    if let Some(next) = h.get(at[i] + 1) {
+                        let cur = h[at[i]];
+                        let cost = next.bytes - cur.bytes;
+                        if cost <= left + 1e-9 {
+                            let gain = (next.hits - cur.hits) / cost.max(1e-9);
+                            if best.is_none_or(|b| gain > b.1) {
+                                best = Some((i, gain));
+                            }
+                        }
+                    }
+                }
+                let Some((i, _)) = best else {
+                    return (
+                        at.iter()
+                            .zip(&hulls)
+                            .map(|(&a, h)| h[a].rows as usize)
+                            .collect(),
+                        left,
+                    );
+                };
+                left -= hulls[i][at[i] + 1].bytes - hulls[i][at[i]].bytes;
+                at[i] += 1;
+            }
+        }
+        let mut x = 9u64;
+        let mut rnd = |n: u64| {
+            x = embtier::init::mix64(x);
+            x % n
+        };
+        for case in 0..300 {
+            let tables = 1 + rnd(12) as usize;
+            let pts: Vec<Vec<Point>> = (0..tables)
+                .map(|_| {
+                    let (mut bytes, mut hits) = (0.0, 0.0);
+                    (1..=1 + rnd(20))
+                        .map(|r| {
+                            // Small integers: equal slopes are common.
+                            bytes += (1 + rnd(4)) as f64;
+                            hits += rnd(5) as f64;
+                            Point {
+                                bytes,
+                                hits,
+                                rows: r,
+                                pin: false,
+                            }
+                        })
+                        .collect()
+                })
+                .collect();
+            let budget = rnd(60) as f64;
+            // Curves of hull points only: the second phase adds nothing
+            // to them (the next step does not fit, the later ones cost
+            // more), so the allocation is the hull phase's.
+            let hulls: Vec<Vec<Point>> =
+                pts.iter().map(|p| hull(p.clone())[1..].to_vec()).collect();
+            let got: Vec<usize> = allocate(&hulls, budget)
+                .iter()
+                .map(|p| p.rows as usize)
+                .collect();
+            assert_eq!(
+                got,
+                plain(&hulls, budget).0,
+                "case {case}: {hulls:?} at {budget}"
+            );
+            // Any curves: never past the budget.
+            let spent: f64 = allocate(&pts, budget).iter().map(|p| p.bytes).sum();
+            assert!(spent <= budget + 1e-9, "case {case}");
+        }
     }
 
     #[test]

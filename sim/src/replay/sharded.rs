@@ -269,23 +269,21 @@ pub fn simulate_store(trace: &Trace, cfg: &StoreConfig) -> embtier::Result<Store
         })
         .collect();
     for batch in trace.batches() {
-        let mut tables: Vec<u32> = batch.iter().map(|a| a.table).collect();
-        tables.sort_unstable();
-        tables.dedup();
-        for t in tables {
+        let order = super::by_table(batch);
+        for group in super::table_groups(&order, batch) {
+            let t = batch[group[0] as usize].table;
             let Some(ci) = of_trace[t as usize] else {
                 continue;
             };
-            let ids: Vec<u64> = batch
-                .iter()
-                .filter(|a| a.table == t && a.kind == AccessKind::Lookup)
-                .map(|a| a.row)
-                .collect();
-            let mut upd: Vec<u64> = batch
-                .iter()
-                .filter(|a| a.table == t && a.kind == AccessKind::Update)
-                .map(|a| a.row)
-                .collect();
+            let of_kind = |k: AccessKind| {
+                group
+                    .iter()
+                    .map(|&i| &batch[i as usize])
+                    .filter(move |a| a.kind == k)
+                    .map(|a| a.row)
+            };
+            let ids: Vec<u64> = of_kind(AccessKind::Lookup).collect();
+            let mut upd: Vec<u64> = of_kind(AccessKind::Update).collect();
             upd.sort_unstable();
             upd.dedup();
             let c = &mut counts.tables[ci];
