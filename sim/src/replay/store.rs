@@ -89,33 +89,40 @@ pub fn run_store(
     let total = trace.batch_ends.len() as u64;
     for (bi, &end) in trace.batch_ends.iter().enumerate() {
         let batch = &trace.accesses[s..end];
+        // Each table's lookups and updates, made before the batch's clock
+        // starts: the batch's time is the store's.
+        let order = super::by_table(batch);
+        let work: Vec<(u32, Vec<u64>, Vec<u64>)> = super::table_groups(&order, batch)
+            .map(|group| {
+                let of = |i: &u32| &batch[*i as usize];
+                let ids = group
+                    .iter()
+                    .map(of)
+                    .filter(|a| a.kind == AccessKind::Lookup)
+                    .map(|a| a.row)
+                    .collect();
+                let upd = group
+                    .iter()
+                    .map(of)
+                    .filter(|a| {
+                        a.kind == AccessKind::Update
+                            || (update_ratio > 0.0 && rng.f64() < update_ratio)
+                    })
+                    .map(|a| a.row)
+                    .collect();
+                (of(&group[0]).table, ids, upd)
+            })
+            .collect();
         let t0 = std::time::Instant::now();
-        let mut tables: Vec<u32> = batch.iter().map(|a| a.table).collect();
-        tables.sort_unstable();
-        tables.dedup();
-        for t in tables {
-            let (name, dim) = &dims[t as usize];
-            let ids: Vec<u64> = batch
-                .iter()
-                .filter(|a| a.table == t && a.kind == AccessKind::Lookup)
-                .map(|a| a.row)
-                .collect();
+        for (t, ids, upd) in &work {
+            let (name, dim) = &dims[*t as usize];
             if !ids.is_empty() {
                 out.resize(ids.len() * dim, 0.0);
-                store.lookup(name, &ids, &mut out)?;
+                store.lookup(name, ids, &mut out)?;
             }
-            let upd: Vec<u64> = batch
-                .iter()
-                .filter(|a| {
-                    a.table == t
-                        && (a.kind == AccessKind::Update
-                            || (update_ratio > 0.0 && rng.f64() < update_ratio))
-                })
-                .map(|a| a.row)
-                .collect();
             if !upd.is_empty() {
                 grads.resize(upd.len() * dim, 0.001);
-                store.apply_sgd(name, &upd, &grads[..upd.len() * dim], 0.01)?;
+                store.apply_sgd(name, upd, &grads[..upd.len() * dim], 0.01)?;
             }
         }
         lat.push(t0.elapsed());
