@@ -63,12 +63,7 @@ impl DeviceProfile {
     /// The built-in a tier of this name gets by default: `optane-pmem` for
     /// `pmem`, `nand-nvme` for `ssd`, `dram` otherwise.
     pub fn default_for(tier: &str) -> DeviceProfile {
-        let name = match tier {
-            "pmem" => "optane-pmem",
-            "ssd" => "nand-nvme",
-            _ => "dram",
-        };
-        DeviceProfile::builtin(name).expect("a built-in")
+        DeviceProfile::builtin(default_name(tier)).expect("a built-in")
     }
 
     /// Seconds for `ops` operations moving `read` and `written` bytes: the
@@ -120,6 +115,16 @@ pub fn profiles_toml(p: &Profiles, header: &str) -> String {
     let mut o: String = header.lines().map(|l| format!("# {l}\n")).collect();
     o.push_str(&toml::to_string_pretty(p).expect("profiles always serialise"));
     o
+}
+
+/// The built-in profile a tier named `tier` runs on by default:
+/// `optane-pmem` for `pmem`, `nand-nvme` for `ssd`, `dram` otherwise.
+pub fn default_name(tier: &str) -> &'static str {
+    match tier {
+        "pmem" => "optane-pmem",
+        "ssd" => "nand-nvme",
+        _ => "dram",
+    }
 }
 
 /// The device of each of `tiers`: the profile file's entry for the tier,

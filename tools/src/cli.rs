@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use embtier_sim::profile::{self, DeviceProfile, Profiles, TierDevices};
@@ -129,6 +129,8 @@ pub fn size_rows(t: &str, row_bytes: u64, what: &str) -> Result<u64, String> {
     let rows = if t.chars().all(|c| c.is_ascii_digit()) && !t.is_empty() {
         t.parse::<u64>()
             .map_err(|_| format!("{t:?} is too large"))?
+    } else if t.parse::<f64>().is_ok() {
+        return Err(not_whole_rows(t));
     } else {
         let b = t
             .parse::<embtier::ByteSize>()
@@ -146,6 +148,12 @@ pub fn size_rows(t: &str, row_bytes: u64, what: &str) -> Result<u64, String> {
     Ok(rows)
 }
 
+/// The refusal of a bare number that is not a whole count of rows (`1.5`,
+/// `-5`, `1e3`): a bare number is rows, bytes take a unit.
+fn not_whole_rows(t: &str) -> String {
+    format!("{t:?} is not a whole number of rows (rows like 1000, bytes like 64MiB)")
+}
+
 /// `--sizes` checked before the trace is read: `auto`, or sizes that are
 /// whole rows or byte sizes, none zero.
 pub fn check_sizes(spec: &[String]) -> Result<(), Fail> {
@@ -154,6 +162,9 @@ pub fn check_sizes(spec: &[String]) -> Result<(), Fail> {
     }
     for s in spec {
         let t = s.trim();
+        if !t.chars().all(|c| c.is_ascii_digit()) && t.parse::<f64>().is_ok() {
+            return Err(usage(format!("--sizes: {}", not_whole_rows(t))));
+        }
         match t.parse::<embtier::ByteSize>() {
             Ok(b) if b.0 > 0 => {}
             Ok(_) => {
@@ -205,21 +216,66 @@ impl Devices {
             let (tier, dev) = d
                 .split_once('=')
                 .ok_or_else(|| usage(format!("--devices: {d:?} is not TIER=PROFILE")))?;
-            chosen.insert(tier.trim().to_string(), dev.trim().to_string());
+            let tier = tier.trim().to_string();
+            if chosen
+                .insert(tier.clone(), dev.trim().to_string())
+                .is_some()
+            {
+                return Err(usage(format!("--devices: tier {tier} given twice")));
+            }
+        }
+        Ok((file, chosen))
+    }
+
+    /// [`Devices::parts`], every tier --devices names one of `tiers`.
+    fn parts_for(&self, tiers: &[&str]) -> Result<(Profiles, HashMap<String, String>), Fail> {
+        let (file, chosen) = self.parts()?;
+        let mut named: Vec<&String> = chosen.keys().collect();
+        named.sort();
+        if let Some(t) = named.into_iter().find(|t| !tiers.contains(&t.as_str())) {
+            return Err(usage(format!(
+                "--devices: no tier named {t} here (the tiers: {})",
+                tiers.join(", ")
+            )));
         }
         Ok((file, chosen))
     }
 
     /// The device of each of `tiers`.
     pub fn resolve(&self, tiers: &[&str]) -> Result<Vec<DeviceProfile>, Fail> {
-        let (file, chosen) = self.parts()?;
+        let (file, chosen) = self.parts_for(tiers)?;
         profile::resolve(tiers, &file, &chosen).map_err(|e| usage(format!("--devices: {e}")))
     }
 
     /// The devices of a store's DRAM, PMem and SSD.
     pub fn tiers(&self) -> Result<TierDevices, Fail> {
-        let (file, chosen) = self.parts()?;
+        let (file, chosen) = self.parts_for(&["dram", "pmem", "ssd"])?;
         TierDevices::resolve(&file, &chosen).map_err(|e| usage(format!("--devices: {e}")))
+    }
+
+    /// Where each of `tiers` got its profile, for the reports:
+    /// `ssd=optane-ssd`, `dram=dram (default)`, `pmem from FILE`.
+    pub fn describe(&self, tiers: &[&str]) -> Result<String, Fail> {
+        let (file, chosen) = self.parts_for(tiers)?;
+        Ok(tiers
+            .iter()
+            .map(|&t| {
+                if file.contains_key(t) {
+                    let path = self.profile.as_deref().unwrap_or(Path::new("--profile"));
+                    format!("{t} from {}", path.display())
+                } else if let Some(name) = chosen.get(t) {
+                    format!("{t}={name}")
+                } else {
+                    format!("{t}={} (default)", profile::default_name(t))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", "))
+    }
+
+    /// Whether any device option was given.
+    pub fn given(&self) -> bool {
+        !self.devices.is_empty() || self.profile.is_some()
     }
 }
 
@@ -365,10 +421,28 @@ pub fn emit(o: &str) -> Result<(), Fail> {
     }
 }
 
+/// `cmd` with every option that takes a value taking a negative number as
+/// one, in every subcommand: `--update-ratio -0.5` then meets the
+/// option's own range check, naming it, instead of clap's "unexpected
+/// argument '-0'".
+fn numbers_as_values(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|a| {
+        if a.get_action().takes_values() {
+            a.allow_negative_numbers(true)
+        } else {
+            a
+        }
+    })
+    .mut_subcommands(numbers_as_values)
+}
+
 /// Parse the command line and run: usage errors exit 2 (clap's message),
 /// failures print `NAME: error: MESSAGE` and exit with their status.
 pub fn main_with<C: clap::Parser>(name: &str, run: impl FnOnce(C) -> Result<(), Fail>) -> ExitCode {
-    let cli = match C::try_parse() {
+    let parsed = numbers_as_values(C::command())
+        .try_get_matches()
+        .and_then(|m| C::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };

@@ -106,7 +106,7 @@ struct SimulateArgs {
     no_lru_reference: bool,
     #[command(flatten)]
     output: Output,
-    /// Write mrc.svg (one line per policy) into this directory.
+    /// Write policy_mrc.svg (one line per policy) into this directory.
     #[arg(long)]
     plot: Option<PathBuf>,
     /// A tier hierarchy instead of a sweep, e.g.

@@ -287,6 +287,43 @@ fn bytes_mrc_in_json() {
     assert_eq!(v["tables"][0]["mrc"][0]["cache_bytes"], 2560);
     assert_eq!(v["tables"][0]["mrc"][0]["cache_rows"], 10);
     assert_eq!(v["overall"]["mrc"][1]["cache_bytes"], 25600);
+    // The overall row size is the mean over the accesses (it read 0).
+    assert_eq!(
+        v["overall"]["bandwidth"]["row_bytes"], 256,
+        "{}",
+        v["overall"]
+    );
+    // CSV: each point's size in bytes; the overall curve's rows cell is
+    // empty rather than 0.
+    let o = bin(&[
+        "analyze",
+        tr.to_str().unwrap(),
+        "--csv",
+        "--bytes",
+        "--mrc-sizes",
+        "2560,25600",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let csv = String::from_utf8_lossy(&o.stdout);
+    let mut lines = csv.lines();
+    assert!(lines
+        .next()
+        .unwrap()
+        .ends_with(",cache_rows,miss_ratio,cache_bytes"));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 6, "{csv}");
+    for r in &rows {
+        let (name, cache_rows, bytes) = (r[0], r[14], r[16]);
+        assert!(bytes == "2560" || bytes == "25600", "{csv}");
+        match name {
+            "overall" => assert_eq!(cache_rows, "", "{csv}"),
+            _ => assert_eq!(
+                cache_rows.parse::<u64>().unwrap() * 256,
+                bytes.parse::<u64>().unwrap(),
+                "{csv}"
+            ),
+        }
+    }
 }
 
 /// An oracleGeneral file too large for `--max-memory` is refused exactly

@@ -65,9 +65,12 @@ fn sweep_json_csv_and_names() {
         p.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(std::fs::read_to_string(p.join("mrc.svg"))
+    // Its own name: `emb-locality analyze --plot` writes `mrc.svg`, and
+    // the README sends both to one directory.
+    assert!(std::fs::read_to_string(p.join("policy_mrc.svg"))
         .unwrap()
         .starts_with("<svg"));
+    assert!(!p.join("mrc.svg").exists());
 }
 
 #[test]
@@ -118,6 +121,51 @@ fn bad_input() {
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
     assert!(!stderr(&o).contains("panicked"));
+    // A bare number is rows: 1.5 is refused as such (it was read as 1.5
+    // bytes, "zero rows"), in a sweep and a tier.
+    for args in [
+        &["simulate", &tr, "--sizes", "1.5"][..],
+        &["simulate", &tr, "--tiers", "dram:lru:1.5,ssd"],
+    ] {
+        let o = replay(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(
+            stderr(&o).contains("whole number of rows"),
+            "{}",
+            stderr(&o)
+        );
+    }
+    // A negative value meets its option's own check, named (clap took it
+    // for an unknown flag '-0').
+    let toml = dir.path().join("s.toml");
+    std::fs::write(&toml, "[dram]\ncapacity = \"1MiB\"\n").unwrap();
+    let o = replay(&[
+        "run",
+        &tr,
+        "--config",
+        toml.to_str().unwrap(),
+        "--update-ratio",
+        "-0.5",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("update-ratio") && stderr(&o).contains("-0.5"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        !stderr(&o).contains("unexpected argument"),
+        "{}",
+        stderr(&o)
+    );
+    // A refusal's sizes in a unit that fits them (it said 0.0 GiB).
+    let o = locality(&["analyze", &tr, "--max-memory", "1KiB"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("over --max-memory 1.0 KiB"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -373,4 +421,41 @@ fn a_cache_far_larger_than_the_trace_costs_the_trace_s_memory() {
             "--tiers {tiers}: {v}"
         );
     }
+}
+
+/// The time estimate names each tier's device profile and where it came
+/// from; a --devices entry that names no tier, or a tier twice, is a usage
+/// error, as are the options of --tiers given to a policy sweep (they
+/// changed nothing).
+#[test]
+fn device_options_are_named_and_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let tr = gen(dir.path());
+    let tiers = [
+        "simulate",
+        &tr,
+        "--tiers",
+        "dram:sieve:2MiB,pmem:lru:16MiB,ssd",
+    ];
+    let o = replay(&[&tiers[..], &["--devices", "ssd=optane-ssd"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("dram=dram (default)")
+            && out.contains("pmem=optane-pmem (default)")
+            && out.contains("ssd=optane-ssd"),
+        "{out}"
+    );
+    for (bad, says) in [("foo=dram", "foo"), ("ssd=optane-ssd,ssd=dram", "twice")] {
+        let o = replay(&[&tiers[..], &["--devices", bad]].concat());
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{bad}: {}", stderr(&o));
+    }
+    for extra in [&["--devices", "ssd=dram"][..], &["--inclusive"]] {
+        let o = replay(&[&["simulate", &tr, "--sizes", "100"][..], extra].concat());
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--tiers"), "{extra:?}: {}", stderr(&o));
+    }
+    let o = locality(&["plan", &tr, "--dram", "1MiB", "--devices", "nvme=dram"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }

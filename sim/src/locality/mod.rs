@@ -129,7 +129,8 @@ impl Series {
 /// Bandwidth a table needs at a target training rate.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Bandwidth {
-    /// Bytes per row assumed.
+    /// Bytes per row assumed (overall, where tables differ: the mean over
+    /// the accesses, rounded).
     pub row_bytes: u64,
     /// Target batches per second.
     pub batches_per_s: f64,
@@ -141,6 +142,19 @@ pub struct Bandwidth {
     pub bytes_per_s: f64,
     /// Row bytes read per second after deduplication within each batch.
     pub unique_bytes_per_s: f64,
+}
+
+impl Bandwidth {
+    /// `row_bytes` as the mean over the accesses of the bytes already
+    /// summed (the overall figure of tables whose rows differ).
+    fn mean_row_bytes(&mut self) {
+        let accesses_per_s = self.accesses_per_batch * self.batches_per_s;
+        self.row_bytes = if accesses_per_s > 0.0 {
+            (self.bytes_per_s / accesses_per_s).round() as u64
+        } else {
+            0
+        };
+    }
 }
 
 /// Every figure of one table (or of the whole trace).
@@ -685,7 +699,6 @@ impl DenseIds {
 fn single_overall(t: &TableReport, opts: &Options) -> TableReport {
     let mut o = t.clone();
     o.name = "overall".into();
-    o.bandwidth.row_bytes = 0;
     if opts.bytes {
         o.mrc_method = "exact, in bytes".into();
         o.mrc.iter_mut().for_each(|p| p.cache_rows = 0);
@@ -1075,6 +1088,7 @@ impl ExactAnalysis {
         overall.bandwidth.bytes_per_s = reports.iter().map(|t| t.bandwidth.bytes_per_s).sum();
         overall.bandwidth.unique_bytes_per_s =
             reports.iter().map(|t| t.bandwidth.unique_bytes_per_s).sum();
+        overall.bandwidth.mean_row_bytes();
         Report {
             overall,
             tables: reports,

@@ -626,10 +626,10 @@ impl StreamAnalysis {
                 ..opts
             },
         );
-        overall.bandwidth.row_bytes = 0;
         overall.bandwidth.bytes_per_s = tables.iter().map(|t| t.bandwidth.bytes_per_s).sum();
         overall.bandwidth.unique_bytes_per_s =
             tables.iter().map(|t| t.bandwidth.unique_bytes_per_s).sum();
+        overall.bandwidth.mean_row_bytes();
         Report { overall, tables }
     }
 }

@@ -82,9 +82,20 @@ pub(super) struct Analysed {
     pub report: Report,
 }
 
-/// `b` bytes in GiB, for a refusal.
-fn gib(b: u64) -> String {
-    format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
+/// Bytes in the binary unit that fits them, to a tenth: `1.6 MiB`,
+/// `1.0 KiB`, `512 B`.
+fn bytes_text(b: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut x = b as f64;
+    let mut u = 0;
+    while x >= 1024.0 && u + 1 < units.len() {
+        x /= 1024.0;
+        u += 1;
+    }
+    match u {
+        0 => format!("{b} B"),
+        _ => format!("{x:.1} {}", units[u]),
+    }
 }
 
 /// Why an exact analysis of `accesses` accesses is refused under
@@ -100,8 +111,8 @@ pub(super) fn exact_refusal(accesses: u64, max_memory: u64) -> Option<String> {
     } else if need > max_memory {
         Some(format!(
             "the exact analysis of {accesses} accesses needs about {}, over --max-memory {}; {sample} or raise --max-memory",
-            gib(need),
-            gib(max_memory)
+            bytes_text(need),
+            bytes_text(max_memory)
         ))
     } else {
         None
@@ -139,8 +150,8 @@ pub(super) fn analysed(
                 "{}: the per-row counters of the {} tables' rows need up to {}, over --max-memory {}; raise --max-memory",
                 path.display(),
                 tables.len(),
-                gib(state),
-                gib(max_memory)
+                bytes_text(state),
+                bytes_text(max_memory)
             )));
         }
         let default = opts.row_bytes.unwrap_or(DEFAULT_ROW_BYTES);
@@ -409,7 +420,9 @@ fn bin_label(i: usize) -> String {
     }
 }
 
-fn print_table(o: &mut String, t: &TableReport) {
+/// `mixed`: the overall report of tables whose rows differ in size (its
+/// row size is their mean over the accesses).
+fn print_table(o: &mut String, t: &TableReport, mixed: bool) {
     let _ = writeln!(o, "== {} ==", t.name);
     let _ = writeln!(
         o,
@@ -468,7 +481,11 @@ fn print_table(o: &mut String, t: &TableReport) {
         b.unique_rows_per_batch,
         b.bytes_per_s / 1e6,
         b.unique_bytes_per_s / 1e6,
-        if b.row_bytes > 0 { format!(" ({} bytes per row)", b.row_bytes) } else { String::new() }
+        match (b.row_bytes, mixed) {
+            (0, _) => String::new(),
+            (n, false) => format!(" ({n} bytes per row)"),
+            (n, true) => format!(" (a mean of {n} bytes per row over the accesses)"),
+        }
     );
     let _ = writeln!(
         o,
@@ -514,19 +531,21 @@ fn print_hist(o: &mut String, name: &str, h: &Log2Hist, total: u64) {
 }
 
 fn print_text(o: &mut String, r: &Report) {
-    print_table(o, &r.overall);
+    let sizes: std::collections::BTreeSet<u64> =
+        r.tables.iter().map(|t| t.bandwidth.row_bytes).collect();
+    print_table(o, &r.overall, sizes.len() > 1);
     for t in &r.tables {
-        print_table(o, t);
+        print_table(o, t, false);
     }
 }
 
 fn print_csv(o: &mut String, r: &Report) {
-    let _ = writeln!(o, "table,rows,accesses,unique_rows,one_hit_rows,coverage,top_0_1pct_share,top_1pct_share,top_10pct_share,zipf_alpha,gini,cold_miss_ratio,bytes_per_s,unique_bytes_per_s,cache_rows,miss_ratio");
+    let _ = writeln!(o, "table,rows,accesses,unique_rows,one_hit_rows,coverage,top_0_1pct_share,top_1pct_share,top_10pct_share,zipf_alpha,gini,cold_miss_ratio,bytes_per_s,unique_bytes_per_s,cache_rows,miss_ratio,cache_bytes");
     for t in std::iter::once(&r.overall).chain(&r.tables) {
         for p in &t.mrc {
             let _ = writeln!(
                 o,
-                "{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{:.4},{:.4},{:.6},{:.1},{:.1},{},{:.6}",
+                "{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{:.4},{:.4},{:.6},{:.1},{:.1},{},{:.6},{}",
                 embtier_sim::table::csv_cell(&t.name),
                 t.rows,
                 t.accesses,
@@ -541,8 +560,14 @@ fn print_csv(o: &mut String, r: &Report) {
                 t.cold_miss_ratio,
                 t.bandwidth.bytes_per_s,
                 t.bandwidth.unique_bytes_per_s,
-                p.cache_rows,
-                p.miss_ratio
+                // By bytes, the overall curve of tables whose rows differ
+                // has no size in rows: its cell is empty, its bytes given.
+                match (p.cache_rows, p.cache_bytes) {
+                    (0, Some(_)) => String::new(),
+                    (r, _) => r.to_string(),
+                },
+                p.miss_ratio,
+                p.cache_bytes.map_or(String::new(), |b| b.to_string())
             );
         }
     }

@@ -45,6 +45,7 @@ fn table_rows(spec: &[String], tables: &[TraceTable]) -> Result<Vec<Option<u64>>
 
 pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
     let devices = a.devices.tiers()?;
+    let described = a.devices.describe(&["dram", "pmem", "ssd"])?;
     let max_memory = a.max_memory.map_or_else(default_max_memory, |b| b.0);
     let opts = Options {
         sample: a.sample.map(Sampling::Rate),
@@ -258,7 +259,7 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
         )
     };
     let header = format!(
-        "store.toml planned by emb-locality from {} ({} accesses in {} batches)\nbudgets: DRAM {}, PMem {}; SSD data file {}\npredicted shares of all row requests: DRAM {:.4}, PMem {:.4}, SSD {:.4} ({} rows read: a row once per batch that misses it); {:.3} ms per batch\n{}",
+        "store.toml planned by emb-locality from {} ({} accesses in {} batches)\nbudgets: DRAM {}, PMem {}; SSD data file {}\npredicted shares of all row requests: DRAM {:.4}, PMem {:.4}, SSD {:.4} ({} rows read: a row once per batch that misses it); {:.3} ms per batch on the device profiles {described}\n{}",
         a.input.trace.display(),
         accesses,
         batches,
@@ -295,7 +296,7 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
     let mut o = table.markdown();
     let _ = writeln!(
         o,
-        "\nshares are of each table's accesses (the last line: of all accesses); DRAM and PMem are the bytes of row payload written to the store.toml\npredicted: {:.3} ms per batch on the device profiles; SSD data file {}\n",
+        "\nshares are of each table's accesses (the last line: of all accesses); DRAM and PMem are the bytes of row payload written to the store.toml\npredicted: {:.3} ms per batch on the device profiles {described}; SSD data file {}\n",
         p.seconds_per_batch * 1e3,
         round_size(ssd_need).1
     );

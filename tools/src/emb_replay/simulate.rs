@@ -6,6 +6,11 @@ use super::*;
 /// `emb-replay simulate`: a policy x size sweep, or a tier hierarchy.
 pub(super) fn simulate(a: SimulateArgs) -> Result<(), Fail> {
     let row_bytes = a.row_bytes.unwrap_or(DEFAULT_ROW_BYTES);
+    if a.tiers.is_none() && (a.devices.given() || a.inclusive) {
+        return Err(usage(
+            "--devices, --profile and --inclusive describe a hierarchy: give --tiers (a sweep has no tiers and estimates no time)",
+        ));
+    }
     if let Some(spec) = &a.tiers {
         let t = load(&a.input)?;
         return hierarchy(
@@ -134,7 +139,7 @@ pub(super) fn simulate(a: SimulateArgs) -> Result<(), Fail> {
                 (s.name().to_string(), pts)
             })
             .collect();
-        let path = dir.join("mrc.svg");
+        let path = dir.join("policy_mrc.svg");
         plot::mrc_lines(
             &path,
             &format!("Miss-ratio curves by policy: {}", a.input.trace.display()),
@@ -540,6 +545,7 @@ pub(super) fn hierarchy(
         .chain(std::iter::once("ssd"))
         .collect();
     let profiles = devices.resolve(&names)?;
+    let described = devices.describe(&names)?;
     let r = simulate_hierarchy(t, &h, &geo, Some(&profiles));
     let c = Counts::of(&r);
     if output.json {
@@ -598,10 +604,9 @@ pub(super) fn hierarchy(
     );
     let _ = writeln!(
         o,
-        "{SHARES}\nestimated time: {:.3} ms per batch, {:.2} s for the trace (device profiles of {})",
+        "{SHARES}\nestimated time: {:.3} ms per batch, {:.2} s for the trace (device profiles: {described})",
         r.est_seconds_per_batch * 1e3,
         r.est_seconds,
-        names.join(", ")
     );
     emit(&o)
 }
