@@ -181,6 +181,11 @@ impl PolicyKind {
             Ok(p) => Err(format!(
                 "policy {p} runs in simulation only (emb-replay simulate); the store's tiers accept {accepted}"
             )),
+            Err(_) if SIMULATOR_POLICIES.contains(&crate::hash::canonical_name(s).as_str()) => Err(
+                format!(
+                    "policy {s} runs in simulation only (emb-replay simulate); the store's tiers accept {accepted}"
+                ),
+            ),
             Err(_) => Err(format!(
                 "unknown policy {s:?}; the store's tiers accept {accepted}"
             )),
@@ -235,6 +240,11 @@ impl fmt::Display for PolicyKind {
         f.write_str(self.name())
     }
 }
+
+/// The simulator's policies that are not [`PolicyKind`]s (Belady's MIN,
+/// FBGEMM's set-associative caches), by [`crate::hash::canonical_name`]:
+/// a store tier refuses them as simulation-only, not as unknown.
+const SIMULATOR_POLICIES: &[&str] = &["belady", "lru32way", "lfu32way"];
 
 impl FromStr for PolicyKind {
     type Err = String;
@@ -425,6 +435,14 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(e.contains("runs in simulation only"), "{e}");
+        // The simulator's own policies too (they were "unknown").
+        for name in ["belady", "LRU_32way", "lfu-32way"] {
+            let e = PolicyKind::parse_for_store(name).unwrap_err();
+            assert!(
+                e.contains("runs in simulation only") && e.contains("sieve"),
+                "{e}"
+            );
+        }
         // Serialised as the command-line name, and read back.
         #[derive(serde::Serialize, serde::Deserialize)]
         struct Any {

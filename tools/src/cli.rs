@@ -182,6 +182,19 @@ pub fn check_sizes(spec: &[String]) -> Result<(), Fail> {
     Ok(())
 }
 
+/// `--row-bytes` of a command that makes tables (`plan`, `run`): the bytes
+/// of a row of f32 weights, a positive multiple of 4 (5 was planned as 4
+/// without a word).
+pub fn parse_f32_row_bytes(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n) if n > 0 && n % 4 == 0 => Ok(n),
+        Ok(n) => Err(format!(
+            "{n} is not a row of f32 weights: a positive multiple of 4 bytes (dim = row bytes / 4)"
+        )),
+        Err(_) => Err(format!("{s:?} is not a number of bytes")),
+    }
+}
+
 /// A sampling rate in (0, 1] (`--sample`).
 pub fn parse_rate(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {

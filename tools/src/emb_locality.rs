@@ -30,8 +30,9 @@ use embtier_sim::trace::gen::{GenSpec, GenTable};
 use embtier_sim::trace::{detect, import_stream, row_bytes_of, Format, TraceReader, TraceTable};
 use embtier_sim::SimPolicy;
 use embtier_tools::cli::{
-    check_sizes, data, emit, load, main_with, mean_row_bytes_by_table, parse_rate, parse_sizes,
-    progress, say_read, usage, Devices, Fail, Input, Output, DEFAULT_ROW_BYTES,
+    check_sizes, data, emit, load, main_with, mean_row_bytes_by_table, parse_f32_row_bytes,
+    parse_rate, parse_sizes, progress, say_read, usage, Devices, Fail, Input, Output,
+    DEFAULT_ROW_BYTES,
 };
 use embtier_tools::plot;
 use rayon::prelude::*;
@@ -175,8 +176,9 @@ struct PlanArgs {
     #[arg(long, value_delimiter = ',')]
     rows: Vec<String>,
     /// Bytes per row where the trace does not say (default 256). Trace
-    /// and flag row sizes are of f32 weights: dim = row bytes / 4.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(4..))]
+    /// and flag row sizes are of f32 weights: dim = row bytes / 4, so a
+    /// multiple of 4.
+    #[arg(long, value_parser = parse_f32_row_bytes)]
     row_bytes: Option<u64>,
     /// Element type the planned tables store: f32, f16, bf16 or int8.
     /// The plan sizes caches by the stored row (weights + state).

@@ -27,7 +27,8 @@ use embtier_sim::trace::{row_bytes_of, Trace};
 use embtier_sim::{SimPolicy, SimResult};
 use embtier_tools::cli::{
     check_sizes, data, emit, load, load_keys, main_with, mean_row_bytes, mean_row_bytes_by_table,
-    parse_rate, parse_sizes, usage, Devices, Fail, Input, Keys, Output, DEFAULT_ROW_BYTES,
+    parse_f32_row_bytes, parse_rate, parse_sizes, usage, Devices, Fail, Input, Keys, Output,
+    DEFAULT_ROW_BYTES,
 };
 use embtier_tools::plot;
 use rayon::prelude::*;
@@ -86,7 +87,12 @@ struct SimulateArgs {
     policies: Vec<String>,
     /// Cache sizes: rows (1000), bytes (64MiB, at the trace's mean row
     /// size), or `auto` (16 log-spaced sizes up to the unique rows).
-    #[arg(long, value_delimiter = ',', default_value = "auto")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "auto",
+        alias = "mrc-sizes"
+    )]
     sizes: Vec<String>,
     /// Bytes per row where the trace does not say (default 256).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
@@ -143,8 +149,9 @@ struct RunArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Bytes per row of the tables made from the trace where it does not
-    /// say (default 256, f32 weights: dim = row bytes / 4).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(4..))]
+    /// say (default 256, f32 weights: dim = row bytes / 4, so a multiple
+    /// of 4).
+    #[arg(long, value_parser = parse_f32_row_bytes)]
     row_bytes: Option<u64>,
     #[command(flatten)]
     output: Output,

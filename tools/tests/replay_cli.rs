@@ -459,3 +459,45 @@ fn device_options_are_named_and_checked() {
     let o = locality(&["plan", &tr, "--dram", "1MiB", "--devices", "nvme=dram"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
+
+/// The two tools as one family: `--mrc-sizes` works in `simulate` as in
+/// `analyze`; `plan` and `run` take a row of f32 weights (5 bytes was
+/// planned as 4 without a word); `plan` calls the simulator's own
+/// policies simulation-only, not unknown; and runs a policy named twice
+/// once.
+#[test]
+fn the_tools_take_the_same_flags_and_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let tr = gen(dir.path());
+    let o = replay(&["simulate", &tr, "--mrc-sizes", "100", "--csv"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("\nlru,100,"));
+    let o = locality(&["plan", &tr, "--dram", "1MiB", "--row-bytes", "5"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("multiple of 4"), "{}", stderr(&o));
+    let toml = dir.path().join("s.toml");
+    std::fs::write(&toml, "[dram]\ncapacity = \"1MiB\"\n").unwrap();
+    let o = replay(&[
+        "run",
+        &tr,
+        "--config",
+        toml.to_str().unwrap(),
+        "--row-bytes",
+        "6",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    for p in ["belady", "lru-32way", "LFU_32WAY"] {
+        let o = locality(&["plan", &tr, "--dram", "1MiB", "--dram-policy", p]);
+        assert_eq!(o.status.code(), Some(2), "{p}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("simulation only"),
+            "{p}: {}",
+            stderr(&o)
+        );
+    }
+    let o = locality(&["plan", &tr, "--dram", "1MiB", "--policies", "lru,LRU"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e = stderr(&o);
+    let line = e.lines().find(|l| l.starts_with("candidates:")).unwrap();
+    assert_eq!(line.matches("; ").count(), 1, "{line}");
+}

@@ -155,7 +155,14 @@ pub(super) fn plan_cmd(a: PlanArgs) -> Result<(), Fail> {
     let kinds = if a.policies.is_empty() {
         vec![a.dram_policy]
     } else {
-        a.policies.clone()
+        // A policy named twice (`lru,LRU`) is one candidate.
+        let mut k: Vec<PolicyKind> = Vec::new();
+        for &p in &a.policies {
+            if !k.contains(&p) {
+                k.push(p);
+            }
+        }
+        k
     };
     type Run = (PolicyKind, String, Plan, embtier::StoreConfig, f64);
     let runs: Vec<Result<Run, Fail>> = kinds
