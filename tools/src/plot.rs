@@ -25,13 +25,33 @@ fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
+/// A qualitative palette of ten colours that no two readers confuse
+/// (matplotlib's and d3's `category10`).
+const CATEGORY10: [RGBColor; 10] = [
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0xff, 0x7f, 0x0e),
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0x94, 0x67, 0xbd),
+    RGBColor(0x8c, 0x56, 0x4b),
+    RGBColor(0xe3, 0x77, 0xc2),
+    RGBColor(0x7f, 0x7f, 0x7f),
+    RGBColor(0xbc, 0xbd, 0x22),
+    RGBColor(0x17, 0xbe, 0xcf),
+];
+
 /// One colour per series: black for series 0 when `first_black` (the
-/// overall curve), the others at hues spread evenly over the circle.
+/// overall curve), the others from [`CATEGORY10`] where ten suffice, else
+/// at hues spread evenly over the circle (evenly spaced hues put two
+/// greens side by side at eight series).
 fn colour(i: usize, n: usize, first_black: bool) -> RGBColor {
     if first_black && i == 0 {
         return BLACK;
     }
     let (i, n) = if first_black { (i - 1, n - 1) } else { (i, n) };
+    if n <= CATEGORY10.len() {
+        return CATEGORY10[i];
+    }
     let h = i as f64 / n.max(1) as f64;
     // HSL to RGB, saturation 0.75, lightness 0.42 or 0.55 alternating, so
     // that neighbours in hue also differ in lightness.
@@ -148,6 +168,7 @@ fn log_x_panels(
             .configure_mesh()
             .x_desc(*x_desc)
             .y_desc(*y_desc)
+            .x_label_formatter(&|x| count_tick(*x))
             .draw()
             .map_err(err)?;
         draw_lines(&mut chart, series)?;
@@ -158,6 +179,18 @@ fn log_x_panels(
         .unwrap_or_default();
     legend(&legend_area, &names)?;
     root.present().map_err(err)
+}
+
+/// A tick of a log axis of counts (rows, accesses): `1`, `10`, `100`,
+/// `1k`, `10k`, `1M`, not `1000.0`.
+fn count_tick(x: f64) -> String {
+    let n = x.round() as u64;
+    match n {
+        n if n >= 1_000_000_000 && n % 1_000_000_000 == 0 => format!("{}G", n / 1_000_000_000),
+        n if n >= 1_000_000 && n % 1_000_000 == 0 => format!("{}M", n / 1_000_000),
+        n if n >= 1_000 && n % 1_000 == 0 => format!("{}k", n / 1_000),
+        n => n.to_string(),
+    }
 }
 
 fn draw_lines(chart: &mut Chart<'_, '_>, series: &[Series]) -> Res {
@@ -301,6 +334,15 @@ pub fn mrc_lines(path: &Path, title: &str, series: &[(String, Vec<(f64, f64)>)])
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn count_ticks_read_as_counts() {
+        let ticks: Vec<String> = [1.0, 10.0, 100.0, 1000.0, 20_000.0, 1e6, 3e9, 1500.0]
+            .into_iter()
+            .map(count_tick)
+            .collect();
+        assert_eq!(ticks, ["1", "10", "100", "1k", "20k", "1M", "3G", "1500"]);
+    }
 
     #[test]
     fn colours_are_distinct() {

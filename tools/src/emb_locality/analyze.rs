@@ -460,11 +460,16 @@ fn print_table(o: &mut String, t: &TableReport, mixed: bool) {
     }
     print_hist(
         o,
-        "reuse distance (LRU stack)",
+        "reuse distance (LRU stack: distinct rows since the row's last access)",
         &t.reuse_distance,
         t.accesses,
     );
-    print_hist(o, "reuse time", &t.reuse_time, t.accesses);
+    print_hist(
+        o,
+        "reuse time (accesses since the row's last access)",
+        &t.reuse_time,
+        t.accesses,
+    );
     let w = &t.working_set_per_batch;
     let v = &t.working_set_per_window;
     let _ = writeln!(
@@ -506,28 +511,35 @@ fn print_table(o: &mut String, t: &TableReport, mixed: bool) {
 }
 
 fn print_hist(o: &mut String, name: &str, h: &Log2Hist, total: u64) {
-    let _ = writeln!(o, "{name}:");
+    let _ = writeln!(o, "{name}: bin, count, share, cumulative share");
+    let share = |c: u64| c as f64 / total.max(1) as f64;
+    // Each bin's label, then the columns aligned past the widest.
+    let rows: Vec<(String, u64)> = h
+        .bins
+        .iter()
+        .enumerate()
+        .filter(|&(_, &c)| c > 0)
+        .map(|(k, &c)| {
+            let (lo, hi) = Log2Hist::range(k);
+            (format!("[{lo}, {hi}]"), c)
+        })
+        .chain(std::iter::once(("first access".to_string(), h.cold)))
+        .collect();
+    let width = rows.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
     let mut cum = 0u64;
-    for (k, &c) in h.bins.iter().enumerate() {
-        if c == 0 {
-            continue;
+    for (i, (label, c)) in rows.iter().enumerate() {
+        if i + 1 < rows.len() {
+            cum += c;
+            let _ = writeln!(
+                o,
+                "  {label:<width$} {c:>10} {:>8.4} cum {:.4}",
+                share(*c),
+                share(cum)
+            );
+        } else {
+            let _ = writeln!(o, "  {label:<width$} {c:>10} {:>8.4}", share(*c));
         }
-        cum += c;
-        let (lo, hi) = Log2Hist::range(k);
-        let _ = writeln!(
-            o,
-            "  [{lo}, {hi}] {:>10} {:>8.4} cum {:.4}",
-            c,
-            c as f64 / total.max(1) as f64,
-            cum as f64 / total.max(1) as f64
-        );
     }
-    let _ = writeln!(
-        o,
-        "  first access {:>10} {:>8.4}",
-        h.cold,
-        h.cold as f64 / total.max(1) as f64
-    );
 }
 
 fn print_text(o: &mut String, r: &Report) {
