@@ -349,12 +349,15 @@ impl DenseCache {
 /// evicts nothing, and every policy admits every miss once each of its
 /// parts holds a row (W-TinyLFU's window, 1% of the cache, is the
 /// smallest: from 100 rows), so every capacity from
-/// `max(n_objects, 4096)` up hits the same requests. Built at that, a
+/// `max(n_objects, 4096)` up hits the same requests, rounded up to a
+/// multiple of 4: SLRU's four segments of a quarter each (rounded down)
+/// must hold every id, or the row past them is demoted out of the cache
+/// before it is full. Built at that, a
 /// cache costs the trace's memory, not the cache's: a policy keeps
 /// arrays of its capacity, and a cache of 4 x 10^9 rows asked for tens
 /// of GB.
 pub fn sim_capacity(capacity: usize, n_objects: usize) -> usize {
-    capacity.clamp(1, n_objects.max(ALWAYS_ADMITS))
+    capacity.clamp(1, n_objects.max(ALWAYS_ADMITS).next_multiple_of(4))
 }
 
 /// A capacity at which every policy admits every miss (see
@@ -556,8 +559,31 @@ mod tests {
             let at_bound = simulate_dense_keyed(kind, ALWAYS_ADMITS, &dense, &raw, n);
             assert_eq!(at_bound, want, "{kind:?} at the bound");
         }
+        // Past 4,096 ids, a number of ids that is not a multiple of 4 (so
+        // that SLRU's quarters would not hold them all at that size): a
+        // reused id of segment 0 demoted one row out of the cache.
+        let raw: Vec<u64> = (0..4097u64)
+            .chain([0, 1])
+            .chain(trace(30_000, 13))
+            .map(|x| embtier::init::mix64(x + 5))
+            .collect();
+        let (dense, n) = crate::densify(&raw);
+        assert!(n > ALWAYS_ADMITS && n % 4 != 0, "{n}");
+        for &kind in PolicyKind::ALL {
+            let mut reference = SimCache::new(kind, 3 * n);
+            let mut want = SimResult::default();
+            for &id in &raw {
+                want.record(reference.access(id));
+            }
+            assert_eq!(want.misses, n as u64, "{kind:?}: only cold misses");
+            for cap in [3 * n, 1 << 31] {
+                let got = simulate_dense_keyed(kind, cap, &dense, &raw, n);
+                assert_eq!(got, want, "{kind:?} at {cap} over {n} ids");
+            }
+        }
         // Past the bound, the capacity is kept where the trace has more ids.
         assert_eq!(sim_capacity(1 << 31, 10_000_000), 10_000_000);
+        assert_eq!(sim_capacity(1 << 31, 10_000_001), 10_000_004);
         assert_eq!(sim_capacity(5_000, 10_000_000), 5_000);
         assert_eq!(sim_capacity(0, 10), 1);
     }

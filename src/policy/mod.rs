@@ -244,7 +244,7 @@ impl fmt::Display for PolicyKind {
 /// The simulator's policies that are not [`PolicyKind`]s (Belady's MIN,
 /// FBGEMM's set-associative caches), by [`crate::hash::canonical_name`]:
 /// a store tier refuses them as simulation-only, not as unknown.
-const SIMULATOR_POLICIES: &[&str] = &["belady", "lru32way", "lfu32way"];
+const SIMULATOR_POLICIES: &[&str] = &["belady", "min", "opt", "lru32way", "lfu32way"];
 
 impl FromStr for PolicyKind {
     type Err = String;
@@ -436,7 +436,7 @@ mod tests {
             .to_string();
         assert!(e.contains("runs in simulation only"), "{e}");
         // The simulator's own policies too (they were "unknown").
-        for name in ["belady", "LRU_32way", "lfu-32way"] {
+        for name in ["belady", "OPT", "min", "LRU_32way", "lfu-32way"] {
             let e = PolicyKind::parse_for_store(name).unwrap_err();
             assert!(
                 e.contains("runs in simulation only") && e.contains("sieve"),

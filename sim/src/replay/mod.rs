@@ -341,19 +341,19 @@ impl Sim<'_> {
 /// [`table_groups`]. One sort of the batch, where a scan of the whole
 /// batch per table cost a many-table trace (800 tables, 2 M accesses a
 /// batch) most of `emb-locality plan`'s time.
-pub(crate) fn by_table(batch: &[crate::trace::Access]) -> Vec<u32> {
-    let mut order: Vec<u32> = (0..batch.len() as u32).collect();
+pub(crate) fn by_table(batch: &[crate::trace::Access]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..batch.len()).collect();
     // Stable: a table's accesses keep their order.
-    order.sort_by_key(|&i| batch[i as usize].table);
+    order.sort_by_key(|&i| batch[i].table);
     order
 }
 
 /// The groups of one table each in `order` ([`by_table`] of `batch`).
 pub(crate) fn table_groups<'a>(
-    order: &'a [u32],
+    order: &'a [usize],
     batch: &'a [crate::trace::Access],
-) -> impl Iterator<Item = &'a [u32]> + 'a {
-    order.chunk_by(move |&x, &y| batch[x as usize].table == batch[y as usize].table)
+) -> impl Iterator<Item = &'a [usize]> + 'a {
+    order.chunk_by(move |&x, &y| batch[x].table == batch[y].table)
 }
 
 /// Replay `trace` through `h`. `profiles[i]` is the device of tier `i`, and
@@ -423,7 +423,7 @@ pub fn simulate_hierarchy(
         for group in table_groups(&order, batch) {
             let mut missed = Vec::new();
             for &i in group {
-                let (a, id) = (&batch[i as usize], ids[i as usize]);
+                let (a, id) = (&batch[i], ids[i]);
                 if a.kind == AccessKind::Lookup && !sim.locate(id, false) {
                     missed.push(id);
                 }
@@ -431,8 +431,8 @@ pub fn simulate_hierarchy(
             sim.fill(&mut missed, false);
             let mut upd: Vec<u32> = group
                 .iter()
-                .filter(|&&i| batch[i as usize].kind == AccessKind::Update)
-                .map(|&i| ids[i as usize])
+                .filter(|&&i| batch[i].kind == AccessKind::Update)
+                .map(|&i| ids[i])
                 .collect();
             upd.sort_unstable_by_key(|&id| origin[id as usize]);
             upd.dedup();

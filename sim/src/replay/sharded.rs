@@ -271,14 +271,14 @@ pub fn simulate_store(trace: &Trace, cfg: &StoreConfig) -> embtier::Result<Store
     for batch in trace.batches() {
         let order = super::by_table(batch);
         for group in super::table_groups(&order, batch) {
-            let t = batch[group[0] as usize].table;
+            let t = batch[group[0]].table;
             let Some(ci) = of_trace[t as usize] else {
                 continue;
             };
             let of_kind = |k: AccessKind| {
                 group
                     .iter()
-                    .map(|&i| &batch[i as usize])
+                    .map(|&i| &batch[i])
                     .filter(move |a| a.kind == k)
                     .map(|a| a.row)
             };

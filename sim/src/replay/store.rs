@@ -94,7 +94,7 @@ pub fn run_store(
         let order = super::by_table(batch);
         let work: Vec<(u32, Vec<u64>, Vec<u64>)> = super::table_groups(&order, batch)
             .map(|group| {
-                let of = |i: &u32| &batch[*i as usize];
+                let of = |i: &usize| &batch[*i];
                 let ids = group
                     .iter()
                     .map(of)

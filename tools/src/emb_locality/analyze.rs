@@ -572,11 +572,11 @@ fn print_csv(o: &mut String, r: &Report) {
                 t.cold_miss_ratio,
                 t.bandwidth.bytes_per_s,
                 t.bandwidth.unique_bytes_per_s,
-                // By bytes, the overall curve of tables whose rows differ
-                // has no size in rows: its cell is empty, its bytes given.
-                match (p.cache_rows, p.cache_bytes) {
-                    (0, Some(_)) => String::new(),
-                    (r, _) => r.to_string(),
+                // By bytes, the overall curve is in bytes only: its rows
+                // cell is empty, its bytes given.
+                match (std::ptr::eq(t, &r.overall), p.cache_bytes) {
+                    (true, Some(_)) => String::new(),
+                    _ => p.cache_rows.to_string(),
                 },
                 p.miss_ratio,
                 p.cache_bytes.map_or(String::new(), |b| b.to_string())

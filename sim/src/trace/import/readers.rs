@@ -177,21 +177,22 @@ fn og_number(ids: &mut IdTable, block: &[u8], check: &mut OgCheck, mut row: impl
     let next = |r: &[u8]| i64::from_le_bytes(r[16..24].try_into().expect("8 bytes"));
     let first = check.done;
     check.done += (block.len() / 24) as u64;
-    if check.bad.is_none() {
-        // Every record checked, without a branch a record; the first bad
-        // one found only where there is one.
-        let mut ok = true;
-        for (i, r) in block.chunks_exact(24).enumerate() {
-            ok &= og_next_ok(next(r), first + i as u64);
-        }
-        if !ok {
-            check.bad = block
-                .chunks_exact(24)
-                .enumerate()
-                .find(|&(i, r)| !og_next_ok(next(r), first + i as u64))
-                .map(|(i, r)| (first + i as u64, next(r)));
-            return; // the file is refused: number nothing of it
-        }
+    if check.bad.is_some() {
+        return; // the file is refused: number nothing more of it
+    }
+    // Every record checked, without a branch a record; the first bad one
+    // found only where there is one.
+    let mut ok = true;
+    for (i, r) in block.chunks_exact(24).enumerate() {
+        ok &= og_next_ok(next(r), first + i as u64);
+    }
+    if !ok {
+        check.bad = block
+            .chunks_exact(24)
+            .enumerate()
+            .find(|&(i, r)| !og_next_ok(next(r), first + i as u64))
+            .map(|(i, r)| (first + i as u64, next(r)));
+        return; // the file is refused: number nothing of it
     }
     // Slots are random memory: ask for the slot of a record ahead, and
     // keep its key's hash for when its turn comes (`hashes[i % AHEAD]`
