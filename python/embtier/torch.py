@@ -101,19 +101,47 @@ class _Bags:
         self.batch = n // t
         idx = _index_host(indices, "indices")
         off = _index_host(offsets, "offsets")
-        w = None if per_sample_weights is None else _host(per_sample_weights, torch.float32)
-        if w is not None and w.shape[0] != idx.shape[0]:
+        w = None
+        if per_sample_weights is not None:
+            if not isinstance(per_sample_weights, torch.Tensor):
+                raise ArgumentTypeError(
+                    "per_sample_weights: expected a torch.Tensor, got "
+                    f"{type(per_sample_weights).__name__}",
+                    argument="per_sample_weights",
+                )
+            if per_sample_weights.dim() != 1 or per_sample_weights.numel() != idx.shape[0]:
+                raise InvalidArgumentError(
+                    f"per_sample_weights: expected shape ({idx.shape[0]},), one weight an "
+                    f"index, got {tuple(per_sample_weights.shape)}",
+                    argument="per_sample_weights",
+                    expected=idx.shape[0],
+                    got=tuple(per_sample_weights.shape),
+                )
+            w = _host(per_sample_weights, torch.float32)
+        negative = np.flatnonzero(off < 0)
+        if negative.size:
+            at = int(negative[0])
             raise InvalidArgumentError(
-                f"per_sample_weights: expected {idx.shape[0]} weights, got {w.shape[0]}",
-                argument="per_sample_weights",
-                expected=idx.shape[0],
-                got=w.shape[0],
-            )
-        if off.shape[0] and (off[0] != 0 or off[-1] != idx.shape[0]):
-            raise InvalidArgumentError(
-                f"offsets: must start at 0 and end at {idx.shape[0]} (the indices), "
-                f"got {off[0]} and {off[-1]}",
+                f"offsets: entry {at} is {int(off[at])}; an offset cannot be negative",
                 argument="offsets",
+                at=at,
+                got=int(off[at]),
+            )
+        if off[0] != 0:
+            raise InvalidArgumentError(
+                f"offsets: must start at 0, got {off[0]}",
+                argument="offsets",
+                expected=0,
+                got=int(off[0]),
+                at=0,
+            )
+        if off[-1] != idx.shape[0]:
+            raise InvalidArgumentError(
+                f"offsets: must end at {idx.shape[0]} (the indices), got {off[-1]}",
+                argument="offsets",
+                expected=int(idx.shape[0]),
+                got=int(off[-1]),
+                at=int(off.shape[0] - 1),
             )
         b = self.batch
         self.parts: List[Tuple[str, np.ndarray, np.ndarray, Optional[np.ndarray]]] = []
@@ -245,6 +273,12 @@ class TieredEmbeddingBags(nn.Module):
             raise InvalidArgumentError(
                 f"mode: expected 'sum' or 'mean', got {mode!r}", argument="mode"
             )
+        if isinstance(tables, (str, bytes)):
+            raise ArgumentTypeError(
+                f"tables: expected a list of table names, got the string {tables!r} "
+                f"(write [{tables!r}] for one table)",
+                argument="tables",
+            )
         if not tables:
             raise InvalidArgumentError("tables: at least one table", argument="tables")
         self.store = store
@@ -361,10 +395,13 @@ class TieredEmbeddingBags(nn.Module):
                 n = min(CHUNK_ROWS, rows - start)
                 chunk = _host(w[start : start + n], torch.float32)
                 self.store.import_rows(name, start, chunk)
+        # When strict, every other key under this module's prefix is
+        # unexpected, as nn.Module's own loading reports them (this module
+        # has no children whose keys they could be).
         if strict:
             ours = {prefix + t + ".weight" for t in self.tables}
             for k in state_dict:
-                if k.startswith(prefix) and k not in ours and "." not in k[len(prefix) :].replace(".weight", ""):
+                if k.startswith(prefix) and k not in ours:
                     unexpected_keys.append(k)
 
     def extra_repr(self) -> str:

@@ -123,6 +123,69 @@ pub(crate) fn ids(a: &Bound<'_, PyAny>, arg: &str) -> PyResult<Ids> {
     ))
 }
 
+/// A pooled call's `offsets`: [`ids`], refusing a negative entry by its
+/// position (read as an id, -1 was 2^64 - 1, "below the one before it"
+/// one entry late).
+pub(crate) fn offsets(a: &Bound<'_, PyAny>) -> PyResult<Ids> {
+    if let Ok(x) = a.cast::<PyArray1<i64>>() {
+        if let Ok(r) = x.try_readonly() {
+            if let Some((at, &v)) = r
+                .as_slice()
+                .ok()
+                .and_then(|v| v.iter().enumerate().find(|(_, &v)| v < 0))
+            {
+                return Err(crate::errors::raise(
+                    a.py(),
+                    "InvalidArgumentError",
+                    format!("offsets: entry {at} is {v}; an offset cannot be negative"),
+                    &[
+                        ("argument", crate::errors::obj(a.py(), "offsets")),
+                        ("at", crate::errors::obj(a.py(), at)),
+                        ("got", crate::errors::obj(a.py(), v)),
+                    ],
+                ));
+            }
+        }
+    }
+    ids(a, "offsets")
+}
+
+/// `v` as a u64 (past it, `u64::MAX`: out of any table's range), or an
+/// `InvalidArgumentError` naming `arg` where it is negative (PyO3 raised a
+/// bare `OverflowError` for both).
+pub(crate) fn non_negative(py: Python<'_>, arg: &str, v: i128) -> PyResult<u64> {
+    if v > u64::MAX as i128 {
+        return Ok(u64::MAX);
+    }
+    u64::try_from(v).map_err(|_| {
+        crate::errors::raise(
+            py,
+            "InvalidArgumentError",
+            format!("{arg}: {v} is negative"),
+            &[
+                ("argument", crate::errors::obj(py, arg)),
+                ("got", crate::errors::obj(py, v)),
+            ],
+        )
+    })
+}
+
+/// The `batches` of a `*_many` call: a list of tuples of the shape
+/// `shape` names, or an `ArgumentTypeError` naming it (PyO3 raised a bare
+/// `TypeError` or `ValueError`).
+pub(crate) fn batches_of<'py, T: FromPyObjectOwned<'py>>(
+    batches: &Bound<'py, PyAny>,
+    shape: &str,
+) -> PyResult<Vec<T>> {
+    batches.extract().map_err(|e| {
+        type_error(
+            batches.py(),
+            "batches",
+            format!("batches: expected a list of {shape} tuples ({e})"),
+        )
+    })
+}
+
 pub(crate) fn f32_1d<'py>(
     a: &Bound<'py, PyAny>,
     arg: &str,

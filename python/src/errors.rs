@@ -136,13 +136,23 @@ pub(crate) fn to_py(py: Python<'_>, e: embtier::Error) -> PyErr {
             msg,
             &[("path", path(p)), ("offset", obj(py, *offset))],
         ),
+        // A full file system is a DiskFullError (a StorageError) whichever
+        // call met it, so that `except DiskFullError` catches every one.
         E::MapReserve {
             path: p, source, ..
         } => raise(
             py,
-            "StorageError",
+            if source.raw_os_error() == Some(libc_enospc()) {
+                "DiskFullError"
+            } else {
+                "StorageError"
+            },
             msg,
-            &[("path", path(p)), ("errno", obj(py, source.raw_os_error()))],
+            &[
+                ("path", path(p)),
+                ("offset", obj(py, 0u64)),
+                ("errno", obj(py, source.raw_os_error())),
+            ],
         ),
         E::Poisoned { .. } => raise(py, "PoisonedError", msg, &[]),
         E::Io {
@@ -152,7 +162,11 @@ pub(crate) fn to_py(py: Python<'_>, e: embtier::Error) -> PyErr {
             ..
         } => raise(
             py,
-            "StorageError",
+            if source.raw_os_error() == Some(libc_enospc()) {
+                "DiskFullError"
+            } else {
+                "StorageError"
+            },
             msg,
             &[
                 ("path", path(p)),
@@ -200,4 +214,9 @@ pub(crate) fn type_error(py: Python<'_>, argument: &str, message: String) -> PyE
         message,
         &[("argument", obj(py, argument))],
     )
+}
+
+/// ENOSPC, the errno of a full file system (28 on Linux and macOS).
+fn libc_enospc() -> i32 {
+    28
 }

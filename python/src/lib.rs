@@ -399,7 +399,7 @@ impl PyStore {
         let dim = Self::dim(py, &s, table)?;
         let m = self::mode(py, mode)?;
         let idx = ids(indices, "indices")?;
-        let off = ids(offsets, "offsets")?;
+        let off = self::offsets(offsets)?;
         let w = per_sample_weights
             .map(|w| f32_1d(w, "per_sample_weights"))
             .transpose()?;
@@ -430,7 +430,7 @@ impl PyStore {
         let dim = Self::dim(py, &s, table)?;
         let m = self::mode(py, mode)?;
         let idx = ids(indices, "indices")?;
-        let off = ids(offsets, "offsets")?;
+        let off = self::offsets(offsets)?;
         let w = per_sample_weights
             .map(|w| f32_1d(w, "per_sample_weights"))
             .transpose()?;
@@ -454,7 +454,7 @@ impl PyStore {
     fn lookup_pooled_many<'py>(
         &self,
         py: Python<'py>,
-        batches: &Bound<'py, PyList>,
+        batches: &Bound<'py, PyAny>,
     ) -> PyResult<Vec<Bound<'py, PyArray2<f32>>>> {
         let s = self.get(py)?;
         type Item<'py> = (
@@ -464,13 +464,16 @@ impl PyStore {
             String,
             Option<Bound<'py, PyAny>>,
         );
-        let items: Vec<Item<'py>> = batches.extract()?;
+        let items: Vec<Item<'py>> = batches_of(
+            batches,
+            "(table, indices, offsets, mode, per_sample_weights)",
+        )?;
         let mut held = Vec::with_capacity(items.len());
         for (table, i, o, m, w) in &items {
             let dim = Self::dim(py, &s, table)?;
             let m = self::mode(py, m)?;
             let idx = ids(i, "indices")?;
-            let off = ids(o, "offsets")?;
+            let off = offsets(o)?;
             let w = w
                 .as_ref()
                 .map(|w| f32_1d(w, "per_sample_weights"))
@@ -511,7 +514,7 @@ impl PyStore {
 
     /// Pooled steps of several tables: `batches` is a list of `(table,
     /// indices, offsets, grad, mode, per_sample_weights)`.
-    fn step_pooled_many(&self, py: Python<'_>, batches: &Bound<'_, PyList>) -> PyResult<()> {
+    fn step_pooled_many(&self, py: Python<'_>, batches: &Bound<'_, PyAny>) -> PyResult<()> {
         let s = self.get(py)?;
         type Item<'py> = (
             String,
@@ -521,13 +524,16 @@ impl PyStore {
             String,
             Option<Bound<'py, PyAny>>,
         );
-        let items: Vec<Item<'_>> = batches.extract()?;
+        let items: Vec<Item<'_>> = batches_of(
+            batches,
+            "(table, indices, offsets, grad, mode, per_sample_weights)",
+        )?;
         let mut held = Vec::with_capacity(items.len());
         for (table, i, o, g, m, w) in &items {
             let dim = Self::dim(py, &s, table)?;
             let m = self::mode(py, m)?;
             let idx = ids(i, "indices")?;
-            let off = ids(o, "offsets")?;
+            let off = offsets(o)?;
             let bags = off.slice().len().saturating_sub(1);
             let g = f32_2d(g, "grad", bags, dim)?;
             let w = w
@@ -581,10 +587,12 @@ impl PyStore {
         &self,
         py: Python<'py>,
         table: &str,
-        start: u64,
-        count: usize,
+        start: i128,
+        count: i128,
         out: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let start = non_negative(py, "start", start)?;
+        let count = usize::try_from(non_negative(py, "count", count)?).unwrap_or(usize::MAX);
         let s = self.get(py)?;
         let (rows, dim) = s.table_shape(table).map_err(|e| to_py(py, e))?;
         // The range checked before an array of `count` rows is made: a
@@ -607,9 +615,10 @@ impl PyStore {
         &self,
         py: Python<'_>,
         table: &str,
-        start: u64,
+        start: i128,
         values: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
+        let start = non_negative(py, "start", start)?;
         let s = self.get(py)?;
         let dim = Self::dim(py, &s, table)?;
         let n = array(values, "values", 2)?.shape()[0];
