@@ -46,6 +46,21 @@ pub enum Error {
         /// Table dimension.
         dim: u32,
     },
+    /// Optimizer state given or asked for in bytes that are not whole
+    /// rows of the table's state ([`crate::Store::export_state`]).
+    #[error(
+        "table {table:?}: {what} has {got} bytes, not a whole number of rows of {state_bytes} bytes of optimizer state"
+    )]
+    StateLength {
+        /// Table name.
+        table: String,
+        /// Which argument (`out`, `state`).
+        what: &'static str,
+        /// Bytes given.
+        got: usize,
+        /// Bytes of state a row of the table holds (0: none).
+        state_bytes: usize,
+    },
     /// A value or gradient is NaN or infinite and the table does not allow it.
     #[error(
         "table {table:?}: {what} holds a non-finite {value} for {} {id} at element {element}",

@@ -355,3 +355,119 @@ fn step_rejects_bad_gradients_without_partial_update() {
         assert!(out[0].is_nan());
     }
 }
+
+/// A table's optimizer state leaves and enters a store with its weights:
+/// a store loaded from another's `export_rows` and `export_state` then
+/// takes the same steps, bit for bit, for every optimizer, with rows
+/// spread over a small cache, PMem and the SSD and with a pinned table.
+/// The export reads (no row turns dirty); a bad length or a non-finite
+/// state is refused whole.
+#[test]
+fn optimizer_state_leaves_and_enters_with_the_weights() {
+    use embtier::{Error, Init, MemoryKind, Placement};
+    let opts = [
+        Optimizer::RowwiseAdagrad {
+            lr: 0.1,
+            eps: 1e-8,
+            weight_decay: 0.0,
+        },
+        Optimizer::Adagrad {
+            lr: 0.1,
+            eps: 1e-8,
+            weight_decay: 0.01,
+        },
+        Optimizer::Adam {
+            lr: 0.01,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.0,
+        },
+    ];
+    let (rows, dim) = (3000u64, 8usize);
+    for opt in opts {
+        for pinned in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let make = |name: &str, seed: u64| {
+                let mut t = TableConfig::new("t", rows, dim as u32)
+                    .init(Init::Uniform { scale: 0.5 })
+                    .seed(seed)
+                    .optimizer(opt);
+                if pinned {
+                    t = t.placement(Placement::Pinned(MemoryKind::Dram));
+                }
+                let cfg = StoreConfig::builder()
+                    .table(t)
+                    .dram_capacity(if pinned { 1 << 20 } else { 16 << 10 })
+                    .pmem(None, 32 << 10, embtier::PolicyKind::Lru)
+                    .build();
+                Store::create(dir.path().join(name), cfg).unwrap()
+            };
+            let (a, b) = (make("a", 1), make("b", 2));
+            let mut x = 7u64;
+            let mut batch = || {
+                let ids: Vec<u64> = (0..200)
+                    .map(|_| {
+                        x = embtier::init::mix64(x);
+                        x % rows
+                    })
+                    .collect();
+                let grads: Vec<f32> = (0..ids.len() * dim)
+                    .map(|i| ((i * 37 % 101) as f32 - 50.0) * 1e-2)
+                    .collect();
+                (ids, grads)
+            };
+            for _ in 0..5 {
+                let (ids, g) = batch();
+                a.step("t", &ids, &g).unwrap();
+            }
+            a.checkpoint().unwrap();
+            let sb = a.state_bytes("t").unwrap();
+            assert_eq!(sb, opt.state_bytes(dim as u32) as usize);
+            let mut w = vec![0f32; rows as usize * dim];
+            let mut s = vec![0u8; rows as usize * sb];
+            a.export_rows("t", 0, &mut w).unwrap();
+            a.export_state("t", 0, &mut s).unwrap();
+            assert_eq!(a.dirty_rows(), 0, "{opt:?}: an export is a read");
+            assert!(s.iter().any(|&v| v != 0), "{opt:?}: some state was made");
+            // Refused whole: a length not of whole rows, a NaN.
+            let e = b.import_state("t", 0, &s[..sb + 1]).unwrap_err();
+            assert!(matches!(e, Error::StateLength { .. }), "{e}");
+            let mut bad = s[..2 * sb].to_vec();
+            bad[sb..sb + 4].copy_from_slice(&f32::NAN.to_le_bytes());
+            let e = b.import_state("t", 0, &bad).unwrap_err();
+            assert!(matches!(e, Error::NonFinite { id: 1, .. }), "{e}");
+            let e = b.import_state("t", rows - 1, &s[..2 * sb]).unwrap_err();
+            assert!(matches!(e, Error::IdOutOfRange { .. }), "{e}");
+            // Loaded in two pieces, as a state_dict's chunks load.
+            let half = rows as usize / 2;
+            b.import_rows("t", 0, &w).unwrap();
+            b.import_state("t", 0, &s[..half * sb]).unwrap();
+            b.import_state("t", half as u64, &s[half * sb..]).unwrap();
+            let mut s2 = vec![0u8; s.len()];
+            b.export_state("t", 0, &mut s2).unwrap();
+            assert!(s2 == s, "{opt:?}: the state read back");
+            for _ in 0..4 {
+                let (ids, g) = batch();
+                a.step("t", &ids, &g).unwrap();
+                b.step("t", &ids, &g).unwrap();
+            }
+            let (mut wa, mut wb) = (w.clone(), w.clone());
+            a.export_rows("t", 0, &mut wa).unwrap();
+            b.export_rows("t", 0, &mut wb).unwrap();
+            assert!(
+                wa == wb,
+                "{opt:?}, pinned {pinned}: the steps after the load"
+            );
+        }
+    }
+    // A table of SGD has no state: nothing to export, nothing to import.
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = StoreConfig::builder()
+        .table(TableConfig::new("t", 10, 4))
+        .build();
+    let s = Store::create(dir.path().join("s"), cfg).unwrap();
+    assert_eq!(s.state_bytes("t").unwrap(), 0);
+    s.export_state("t", 0, &mut []).unwrap();
+    assert!(s.import_state("t", 0, &[0u8; 4]).is_err());
+}

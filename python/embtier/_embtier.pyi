@@ -191,6 +191,14 @@ class Store:
     def import_rows(self, table: str, start: int, values: F32Array) -> None:
         """Overwrite rows ``start .. start + len(values)`` (optimizer state
         kept): call it chunk by chunk to load a table larger than memory."""
+    def state_bytes(self, table: str) -> int:
+        """Bytes of optimizer state a row holds (0 for SGD)."""
+    def export_state(self, table: str, start: int, count: int) -> npt.NDArray[np.uint8]:
+        """The optimizer state of rows ``start .. start + count``, uint8
+        ``(count, state_bytes)``, the bytes as a row holds them (a read)."""
+    def import_state(self, table: str, start: int, state: npt.NDArray[np.uint8]) -> None:
+        """Overwrite the optimizer state of rows ``start .. start +
+        len(state)`` (weights kept), from :meth:`export_state`'s bytes."""
     def checkpoint(self) -> Dict[str, Union[int, float]]:
         """Make the current state durable and atomic; a crash later recovers
         exactly it. Returns ``generation``, ``epoch``, ``groups_journaled``,

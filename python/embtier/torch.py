@@ -367,6 +367,17 @@ class TieredEmbeddingBags(nn.Module):
                 n = min(CHUNK_ROWS, rows - start)
                 self.store.export_rows(name, start, n, out=wn[start : start + n])
             destination[prefix + name + ".weight"] = w
+            # The optimizer's state, as the rows hold it (uint8: f32s and,
+            # for Adam, a u32 step count), so that training resumes as it
+            # would have gone on.
+            sb = self.store.state_bytes(name)
+            if sb:
+                st = torch.empty((rows, sb), dtype=torch.uint8)
+                sn = st.numpy()
+                for start in range(0, rows, CHUNK_ROWS):
+                    n = min(CHUNK_ROWS, rows - start)
+                    sn[start : start + n] = self.store.export_state(name, start, n)
+                destination[prefix + name + ".optimizer_state"] = st
 
     def _load_from_state_dict(
         self,
@@ -395,11 +406,34 @@ class TieredEmbeddingBags(nn.Module):
                 n = min(CHUNK_ROWS, rows - start)
                 chunk = _host(w[start : start + n], torch.float32)
                 self.store.import_rows(name, start, chunk)
+            sb = self.store.state_bytes(name)
+            if not sb:
+                continue
+            skey = prefix + name + ".optimizer_state"
+            if skey not in state_dict:
+                missing_keys.append(skey)
+                continue
+            st = state_dict[skey]
+            if tuple(st.shape) != (rows, sb) or st.dtype != torch.uint8:
+                error_msgs.append(
+                    f"size mismatch for {skey}: the store's table holds {(rows, sb)} "
+                    f"bytes of optimizer state (uint8), the state_dict's {tuple(st.shape)} "
+                    f"{st.dtype} (another optimizer?)"
+                )
+                continue
+            for start in range(0, rows, CHUNK_ROWS):
+                n = min(CHUNK_ROWS, rows - start)
+                self.store.import_state(name, start, _host(st[start : start + n], torch.uint8))
         # When strict, every other key under this module's prefix is
         # unexpected, as nn.Module's own loading reports them (this module
         # has no children whose keys they could be).
         if strict:
             ours = {prefix + t + ".weight" for t in self.tables}
+            ours |= {
+                prefix + t + ".optimizer_state"
+                for t in self.tables
+                if self.store.state_bytes(t)
+            }
             for k in state_dict:
                 if k.startswith(prefix) and k not in ours:
                     unexpected_keys.append(k)

@@ -40,6 +40,22 @@ pub(crate) fn to_py(py: Python<'_>, e: embtier::Error) -> PyErr {
             msg,
             &[("table", obj(py, name.as_str()))],
         ),
+        E::StateLength {
+            table,
+            what,
+            got,
+            state_bytes,
+        } => raise(
+            py,
+            "InvalidArgumentError",
+            msg,
+            &[
+                ("table", obj(py, table.as_str())),
+                ("argument", obj(py, *what)),
+                ("got", obj(py, *got)),
+                ("expected", obj(py, *state_bytes)),
+            ],
+        ),
         E::IdOutOfRange { table, id, rows } => raise(
             py,
             "IdOutOfRangeError",

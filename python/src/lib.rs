@@ -610,6 +610,82 @@ impl PyStore {
         Ok(out)
     }
 
+    /// Bytes of optimizer state a row of `table` holds (0 for SGD).
+    fn state_bytes(&self, py: Python<'_>, table: &str) -> PyResult<usize> {
+        let s = self.get(py)?;
+        s.state_bytes(table).map_err(|e| to_py(py, e))
+    }
+
+    /// The optimizer state of rows `start .. start + count` of `table`, in
+    /// id order: a uint8 array `(count, state_bytes)`, the bytes as a row
+    /// holds them. A read: no row turns dirty.
+    fn export_state<'py>(
+        &self,
+        py: Python<'py>,
+        table: &str,
+        start: i128,
+        count: i128,
+    ) -> PyResult<Bound<'py, PyArray2<u8>>> {
+        let start = non_negative(py, "start", start)?;
+        let count = non_negative(py, "count", count)?;
+        let s = self.get(py)?;
+        let (rows, _) = s.table_shape(table).map_err(|e| to_py(py, e))?;
+        let sb = s.state_bytes(table).map_err(|e| to_py(py, e))?;
+        if count > 0 && start.checked_add(count).is_none_or(|e| e > rows) {
+            let e = embtier::Error::IdOutOfRange {
+                table: table.to_string(),
+                id: start.saturating_add(count - 1),
+                rows,
+            };
+            return Err(to_py(py, e));
+        }
+        let out = PyArray2::<u8>::zeros(py, [count as usize, sb], false);
+        {
+            let mut o = out.try_readwrite().expect("a fresh array");
+            let o = o.as_slice_mut().expect("a fresh array is contiguous");
+            py.detach(|| s.export_state(table, start, o))
+                .map_err(|e| to_py(py, e))?;
+        }
+        Ok(out)
+    }
+
+    /// Overwrite the optimizer state of rows `start .. start +
+    /// len(state)` of `table` with `state` (uint8 `(n, state_bytes)`, as
+    /// `export_state` gives it), leaving their weights.
+    fn import_state(
+        &self,
+        py: Python<'_>,
+        table: &str,
+        start: i128,
+        state: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let start = non_negative(py, "start", start)?;
+        let s = self.get(py)?;
+        let sb = s.state_bytes(table).map_err(|e| to_py(py, e))?;
+        array(state, "state", 2)?;
+        let a = state
+            .cast::<PyArray2<u8>>()
+            .map_err(|_| type_error(py, "state", "state: expected dtype uint8".to_string()))?;
+        let r = a
+            .try_readonly()
+            .map_err(|e| type_error(py, "state", format!("state: {e}")))?;
+        if r.shape()[1] != sb {
+            return Err(invalid(
+                py,
+                "state",
+                format!(
+                    "state: expected {sb} bytes a row for table {table:?}, got {}",
+                    r.shape()[1]
+                ),
+            ));
+        }
+        let v = r
+            .as_slice()
+            .expect("array() checked contiguous and aligned");
+        py.detach(|| s.import_state(table, start, v))
+            .map_err(|e| to_py(py, e))
+    }
+
     /// Overwrite rows `start .. start + len(values)` of `table`.
     fn import_rows(
         &self,

@@ -111,3 +111,64 @@ def test_a_strict_load_refuses_keys_it_does_not_have(small_store):
     bad["emb.a.bias"] = torch.zeros(1)
     with pytest.raises(RuntimeError, match="emb.a.bias"):
         model.load_state_dict(bad)
+
+
+@pytest.mark.parametrize(
+    "optimizer",
+    [
+        {"kind": "rowwise_adagrad", "lr": 0.1},
+        {"kind": "adagrad", "lr": 0.1},
+        {"kind": "adam", "lr": 0.01},
+        {"kind": "sgd", "lr": 0.1},
+    ],
+)
+def test_a_state_dict_resumes_training_with_the_optimizer_state(tmp_path, optimizer):
+    # Training resumed from a state_dict in a fresh store took other steps
+    # than training on (its optimizer state was left out): 0.15 apart
+    # after three row-wise Adagrad steps.
+    rows, dim = 300, 4
+
+    def store(name, seed):
+        return embtier.Store.create(
+            str(tmp_path / name),
+            {
+                "tables": [
+                    {
+                        "name": "a",
+                        "rows": rows,
+                        "dim": dim,
+                        "seed": seed,
+                        "init": {"kind": "uniform", "scale": 0.5},
+                        "optimizer": optimizer,
+                    }
+                ],
+                "dram": {"capacity": "16KiB"},
+            },
+        )
+
+    idx = torch.tensor([1, 2, 3, 1, 250, 299])
+    off = torch.tensor([0, 2, 4, 6])
+
+    def train(m, n):
+        for _ in range(n):
+            m(idx, off).sum().backward()
+
+    a, b = store("a", 0), store("b", 1)
+    ma, mb = TieredEmbeddingBags(a, ["a"]), TieredEmbeddingBags(b, ["a"])
+    train(ma, 5)
+    before = a.stats()
+    sd = ma.state_dict()
+    if optimizer["kind"] == "sgd":
+        assert list(sd) == ["a.weight"]
+    else:
+        assert list(sd) == ["a.weight", "a.optimizer_state"]
+        assert sd["a.optimizer_state"].dtype == torch.uint8
+        assert sd["a.optimizer_state"].shape[0] == rows
+    # Saving is a read: it writes no row.
+    assert a.stats()["tables"]["a"]["updates"] == before["tables"]["a"]["updates"]
+    mb.load_state_dict(sd)
+    train(ma, 3)
+    train(mb, 3)
+    np.testing.assert_array_equal(a.export_rows("a", 0, rows), b.export_rows("a", 0, rows))
+    a.close()
+    b.close()

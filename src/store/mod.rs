@@ -257,6 +257,108 @@ impl Store {
         self.lookup(table, &ids, out)
     }
 
+    /// Bytes of optimizer state a row of `table` holds after its weights:
+    /// 0 for SGD, 4 for row-wise Adagrad, `4 * dim` for Adagrad, `8 * dim
+    /// + 4` for Adam (FORMAT.md, "Rows").
+    pub fn state_bytes(&self, table: &str) -> Result<usize> {
+        let t = self.table(table)?;
+        Ok(t.cfg.optimizer.state_bytes(t.dim as u32) as usize)
+    }
+
+    /// Read the optimizer state of rows `start .. start + n` of `table`
+    /// into `out` (`n x` [`Store::state_bytes`] bytes, in id order; the
+    /// bytes as a row holds them: f32s, little-endian, and Adam's step
+    /// count a u32 last). A read: it marks no row dirty. With
+    /// [`Store::export_rows`] it is what resuming training elsewhere needs
+    /// ([`Store::import_state`]); a table of SGD has no state.
+    pub fn export_state(&self, table: &str, start: u64, out: &mut [u8]) -> Result<()> {
+        let t = self.table(table)?;
+        let (ids, sb) = Self::state_range(t, "out", start, out.len())?;
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let wb = t.weight_bytes;
+        let items: Vec<(u64, usize)> = ids.iter().enumerate().map(|(k, &id)| (id, k)).collect();
+        // `f` is called on this thread, one row at a time.
+        let out = std::cell::RefCell::new(out);
+        t.read_whole_rows(&self.ssd, &items, |row, k| {
+            out.borrow_mut()[k * sb..(k + 1) * sb].copy_from_slice(&row[wb..wb + sb]);
+        })
+    }
+
+    /// Overwrite the optimizer state of rows `start .. start + n` of
+    /// `table` with `state` (as [`Store::export_state`] gives it), leaving
+    /// their weights. Nothing is written unless every f32 of the state is
+    /// finite (or the table allows non-finite values).
+    pub fn import_state(&self, table: &str, start: u64, state: &[u8]) -> Result<()> {
+        let t = self.table(table)?;
+        let (ids, sb) = Self::state_range(t, "state", start, state.len())?;
+        if ids.is_empty() {
+            return Ok(());
+        }
+        // Every field is an f32 but Adam's step count, the last 4 bytes.
+        let floats = match t.cfg.optimizer {
+            crate::Optimizer::Adam { .. } => (sb - 4) / 4,
+            _ => sb / 4,
+        };
+        if !t.cfg.allow_non_finite {
+            for (k, row) in state.chunks_exact(sb).enumerate() {
+                for (i, b) in row[..floats * 4].chunks_exact(4).enumerate() {
+                    let value = f32::from_le_bytes(b.try_into().expect("4 bytes"));
+                    if !value.is_finite() {
+                        return Err(Error::NonFinite {
+                            table: t.name.clone(),
+                            what: "state",
+                            id: ids[k],
+                            element: i,
+                            value,
+                        });
+                    }
+                }
+            }
+        }
+        let wb = t.weight_bytes;
+        let items: Vec<(u64, usize)> = ids.iter().enumerate().map(|(k, &id)| (id, k)).collect();
+        t.throttle();
+        let _gate = self.ssd.write_gate()?;
+        t.modify(
+            &self.ssd,
+            &items,
+            false,
+            |_| {},
+            |row, k| row[wb..wb + sb].copy_from_slice(&state[k * sb..(k + 1) * sb]),
+        )
+    }
+
+    /// The ids of `len` bytes of state from `start` in table `t`, and its
+    /// state bytes a row.
+    fn state_range(
+        t: &Table,
+        what: &'static str,
+        start: u64,
+        len: usize,
+    ) -> Result<(Vec<u64>, usize)> {
+        let sb = t.cfg.optimizer.state_bytes(t.dim as u32) as usize;
+        if (sb == 0 && len > 0) || (sb > 0 && len % sb != 0) {
+            return Err(Error::StateLength {
+                table: t.name.clone(),
+                what,
+                got: len,
+                state_bytes: sb,
+            });
+        }
+        let n = len.checked_div(sb).unwrap_or(0);
+        let end = start.checked_add(n as u64).filter(|&e| e <= t.entry.rows);
+        if end.is_none() && n > 0 {
+            return Err(Error::IdOutOfRange {
+                table: t.name.clone(),
+                id: start.saturating_add(n as u64 - 1),
+                rows: t.entry.rows,
+            });
+        }
+        Ok(((start..start + n as u64).collect(), sb))
+    }
+
     /// Overwrite rows `start .. start + n` of `table` with `values` (`n x
     /// dim`), in id order: what an [`Store::update`] of that range does,
     /// made for bulk loads. Call it chunk by chunk, in id order, to load a

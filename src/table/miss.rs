@@ -686,9 +686,48 @@ impl Table {
         ahead: impl Fn(usize),
         f: impl Fn(&mut [u8], usize),
     ) -> Result<()> {
+        let f = RowFn::<_, fn(&[u8], usize)>::Write(f);
+        self.visit(ssd, items, Some(overwrite), ahead, f)
+    }
+
+    /// Read the rows `items = [(id, k)]` (ids unique, validated) whole,
+    /// optimizer state included: `f(row_bytes, k)`, as [`Table::modify`]
+    /// finds them (a missed row is read into the cache, as a lookup's
+    /// is), but marking nothing dirty and counting lookups, not updates.
+    pub(crate) fn read_whole_rows(
+        &self,
+        ssd: &Ssd,
+        items: &[(u64, usize)],
+        f: impl Fn(&[u8], usize),
+    ) -> Result<()> {
+        let f = RowFn::<fn(&mut [u8], usize), _>::Read(f);
+        self.visit(ssd, items, None, |_| {}, f)
+    }
+
+    /// [`Table::modify`] (`write` = `Some(overwrite)`, `f` a
+    /// [`RowFn::Write`]) or [`Table::read_whole_rows`] (`None`, a
+    /// [`RowFn::Read`], which is given the rows through `row`, so that a
+    /// tier's slot stamps do not take a read for a change).
+    fn visit<W: Fn(&mut [u8], usize), R: Fn(&[u8], usize)>(
+        &self,
+        ssd: &Ssd,
+        items: &[(u64, usize)],
+        write: Option<bool>,
+        ahead: impl Fn(usize),
+        f: RowFn<W, R>,
+    ) -> Result<()> {
+        let cached = |top: &mut crate::tier::cache::SlotCache, slot: usize, k: usize| match &f {
+            RowFn::Write(w) => w(top.row_mut(slot), k),
+            RowFn::Read(r) => r(top.row(slot), k),
+        };
         let rb = self.row_bytes;
         let mut ctx = Ctx::new();
-        ctx.c.updates = items.len() as u64;
+        let overwrite = write == Some(true);
+        if write.is_some() {
+            ctx.c.updates = items.len() as u64;
+        } else {
+            ctx.c.lookups = items.len() as u64;
+        }
         match &self.kind {
             TableKind::Pinned { chunks, tier } => {
                 for &(id, k) in items.iter().take(PINNED_AHEAD) {
@@ -702,15 +741,22 @@ impl Table {
                     }
                     let p = self.pinned_place(id);
                     let mut ch = chunks[p.chunk].lock();
-                    f(ch.row_mut(p, rb), k);
-                    ch.mark(p.local_group);
+                    match &f {
+                        RowFn::Write(w) => {
+                            w(ch.row_mut(p, rb), k);
+                            ch.mark(p.local_group);
+                        }
+                        RowFn::Read(r) => r(ch.row(p, rb), k),
+                    }
                 }
                 ctx.c.hits[*tier] = items.len() as u64;
             }
             TableKind::Cached { shards, .. } => {
                 // Back-pressure: while write-backs fail (a full disk), refuse
                 // new updates before touching anything.
-                if self.pending_bytes.load(Ordering::Relaxed) > self.pending_limit as i64 {
+                if write.is_some()
+                    && self.pending_bytes.load(Ordering::Relaxed) > self.pending_limit as i64
+                {
                     self.write_back(ssd)?;
                 }
                 let zero = vec![0u8; rb];
@@ -737,20 +783,28 @@ impl Table {
                                 return;
                             }
                         };
-                        sh.before_write(slot, &mut ctx);
-                        f(sh.top().row_mut(slot), k);
-                        sh.top().set_dirty(slot);
+                        if write.is_some() {
+                            sh.before_write(slot, &mut ctx);
+                        }
+                        cached(sh.top(), slot, k);
+                        if write.is_some() {
+                            sh.top().set_dirty(slot);
+                        }
                     },
                 );
                 let r = if misses.is_empty() {
                     Ok(())
                 } else {
                     self.resolve_misses(ssd, shards, misses, &mut ctx, |sh, slot, run, ctx| {
-                        sh.before_write(slot, ctx);
-                        for m in run {
-                            f(sh.top().row_mut(slot), m.k);
+                        if write.is_some() {
+                            sh.before_write(slot, ctx);
                         }
-                        sh.top().set_dirty(slot);
+                        for m in run {
+                            cached(sh.top(), slot, m.k);
+                        }
+                        if write.is_some() {
+                            sh.top().set_dirty(slot);
+                        }
                     })
                 };
                 self.finish(ssd, &mut ctx);
@@ -760,6 +814,14 @@ impl Table {
         ctx.c.publish(&self.counters);
         Ok(())
     }
+}
+
+/// What [`Table::visit`] does to each row: change it, or read it.
+enum RowFn<W, R> {
+    /// `f(row, k)` changes the row (it is marked dirty).
+    Write(W),
+    /// `f(row, k)` reads it.
+    Read(R),
 }
 
 #[cfg(test)]
