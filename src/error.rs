@@ -61,6 +61,22 @@ pub enum Error {
         /// Bytes of state a row of the table holds (0: none).
         state_bytes: usize,
     },
+    /// Optimizer state given to [`crate::Store::import_state`] holds a
+    /// negative sum of squares (Adagrad's, Adam's second moment), which
+    /// the next step would take the root of.
+    #[error(
+        "table {table:?}: state holds {value} for id {id} at element {element}, a sum of squares, which cannot be negative"
+    )]
+    NegativeState {
+        /// Table name.
+        table: String,
+        /// Row id.
+        id: u64,
+        /// The f32's index within the row's state.
+        element: usize,
+        /// The value.
+        value: f32,
+    },
     /// A value or gradient is NaN or infinite and the table does not allow it.
     #[error(
         "table {table:?}: {what} holds a non-finite {value} for {} {id} at element {element}",

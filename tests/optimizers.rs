@@ -437,6 +437,16 @@ fn optimizer_state_leaves_and_enters_with_the_weights() {
             bad[sb..sb + 4].copy_from_slice(&f32::NAN.to_le_bytes());
             let e = b.import_state("t", 0, &bad).unwrap_err();
             assert!(matches!(e, Error::NonFinite { id: 1, .. }), "{e}");
+            // A negative sum of squares (every f32 of Adagrad's; Adam's
+            // second moment, after its first).
+            let mut neg = s[..sb].to_vec();
+            let at = match opt {
+                Optimizer::Adam { .. } => dim * 4,
+                _ => 0,
+            };
+            neg[at..at + 4].copy_from_slice(&(-1.0f32).to_le_bytes());
+            let e = b.import_state("t", 5, &neg).unwrap_err();
+            assert!(matches!(e, Error::NegativeState { id: 5, .. }), "{e}");
             let e = b.import_state("t", rows - 1, &s[..2 * sb]).unwrap_err();
             assert!(matches!(e, Error::IdOutOfRange { .. }), "{e}");
             // Loaded in two pieces, as a state_dict's chunks load.

@@ -267,6 +267,10 @@ class TieredEmbeddingBags(nn.Module):
     ``loss.backward()`` once per forward, as with FBGEMM's fused TBE.
     """
 
+    #: 2: the state_dict carries each table's optimizer state
+    #: (``"<table>.optimizer_state"``); 1 had the weights only.
+    _version = 2
+
     def __init__(self, store: Store, tables: Sequence[str], mode: str = "sum") -> None:
         super().__init__()
         if mode not in ("sum", "mean"):
@@ -389,41 +393,55 @@ class TieredEmbeddingBags(nn.Module):
         unexpected_keys: List[str],
         error_msgs: List[str],
     ) -> None:
+        # A state_dict of version 1 (before 2026-12-07) has the weights
+        # only: its tables' optimizer state is not asked for, and stays as
+        # the store holds it.
+        with_state = local_metadata.get("version", 1) >= 2
+        # Every key checked before anything is written: the store is
+        # durable, so a load that fails must leave it as it was.
+        plan = []
+        problems = 0
         for name, dim in zip(self.tables, self.dims):
+            rows = self.store.shape(name)[0]
             key = prefix + name + ".weight"
             if key not in state_dict:
                 missing_keys.append(key)
+                problems += 1
                 continue
             w = state_dict[key]
-            rows = self.store.shape(name)[0]
             if tuple(w.shape) != (rows, dim):
                 error_msgs.append(
                     f"size mismatch for {key}: the store's table is {(rows, dim)}, "
                     f"the state_dict's {tuple(w.shape)}"
                 )
+                problems += 1
                 continue
-            for start in range(0, rows, CHUNK_ROWS):
-                n = min(CHUNK_ROWS, rows - start)
-                chunk = _host(w[start : start + n], torch.float32)
-                self.store.import_rows(name, start, chunk)
+            st = None
             sb = self.store.state_bytes(name)
-            if not sb:
-                continue
             skey = prefix + name + ".optimizer_state"
-            if skey not in state_dict:
+            if sb and skey in state_dict:
+                st = state_dict[skey]
+                if tuple(st.shape) != (rows, sb) or st.dtype != torch.uint8:
+                    error_msgs.append(
+                        f"size mismatch for {skey}: the store's table holds {(rows, sb)} "
+                        f"bytes of optimizer state (uint8), the state_dict's "
+                        f"{tuple(st.shape)} {st.dtype} (another optimizer?)"
+                    )
+                    problems += 1
+                    continue
+            elif sb and with_state:
                 missing_keys.append(skey)
+                problems += 1
                 continue
-            st = state_dict[skey]
-            if tuple(st.shape) != (rows, sb) or st.dtype != torch.uint8:
-                error_msgs.append(
-                    f"size mismatch for {skey}: the store's table holds {(rows, sb)} "
-                    f"bytes of optimizer state (uint8), the state_dict's {tuple(st.shape)} "
-                    f"{st.dtype} (another optimizer?)"
-                )
-                continue
+            plan.append((name, rows, w, st))
+        if strict and problems:
+            return  # torch raises on them; nothing was written
+        for name, rows, w, st in plan:
             for start in range(0, rows, CHUNK_ROWS):
                 n = min(CHUNK_ROWS, rows - start)
-                self.store.import_state(name, start, _host(st[start : start + n], torch.uint8))
+                self.store.import_rows(name, start, _host(w[start : start + n], torch.float32))
+                if st is not None:
+                    self.store.import_state(name, start, _host(st[start : start + n], torch.uint8))
         # When strict, every other key under this module's prefix is
         # unexpected, as nn.Module's own loading reports them (this module
         # has no children whose keys they could be).

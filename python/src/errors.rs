@@ -41,10 +41,7 @@ pub(crate) fn to_py(py: Python<'_>, e: embtier::Error) -> PyErr {
             &[("table", obj(py, name.as_str()))],
         ),
         E::StateLength {
-            table,
-            what,
-            got,
-            state_bytes,
+            table, what, got, ..
         } => raise(
             py,
             "InvalidArgumentError",
@@ -53,7 +50,23 @@ pub(crate) fn to_py(py: Python<'_>, e: embtier::Error) -> PyErr {
                 ("table", obj(py, table.as_str())),
                 ("argument", obj(py, *what)),
                 ("got", obj(py, *got)),
-                ("expected", obj(py, *state_bytes)),
+            ],
+        ),
+        E::NegativeState {
+            table,
+            id,
+            element,
+            value,
+        } => raise(
+            py,
+            "InvalidArgumentError",
+            msg,
+            &[
+                ("table", obj(py, table.as_str())),
+                ("argument", obj(py, "state")),
+                ("id", obj(py, *id)),
+                ("at", obj(py, *element)),
+                ("got", obj(py, *value)),
             ],
         ),
         E::IdOutOfRange { table, id, rows } => raise(

@@ -4,6 +4,7 @@ class, arguments that raised bare built-in errors or blamed the wrong
 entry, a table list given as one string, and state_dict keys a strict
 load let through."""
 
+import collections
 import os
 
 import numpy as np
@@ -172,3 +173,36 @@ def test_a_state_dict_resumes_training_with_the_optimizer_state(tmp_path, optimi
     np.testing.assert_array_equal(a.export_rows("a", 0, rows), b.export_rows("a", 0, rows))
     a.close()
     b.close()
+
+
+def test_a_load_that_fails_writes_nothing_and_an_old_state_dict_loads(tmp_path):
+    cfg = {
+        "tables": [
+            {"name": "a", "rows": 50, "dim": 4, "init": {"kind": "uniform", "scale": 0.5},
+             "optimizer": {"kind": "rowwise_adagrad", "lr": 0.1}},
+            {"name": "b", "rows": 50, "dim": 4, "init": {"kind": "uniform", "scale": 0.5}},
+        ]
+    }
+    s = embtier.Store.create(str(tmp_path / "s"), cfg)
+    emb = TieredEmbeddingBags(s, ["a", "b"])
+    sd = emb.state_dict()
+    before = s.export_rows("a", 0, 50).copy()
+    # b's weights missing: a strict load raises and writes none of a's.
+    bad = {k: (v + 1 if k == "a.weight" else v) for k, v in sd.items() if k != "b.weight"}
+    with pytest.raises(RuntimeError, match="b.weight"):
+        emb.load_state_dict(bad)
+    np.testing.assert_array_equal(s.export_rows("a", 0, 50), before)
+    # A version-1 state_dict (weights only) loads strictly; the state stays.
+    old = collections.OrderedDict((k, v + 1) for k, v in sd.items() if k.endswith(".weight"))
+    old._metadata = {"": {"version": 1}}
+    state_before = s.export_state("a", 0, 50).copy()
+    emb.load_state_dict(old)
+    np.testing.assert_array_equal(s.export_rows("a", 0, 50), before + 1)
+    np.testing.assert_array_equal(s.export_state("a", 0, 50), state_before)
+    # Negative sums of squares are refused whole.
+    neg = s.export_state("a", 0, 50).copy()
+    neg[3, :4] = np.frombuffer(np.float32(-1.0).tobytes(), np.uint8)
+    with pytest.raises(embtier.InvalidArgumentError) as e:
+        s.import_state("a", 0, neg)
+    assert (e.value.argument, e.value.id) == ("state", 3)
+    s.close()

@@ -279,6 +279,9 @@ impl Store {
         }
         let wb = t.weight_bytes;
         let items: Vec<(u64, usize)> = ids.iter().enumerate().map(|(k, &id)| (id, k)).collect();
+        // As a lookup: its misses read the log and may write rows home,
+        // which a checkpoint's commit must not see begin inside it.
+        let _gate = self.ssd.read_gate();
         // `f` is called on this thread, one row at a time.
         let out = std::cell::RefCell::new(out);
         t.read_whole_rows(&self.ssd, &items, |row, k| {
@@ -289,31 +292,42 @@ impl Store {
     /// Overwrite the optimizer state of rows `start .. start + n` of
     /// `table` with `state` (as [`Store::export_state`] gives it), leaving
     /// their weights. Nothing is written unless every f32 of the state is
-    /// finite (or the table allows non-finite values).
+    /// finite (or the table allows non-finite values: [`Error::NonFinite`])
+    /// and no sum of squares (Adagrad's, Adam's second moment) is negative
+    /// ([`Error::NegativeState`]).
     pub fn import_state(&self, table: &str, start: u64, state: &[u8]) -> Result<()> {
         let t = self.table(table)?;
         let (ids, sb) = Self::state_range(t, "state", start, state.len())?;
         if ids.is_empty() {
             return Ok(());
         }
-        // Every field is an f32 but Adam's step count, the last 4 bytes.
-        let floats = match t.cfg.optimizer {
-            crate::Optimizer::Adam { .. } => (sb - 4) / 4,
-            _ => sb / 4,
+        // Every field is an f32 but Adam's step count, the last 4 bytes;
+        // the sums of squares (Adagrad's, Adam's `v`, after its `m`) must
+        // not be negative, or the next step takes a root of one.
+        let dim = t.dim;
+        let (floats, squares_from) = match t.cfg.optimizer {
+            crate::Optimizer::Adam { .. } => ((sb - 4) / 4, dim),
+            _ => (sb / 4, 0),
         };
-        if !t.cfg.allow_non_finite {
-            for (k, row) in state.chunks_exact(sb).enumerate() {
-                for (i, b) in row[..floats * 4].chunks_exact(4).enumerate() {
-                    let value = f32::from_le_bytes(b.try_into().expect("4 bytes"));
-                    if !value.is_finite() {
-                        return Err(Error::NonFinite {
-                            table: t.name.clone(),
-                            what: "state",
-                            id: ids[k],
-                            element: i,
-                            value,
-                        });
-                    }
+        for (k, row) in state.chunks_exact(sb).enumerate() {
+            for (i, b) in row[..floats * 4].chunks_exact(4).enumerate() {
+                let value = f32::from_le_bytes(b.try_into().expect("4 bytes"));
+                if !value.is_finite() && !t.cfg.allow_non_finite {
+                    return Err(Error::NonFinite {
+                        table: t.name.clone(),
+                        what: "state",
+                        id: ids[k],
+                        element: i,
+                        value,
+                    });
+                }
+                if i >= squares_from && value < 0.0 {
+                    return Err(Error::NegativeState {
+                        table: t.name.clone(),
+                        id: ids[k],
+                        element: i,
+                        value,
+                    });
                 }
             }
         }
@@ -348,6 +362,7 @@ impl Store {
             });
         }
         let n = len.checked_div(sb).unwrap_or(0);
+        check_call_len(t, n, crate::hash::MAX_CALL_IDS)?;
         let end = start.checked_add(n as u64).filter(|&e| e <= t.entry.rows);
         if end.is_none() && n > 0 {
             return Err(Error::IdOutOfRange {
