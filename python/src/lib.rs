@@ -91,6 +91,21 @@ fn fill_out(
     py.detach(|| fill(o)).map_err(|e| to_py(py, e))
 }
 
+/// Rows `start .. start + count` within a table of `rows`, checked before
+/// an array of `count` rows is made: a count past the table is the
+/// store's `IdOutOfRangeError`, not numpy's error.
+fn in_table(py: Python<'_>, table: &str, rows: u64, start: u64, count: u64) -> PyResult<()> {
+    if count > 0 && start.checked_add(count).is_none_or(|e| e > rows) {
+        let e = embtier::Error::IdOutOfRange {
+            table: table.to_string(),
+            id: start.saturating_add(count - 1),
+            rows,
+        };
+        return Err(to_py(py, e));
+    }
+    Ok(())
+}
+
 fn config_from(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<StoreConfig> {
     if let Ok(d) = config.cast::<PyDict>() {
         // A dict with the schema of store.toml: to TOML, so that it is
@@ -595,16 +610,7 @@ impl PyStore {
         let count = usize::try_from(non_negative(py, "count", count)?).unwrap_or(usize::MAX);
         let s = self.get(py)?;
         let (rows, dim) = s.table_shape(table).map_err(|e| to_py(py, e))?;
-        // The range checked before an array of `count` rows is made: a
-        // count past the table is the store's error, not numpy's.
-        if count > 0 && start.checked_add(count as u64).is_none_or(|e| e > rows) {
-            let e = embtier::Error::IdOutOfRange {
-                table: table.to_string(),
-                id: start.saturating_add(count as u64 - 1),
-                rows,
-            };
-            return Err(to_py(py, e));
-        }
+        in_table(py, table, rows, start, count as u64)?;
         let out = out_2d(py, out, count, dim as usize)?;
         fill_out(py, &out, |o| s.export_rows(table, start, o))?;
         Ok(out)
@@ -631,14 +637,7 @@ impl PyStore {
         let s = self.get(py)?;
         let (rows, _) = s.table_shape(table).map_err(|e| to_py(py, e))?;
         let sb = s.state_bytes(table).map_err(|e| to_py(py, e))?;
-        if count > 0 && start.checked_add(count).is_none_or(|e| e > rows) {
-            let e = embtier::Error::IdOutOfRange {
-                table: table.to_string(),
-                id: start.saturating_add(count - 1),
-                rows,
-            };
-            return Err(to_py(py, e));
-        }
+        in_table(py, table, rows, start, count)?;
         let out = PyArray2::<u8>::zeros(py, [count as usize, sb], false);
         {
             let mut o = out.try_readwrite().expect("a fresh array");

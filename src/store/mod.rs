@@ -236,6 +236,12 @@ impl Store {
                 dim: t.entry.dim,
             });
         }
+        Self::rows_from(t, start, n)
+    }
+
+    /// The ids `start .. start + n` of table `t`, or the first of them
+    /// past its rows as [`Error::IdOutOfRange`].
+    fn rows_from(t: &Table, start: u64, n: usize) -> Result<Vec<u64>> {
         let end = start.checked_add(n as u64).filter(|&e| e <= t.entry.rows);
         if end.is_none() && n > 0 {
             return Err(Error::IdOutOfRange {
@@ -363,15 +369,7 @@ impl Store {
         }
         let n = len.checked_div(sb).unwrap_or(0);
         check_call_len(t, n, crate::hash::MAX_CALL_IDS)?;
-        let end = start.checked_add(n as u64).filter(|&e| e <= t.entry.rows);
-        if end.is_none() && n > 0 {
-            return Err(Error::IdOutOfRange {
-                table: t.name.clone(),
-                id: start.saturating_add(n as u64 - 1),
-                rows: t.entry.rows,
-            });
-        }
-        Ok(((start..start + n as u64).collect(), sb))
+        Ok((Self::rows_from(t, start, n)?, sb))
     }
 
     /// Overwrite rows `start .. start + n` of `table` with `values` (`n x
