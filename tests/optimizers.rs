@@ -365,26 +365,12 @@ fn step_rejects_bad_gradients_without_partial_update() {
 #[test]
 fn optimizer_state_leaves_and_enters_with_the_weights() {
     use embtier::{Error, Init, MemoryKind, Placement};
-    let opts = [
-        Optimizer::RowwiseAdagrad {
-            lr: 0.1,
-            eps: 1e-8,
-            weight_decay: 0.0,
-        },
-        Optimizer::Adagrad {
-            lr: 0.1,
-            eps: 1e-8,
-            weight_decay: 0.01,
-        },
-        Optimizer::Adam {
-            lr: 0.01,
-            beta1: 0.9,
-            beta2: 0.999,
-            eps: 1e-8,
-            weight_decay: 0.0,
-        },
-    ];
     let (rows, dim) = (3000u64, 8usize);
+    // The optimizers with state (SGD's case is at the end).
+    let opts = optimizers()
+        .into_iter()
+        .map(|(_, o)| o)
+        .filter(|o| o.state_bytes(dim as u32) > 0);
     for opt in opts {
         for pinned in [false, true] {
             let dir = tempfile::tempdir().unwrap();

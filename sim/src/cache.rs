@@ -533,12 +533,17 @@ mod tests {
             .collect();
         let (dense, n) = crate::densify(&raw);
         assert!(n < ALWAYS_ADMITS);
-        for &kind in PolicyKind::ALL {
-            let mut reference = SimCache::new(kind, 20_000);
+        // A cache built at its own size, `cap`: the reference.
+        let unbounded = |kind: PolicyKind, cap: usize, raw: &[u64]| {
+            let mut reference = SimCache::new(kind, cap);
             let mut want = SimResult::default();
-            for &id in &raw {
+            for &id in raw {
                 want.record(reference.access(id));
             }
+            want
+        };
+        for &kind in PolicyKind::ALL {
+            let want = unbounded(kind, 20_000, &raw);
             assert_eq!(want.misses, n as u64, "{kind:?}: only cold misses");
             for cap in [20_000usize, 1 << 31] {
                 assert_eq!(sim_capacity(cap, n), ALWAYS_ADMITS);
@@ -570,11 +575,7 @@ mod tests {
         let (dense, n) = crate::densify(&raw);
         assert!(n > ALWAYS_ADMITS && n % 4 != 0, "{n}");
         for &kind in PolicyKind::ALL {
-            let mut reference = SimCache::new(kind, 3 * n);
-            let mut want = SimResult::default();
-            for &id in &raw {
-                want.record(reference.access(id));
-            }
+            let want = unbounded(kind, 3 * n, &raw);
             assert_eq!(want.misses, n as u64, "{kind:?}: only cold misses");
             for cap in [3 * n, 1 << 31] {
                 let got = simulate_dense_keyed(kind, cap, &dense, &raw, n);

@@ -5,6 +5,14 @@ mod common;
 
 use common::{gen_trace, locality, replay, stderr};
 
+/// A store.toml of one 1 MiB DRAM tier in `dir` (the tables come from
+/// the trace).
+fn dram_only_toml(dir: &std::path::Path) -> std::path::PathBuf {
+    let toml = dir.join("s.toml");
+    std::fs::write(&toml, "[dram]\ncapacity = \"1MiB\"\n").unwrap();
+    toml
+}
+
 fn gen(dir: &std::path::Path) -> String {
     let tr = dir.join("t.etrace");
     gen_trace(&tr, 50, 200, Some("a:20000:4:1.0"));
@@ -137,8 +145,7 @@ fn bad_input() {
     }
     // A negative value meets its option's own check, named (clap took it
     // for an unknown flag '-0').
-    let toml = dir.path().join("s.toml");
-    std::fs::write(&toml, "[dram]\ncapacity = \"1MiB\"\n").unwrap();
+    let toml = dram_only_toml(dir.path());
     let o = replay(&[
         "run",
         &tr,
@@ -475,8 +482,7 @@ fn the_tools_take_the_same_flags_and_names() {
     let o = locality(&["plan", &tr, "--dram", "1MiB", "--row-bytes", "5"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("multiple of 4"), "{}", stderr(&o));
-    let toml = dir.path().join("s.toml");
-    std::fs::write(&toml, "[dram]\ncapacity = \"1MiB\"\n").unwrap();
+    let toml = dram_only_toml(dir.path());
     let o = replay(&[
         "run",
         &tr,
