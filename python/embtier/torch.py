@@ -12,6 +12,12 @@ store) runs inside the store, and no dense gradient of the weights is ever
 made. So the module has no ``nn.Parameter`` for its weights: leave it out
 of the torch optimizer (it has none to give).
 
+Beyond FBGEMM's sum and mean it pools by ``"max"`` as ``nn.EmbeddingBag``
+does, returns a row per index with ``"none"`` (FBGEMM's
+``PoolingMode.NONE``, TorchRec's sequence embeddings), skips
+``padding_idx`` as ``nn.EmbeddingBag`` does, and takes ``nn.EmbeddingBag``'s
+``T * B`` offsets with ``include_last_offset=False``.
+
 CPU tensors reach the store without copies (``numpy()`` views of contiguous
 tensors; the store copies indices and offsets as it reads them). CUDA
 tensors are copied to the host and the output back to the device; the
@@ -43,6 +49,10 @@ __all__ = ["TieredEmbeddingBags"]
 #: Rows per chunk when a table is streamed in or out (state_dict).
 CHUNK_ROWS = 1 << 16
 
+#: The pooling modes: nn.EmbeddingBag's three, and FBGEMM's
+#: PoolingMode.NONE (a row per index, as TorchRec's sequence embeddings).
+_MODES = ("sum", "mean", "max", "none")
+
 
 def _index_host(t: torch.Tensor, arg: str) -> np.ndarray:
     """:func:`_host` of ``indices`` or ``offsets`` (tensors, as
@@ -66,9 +76,36 @@ def _host(t: torch.Tensor, dtype: torch.dtype) -> np.ndarray:
     return t.contiguous().numpy()
 
 
+class _Part:
+    """One table's share of a batch: its indices (pads dropped), local
+    offsets and weights, where its entries sat in the batch (``lo``,
+    ``n``), and which of them were kept (``keep``: None when none was a
+    pad)."""
+
+    __slots__ = ("name", "indices", "offsets", "weights", "lo", "n", "keep")
+
+    def __init__(
+        self,
+        name: str,
+        indices: np.ndarray,
+        offsets: np.ndarray,
+        weights: Optional[np.ndarray],
+        lo: int,
+        n: int,
+        keep: Optional[np.ndarray],
+    ) -> None:
+        self.name = name
+        self.indices = indices
+        self.offsets = offsets
+        self.weights = weights
+        self.lo = lo
+        self.n = n
+        self.keep = keep
+
+
 class _Bags:
     """One batch split by table: per table, its indices, local offsets and
-    weights (numpy views where possible)."""
+    weights (numpy views where possible), the pads dropped."""
 
     def __init__(
         self,
@@ -76,6 +113,8 @@ class _Bags:
         indices: torch.Tensor,
         offsets: torch.Tensor,
         per_sample_weights: Optional[torch.Tensor],
+        include_last_offset: bool = True,
+        pads: Optional[Sequence[int]] = None,
     ) -> None:
         #: The pins of the prefetch this batch consumes (see _Pins).
         self.pins: Optional[_Pins] = None
@@ -91,16 +130,29 @@ class _Bags:
                 argument="offsets",
             )
         t = len(tables)
-        n = offsets.numel() - 1
-        if n < 0 or n % t != 0:
-            raise InvalidArgumentError(
-                f"offsets: expected T * B + 1 entries for T = {t} tables, got {offsets.numel()}",
-                argument="offsets",
-                got=offsets.numel(),
-            )
-        self.batch = n // t
         idx = _index_host(indices, "indices")
         off = _index_host(offsets, "offsets")
+        if include_last_offset:
+            n = offsets.numel() - 1
+            if n < 0 or n % t != 0:
+                raise InvalidArgumentError(
+                    f"offsets: expected T * B + 1 entries for T = {t} tables, got "
+                    f"{offsets.numel()}",
+                    argument="offsets",
+                    got=offsets.numel(),
+                )
+        else:
+            n = offsets.numel()
+            if n == 0 or n % t != 0:
+                raise InvalidArgumentError(
+                    f"offsets: expected T * B entries for T = {t} tables (the bags' "
+                    f"starts: include_last_offset is False), got {offsets.numel()}",
+                    argument="offsets",
+                    got=offsets.numel(),
+                )
+            # The end of the last bag is the indices' end.
+            off = np.append(off, np.int64(idx.shape[0]))
+        self.batch = n // t
         w = None
         if per_sample_weights is not None:
             if not isinstance(per_sample_weights, torch.Tensor):
@@ -144,7 +196,7 @@ class _Bags:
                 at=int(off.shape[0] - 1),
             )
         b = self.batch
-        self.parts: List[Tuple[str, np.ndarray, np.ndarray, Optional[np.ndarray]]] = []
+        self.parts: List[_Part] = []
         for i, name in enumerate(tables):
             o = off[i * b : (i + 1) * b + 1]
             lo, hi = int(o[0]), int(o[-1])
@@ -155,15 +207,27 @@ class _Bags:
                     table=name,
                 )
             local = o - o[0] if lo else o
+            ti = idx[lo:hi]
+            tw = None if w is None else w[lo:hi]
+            keep = None
+            if pads is not None and pads[i] is not None:
+                is_pad = ti == pads[i]
+                if is_pad.any():
+                    # The pads leave their bags: each bag's end moves back
+                    # by the pads up to it (nn.EmbeddingBag's
+                    # padding_idx: not pooled, not counted by a mean, and
+                    # given no gradient).
+                    keep = np.flatnonzero(~is_pad)
+                    pads_upto = np.concatenate(([0], np.cumsum(is_pad)))
+                    local = local - pads_upto[local]
+                    ti = ti[keep]
+                    tw = None if tw is None else tw[keep]
             self.parts.append(
-                (
-                    name,
-                    idx[lo:hi],
-                    np.ascontiguousarray(local),
-                    None if w is None else w[lo:hi],
-                )
+                _Part(name, ti, np.ascontiguousarray(local), tw, lo, hi - lo, keep)
             )
         self.indices_all = idx
+        #: Entries in the batch, pads included.
+        self.entries = int(idx.shape[0])
 
 
 class _Pins:
@@ -183,8 +247,39 @@ class _Pins:
             h.release()
 
 
+def _max_pool(rows: np.ndarray, offsets: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each bag's elementwise max of ``rows`` (``offsets``: ``B + 1``
+    entries), zeros for an empty bag, as ``nn.EmbeddingBag`` gives; with
+    the bags that are not empty and, for each of them and each column, the
+    first entry that holds the max (where its gradient goes)."""
+    bags = offsets.shape[0] - 1
+    out = np.zeros((bags, rows.shape[1]), dtype=np.float32)
+    full = np.flatnonzero(np.diff(offsets) > 0)
+    if full.size == 0:
+        return out, full, np.zeros((0, rows.shape[1]), dtype=np.int64)
+    starts = offsets[:-1][full]
+    top = np.maximum.reduceat(rows, starts, axis=0)
+    out[full] = top
+    bag_of = np.repeat(np.arange(full.size), np.diff(offsets)[full])
+    at = np.where(rows == top[bag_of], np.arange(rows.shape[0])[:, None], rows.shape[0])
+    first = np.minimum.reduceat(at, starts, axis=0)
+    return out, full, first
+
+
+def _max_grads(rows: int, g: np.ndarray, full: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """The gradient of :func:`_max_pool` at each entry: each bag's
+    gradient goes, column by column, to the entry that held the max."""
+    dim = g.shape[1]
+    grads = np.zeros((rows, dim), dtype=np.float32)
+    cols = np.broadcast_to(np.arange(dim), first.shape)
+    ok = first < rows  # a column whose max no entry equals (NaN) gets none
+    grads[first[ok], cols[ok]] = g[full][ok]
+    return grads
+
+
 class _PooledFunction(torch.autograd.Function):
-    """Forward: pooled lookups of every table. Backward: the fused step."""
+    """Forward: every table's lookups, pooled by the module's mode.
+    Backward: the fused step."""
 
     @staticmethod
     def forward(  # type: ignore[override]
@@ -197,10 +292,31 @@ class _PooledFunction(torch.autograd.Function):
         indices: torch.Tensor,
         offsets: torch.Tensor,
     ) -> torch.Tensor:
-        outs = module.store.lookup_pooled_many(
-            [(name, i, o, module.mode, w) for (name, i, o, w) in bags.parts]
-        )
-        y = torch.from_numpy(np.concatenate(outs, axis=1) if len(outs) > 1 else outs[0])
+        mode = module.mode
+        ctx.maxes = None
+        if mode in ("sum", "mean"):
+            outs = module.store.lookup_pooled_many(
+                [(p.name, p.indices, p.offsets, mode, p.weights) for p in bags.parts]
+            )
+            y = torch.from_numpy(np.concatenate(outs, axis=1) if len(outs) > 1 else outs[0])
+        elif mode == "max":
+            outs, maxes = [], []
+            for p in bags.parts:
+                rows = module.store.lookup(p.name, p.indices)
+                out, full, first = _max_pool(rows, p.offsets)
+                outs.append(out)
+                maxes.append((full, first))
+            ctx.maxes = maxes
+            y = torch.from_numpy(np.concatenate(outs, axis=1) if len(outs) > 1 else outs[0])
+        else:  # "none": every entry's row, in the order of the indices
+            out = np.zeros((bags.entries, module.dims[0]), dtype=np.float32)
+            for p in bags.parts:
+                rows = module.store.lookup(p.name, p.indices)
+                if p.keep is None:
+                    out[p.lo : p.lo + p.n] = rows
+                else:
+                    out[p.lo + p.keep] = rows
+            y = torch.from_numpy(out)
         ctx.module = module
         ctx.bags = bags
         ctx.psw_grad = psw is not None and psw.requires_grad
@@ -221,30 +337,50 @@ class _PooledFunction(torch.autograd.Function):
         bags: _Bags = ctx.bags
         _ = ctx.saved_tensors  # raises if the batch's tensors changed since the forward
         g = _host(grad_out, torch.float32)
-        grads = []
-        col = 0
-        for dim in module.dims:
-            grads.append(np.ascontiguousarray(g[:, col : col + dim]))
-            col += dim
-        grad_psw = None
-        if ctx.psw_grad:
-            # d out[b] / d w[k] = row(indices[k]), with the weights before
-            # this step: read them before stepping.
-            parts = []
-            for (name, i, o, _), gb in zip(bags.parts, grads):
-                rows = module.store.lookup(name, i)
-                bag_of = np.repeat(np.arange(o.shape[0] - 1), np.diff(o))
-                parts.append((rows * gb[bag_of]).sum(axis=1))
-            grad_psw = torch.from_numpy(np.concatenate(parts).astype(np.float32))
-            grad_psw = grad_psw.to(ctx.device)
-        module.store.step_pooled_many(
-            [
-                (name, i, o, gb, module.mode, w)
-                for (name, i, o, w), gb in zip(bags.parts, grads)
-            ]
-        )
+        if module.mode == "none":
+            for p in bags.parts:
+                if p.indices.shape[0]:
+                    gp = g[p.lo : p.lo + p.n]
+                    gp = gp[p.keep] if p.keep is not None else np.ascontiguousarray(gp)
+                    module.store.step(p.name, p.indices, gp)
+        else:
+            grads = []
+            col = 0
+            for dim in module.dims:
+                grads.append(np.ascontiguousarray(g[:, col : col + dim]))
+                col += dim
+            grad_psw = None
+            if ctx.psw_grad:
+                # d out[b] / d w[k] = row(indices[k]), with the weights
+                # before this step: read them before stepping. A pad's
+                # weight gets none.
+                gw = np.zeros(bags.entries, dtype=np.float32)
+                for p, gb in zip(bags.parts, grads):
+                    rows = module.store.lookup(p.name, p.indices)
+                    bag_of = np.repeat(np.arange(p.offsets.shape[0] - 1), np.diff(p.offsets))
+                    part = (rows * gb[bag_of]).sum(axis=1)
+                    if p.keep is None:
+                        gw[p.lo : p.lo + p.n] = part
+                    else:
+                        gw[p.lo + p.keep] = part
+                grad_psw = torch.from_numpy(gw).to(ctx.device)
+            if module.mode == "max":
+                for p, gb, (full, first) in zip(bags.parts, grads, ctx.maxes):
+                    if p.indices.shape[0]:
+                        module.store.step(
+                            p.name, p.indices, _max_grads(p.indices.shape[0], gb, full, first)
+                        )
+            else:
+                module.store.step_pooled_many(
+                    [
+                        (p.name, p.indices, p.offsets, gb, module.mode, p.weights)
+                        for p, gb in zip(bags.parts, grads)
+                    ]
+                )
         if bags.pins is not None:
             bags.pins.release()
+        if module.mode == "none":
+            return None, None, None, None, None, None, None
         return None, None, None, grad_psw, None, None, None
 
 
@@ -253,15 +389,31 @@ class TieredEmbeddingBags(nn.Module):
 
     ``store``: an open :class:`embtier.Store`; ``tables``: the names of the
     tables this module pools, in the order of its output columns (their
-    optimizers, precisions and tiers are the store's); ``mode``: ``"sum"``
-    or ``"mean"``.
+    optimizers, precisions and tiers are the store's); ``mode``:
+
+    - ``"sum"`` or ``"mean"``: FBGEMM's pooling (an empty bag gives zeros);
+    - ``"max"``: each bag's elementwise max, as ``nn.EmbeddingBag``'s
+      (zeros for an empty bag); each column's gradient goes to the first
+      entry holding its max, and every row of the bag is stepped with its
+      gradient (zero where it held no max: row-wise Adagrad and SGD leave
+      such a row as it was, Adam's moments decay);
+    - ``"none"``: no pooling (FBGEMM's ``PoolingMode.NONE``): the output
+      is ``(len(indices), dim)``, index ``k``'s row at ``k``; the tables
+      must share one dim.
+
+    ``padding_idx``: an index that every table skips, as
+    ``nn.EmbeddingBag``'s: not pooled, not counted by a mean, never
+    stepped; negative counts from each table's end. In mode ``"none"`` a
+    pad's row is zeros. Its ``per_sample_weights`` get a zero gradient.
 
     ``forward(indices, offsets, per_sample_weights=None)`` follows FBGEMM's
     TBE: ``indices`` of all tables concatenated, ``offsets`` of ``T * B + 1``
     entries, table-major (table ``t``'s bag ``b`` is
     ``indices[offsets[t*B + b] : offsets[t*B + b + 1]]``); the output is
-    ``(B, sum of dims)``. ``per_sample_weights`` (sum mode) receive a
-    gradient when they require one.
+    ``(B, sum of dims)``. With ``include_last_offset=False`` the offsets
+    are the ``T * B`` bags' starts, the last bag ending at the indices'
+    end. ``per_sample_weights`` (sum mode) receive a gradient when they
+    require one.
 
     The backward runs the tables' optimizers in the store: call
     ``loss.backward()`` once per forward, as with FBGEMM's fused TBE.
@@ -271,11 +423,21 @@ class TieredEmbeddingBags(nn.Module):
     #: (``"<table>.optimizer_state"``); 1 had the weights only.
     _version = 2
 
-    def __init__(self, store: Store, tables: Sequence[str], mode: str = "sum") -> None:
+    def __init__(
+        self,
+        store: Store,
+        tables: Sequence[str],
+        mode: str = "sum",
+        *,
+        padding_idx: Optional[int] = None,
+        include_last_offset: bool = True,
+    ) -> None:
         super().__init__()
-        if mode not in ("sum", "mean"):
+        if mode not in _MODES:
             raise InvalidArgumentError(
-                f"mode: expected 'sum' or 'mean', got {mode!r}", argument="mode"
+                f"mode: expected one of {', '.join(repr(m) for m in _MODES)}, got {mode!r}",
+                argument="mode",
+                got=mode,
             )
         if isinstance(tables, (str, bytes)):
             raise ArgumentTypeError(
@@ -288,7 +450,40 @@ class TieredEmbeddingBags(nn.Module):
         self.store = store
         self.tables: List[str] = list(tables)
         self.mode = mode
-        self.dims: List[int] = [store.shape(t)[1] for t in self.tables]
+        shapes = [store.shape(t) for t in self.tables]
+        self.dims: List[int] = [d for _, d in shapes]
+        if mode == "none" and len(set(self.dims)) > 1:
+            raise InvalidArgumentError(
+                "mode 'none' (FBGEMM's PoolingMode.NONE) returns one row per index, so "
+                f"its tables must share one dim; got {dict(zip(self.tables, self.dims))}",
+                argument="mode",
+                got=self.dims,
+            )
+        if padding_idx is not None and (
+            isinstance(padding_idx, bool) or not isinstance(padding_idx, int)
+        ):
+            raise ArgumentTypeError(
+                f"padding_idx: expected an int or None, got {type(padding_idx).__name__}",
+                argument="padding_idx",
+            )
+        self.padding_idx = padding_idx
+        self.include_last_offset = bool(include_last_offset)
+        # Each table's padding row: negative counts from its end, as in
+        # nn.EmbeddingBag (so with tables of different sizes -1 is each
+        # one's last row).
+        self._pads: Optional[List[int]] = None
+        if padding_idx is not None:
+            self._pads = []
+            for name, (rows, _) in zip(self.tables, shapes):
+                if not -rows <= padding_idx < rows:
+                    raise InvalidArgumentError(
+                        f"padding_idx: {padding_idx} is outside table {name!r}'s "
+                        f"{rows} rows (from -{rows} to {rows - 1})",
+                        argument="padding_idx",
+                        table=name,
+                        got=padding_idx,
+                    )
+                self._pads.append(padding_idx + rows if padding_idx < 0 else padding_idx)
         # Autograd needs an input that requires grad to call the backward;
         # the weights are in the store, so this scalar stands in for them
         # (FBGEMM's SSD TBE does the same). It is not a Parameter.
@@ -300,8 +495,9 @@ class TieredEmbeddingBags(nn.Module):
 
     @property
     def embedding_dim(self) -> int:
-        """The output width: the sum of the tables' dims."""
-        return sum(self.dims)
+        """The output width: the sum of the tables' dims (the tables' one
+        dim in mode ``"none"``)."""
+        return self.dims[0] if self.mode == "none" else sum(self.dims)
 
     def forward(
         self,
@@ -313,7 +509,14 @@ class TieredEmbeddingBags(nn.Module):
             raise InvalidArgumentError(
                 "per_sample_weights need mode 'sum'", argument="per_sample_weights"
             )
-        bags = _Bags(self.tables, indices, offsets, per_sample_weights)
+        bags = _Bags(
+            self.tables,
+            indices,
+            offsets,
+            per_sample_weights,
+            self.include_last_offset,
+            self._pads,
+        )
         # The rows a prefetch brought in stay pinned until this batch's
         # step; a forward that records no graph has no step, and a graph
         # freed without a backward never steps: both release them.
@@ -346,9 +549,9 @@ class TieredEmbeddingBags(nn.Module):
         are consumed in order, one per forward); a forward without a graph
         (``torch.no_grad()``, evaluation) releases them when it returns,
         and one whose graph is freed without a backward, then."""
-        bags = _Bags(self.tables, indices, offsets, None)
+        bags = _Bags(self.tables, indices, offsets, None, self.include_last_offset, self._pads)
         self._prefetched.append(
-            [self.store.prefetch(name, np.unique(i)) for (name, i, _, _) in bags.parts]
+            [self.store.prefetch(p.name, np.unique(p.indices)) for p in bags.parts]
         )
 
     def release_prefetches(self) -> None:
@@ -457,7 +660,12 @@ class TieredEmbeddingBags(nn.Module):
                     unexpected_keys.append(k)
 
     def extra_repr(self) -> str:
-        return f"tables={self.tables}, dims={self.dims}, mode={self.mode!r}"
+        extra = ""
+        if self.padding_idx is not None:
+            extra += f", padding_idx={self.padding_idx}"
+        if not self.include_last_offset:
+            extra += ", include_last_offset=False"
+        return f"tables={self.tables}, dims={self.dims}, mode={self.mode!r}{extra}"
 
 
 def _chunks(rows: int, chunk: int = CHUNK_ROWS) -> Iterator[Tuple[int, int]]:
