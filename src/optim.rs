@@ -172,13 +172,20 @@ impl Optimizer {
         }
     }
 
-    /// Check the hyper-parameters; the message names the bad one.
+    /// Check the hyper-parameters (rates and decays finite and not
+    /// negative, eps positive, betas in [0, 1)); the message names the bad
+    /// one.
     pub fn validate(&self) -> Result<(), String> {
+        // Finite and not negative, as torch.optim asks of its rates and
+        // decays: a negative one would climb the loss (or grow the
+        // weights) for the whole run without a word.
         let finite = |name: &str, v: f32| {
-            if v.is_finite() {
-                Ok(())
-            } else {
+            if !v.is_finite() {
                 Err(format!("optimizer {name} {v} is not finite"))
+            } else if v < 0.0 {
+                Err(format!("optimizer {name} {v} is negative"))
+            } else {
+                Ok(())
             }
         };
         match *self {

@@ -312,3 +312,63 @@ fn huge_pages_are_on_unless_a_tier_turns_them_off() {
     assert!(cfg.tiers[1].huge_pages);
     assert_eq!(StoreConfig::from_toml(&cfg.to_toml()).unwrap(), cfg);
 }
+
+#[test]
+fn a_negative_learning_rate_or_weight_decay_is_refused() {
+    // As torch.optim refuses them: a negative rate climbs the loss, and a
+    // negative decay grows the weights, silently, for the whole run.
+    use crate::Optimizer;
+    let with = |o: Optimizer| {
+        StoreConfig::builder()
+            .table(TableConfig::new("a", 1000, 4).optimizer(o))
+            .build()
+            .plan()
+    };
+    let bad = [
+        Optimizer::Sgd {
+            lr: -0.1,
+            weight_decay: 0.0,
+        },
+        Optimizer::Sgd {
+            lr: 0.1,
+            weight_decay: -1e-4,
+        },
+        Optimizer::RowwiseAdagrad {
+            lr: -0.01,
+            eps: 1e-8,
+            weight_decay: 0.0,
+        },
+        Optimizer::Adagrad {
+            lr: 0.01,
+            eps: 1e-8,
+            weight_decay: -0.5,
+        },
+        Optimizer::Adam {
+            lr: -1e-3,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.0,
+        },
+    ];
+    for o in bad {
+        let e = with(o).unwrap_err().to_string();
+        assert!(
+            e.contains("table \"a\"") && e.contains("negative"),
+            "{o:?}: {e}"
+        );
+    }
+    // Zero is a frozen table (torch takes lr 0 too).
+    with(Optimizer::Sgd {
+        lr: 0.0,
+        weight_decay: 0.0,
+    })
+    .unwrap();
+    let toml = "[[tables]]\nname = \"a\"\nrows = 10\ndim = 4\n[tables.optimizer]\nkind = \"sgd\"\nlr = -1\n";
+    let e = StoreConfig::from_toml(toml)
+        .unwrap()
+        .plan()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("lr -1"), "{e}");
+}
