@@ -34,6 +34,7 @@ Importing this module needs ``torch``; importing :mod:`embtier` does not.
 from __future__ import annotations
 
 import collections
+import operator
 import weakref
 from typing import Any, Deque, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
@@ -143,10 +144,11 @@ class _Bags:
                 )
         else:
             n = offsets.numel()
-            if n == 0 or n % t != 0:
+            if n % t != 0 or (n == 0 and idx.shape[0] > 0):
                 raise InvalidArgumentError(
                     f"offsets: expected T * B entries for T = {t} tables (the bags' "
-                    f"starts: include_last_offset is False), got {offsets.numel()}",
+                    f"starts: include_last_offset is False), got {offsets.numel()}"
+                    + (f" with {idx.shape[0]} indices" if n == 0 else ""),
                     argument="offsets",
                     got=offsets.numel(),
                 )
@@ -195,17 +197,29 @@ class _Bags:
                 got=int(off[-1]),
                 at=int(off.shape[0] - 1),
             )
+        down = np.flatnonzero(off[1:] < off[:-1])
+        if down.size:
+            at = int(down[0]) + 1
+            if not include_last_offset and at == off.shape[0] - 1:
+                raise InvalidArgumentError(
+                    f"offsets: entry {at - 1} is {int(off[at - 1])}, past the end of the "
+                    f"{idx.shape[0]} indices",
+                    argument="offsets",
+                    at=at - 1,
+                    got=int(off[at - 1]),
+                )
+            raise InvalidArgumentError(
+                f"offsets: entry {at} is {int(off[at])}, below entry {at - 1} "
+                f"({int(off[at - 1])}); offsets never decrease",
+                argument="offsets",
+                at=at,
+                got=int(off[at]),
+            )
         b = self.batch
         self.parts: List[_Part] = []
         for i, name in enumerate(tables):
             o = off[i * b : (i + 1) * b + 1]
             lo, hi = int(o[0]), int(o[-1])
-            if lo > hi:
-                raise InvalidArgumentError(
-                    f"offsets: table {name!r}'s offsets decrease ({lo} > {hi})",
-                    argument="offsets",
-                    table=name,
-                )
             local = o - o[0] if lo else o
             ti = idx[lo:hi]
             tw = None if w is None else w[lo:hi]
@@ -266,9 +280,17 @@ def _max_pool(rows: np.ndarray, offsets: np.ndarray) -> Tuple[np.ndarray, np.nda
     return out, full, first
 
 
+def _singles(p: _Part) -> np.ndarray:
+    """Offsets that make each of a part's entries a bag of its own."""
+    return np.arange(p.indices.shape[0] + 1, dtype=np.int64)
+
+
 def _max_grads(rows: int, g: np.ndarray, full: np.ndarray, first: np.ndarray) -> np.ndarray:
     """The gradient of :func:`_max_pool` at each entry: each bag's
-    gradient goes, column by column, to the entry that held the max."""
+    gradient goes, column by column, to the entry that held the max (a
+    column whose max is NaN, possible only in a table that allows
+    non-finite values, sends its gradient nowhere; nn.EmbeddingBag sends
+    it to the NaN)."""
     dim = g.shape[1]
     grads = np.zeros((rows, dim), dtype=np.float32)
     cols = np.broadcast_to(np.arange(dim), first.shape)
@@ -318,6 +340,8 @@ class _PooledFunction(torch.autograd.Function):
                     out[p.lo + p.keep] = rows
             y = torch.from_numpy(out)
         ctx.module = module
+        # The forward's mode, whatever the module's is by the backward.
+        ctx.mode = mode
         ctx.bags = bags
         ctx.psw_grad = psw is not None and psw.requires_grad
         ctx.device = device
@@ -337,12 +361,18 @@ class _PooledFunction(torch.autograd.Function):
         bags: _Bags = ctx.bags
         _ = ctx.saved_tensors  # raises if the batch's tensors changed since the forward
         g = _host(grad_out, torch.float32)
-        if module.mode == "none":
+        mode = ctx.mode
+        if mode == "none":
+            # Each index its own bag of one: step_pooled_many checks every
+            # table's ids and gradients before it steps any (a failure
+            # leaves the store as it was), and steps as `step` would, bit
+            # for bit.
+            steps = []
             for p in bags.parts:
-                if p.indices.shape[0]:
-                    gp = g[p.lo : p.lo + p.n]
-                    gp = gp[p.keep] if p.keep is not None else np.ascontiguousarray(gp)
-                    module.store.step(p.name, p.indices, gp)
+                gp = g[p.lo : p.lo + p.n]
+                gp = gp[p.keep] if p.keep is not None else np.ascontiguousarray(gp)
+                steps.append((p.name, p.indices, _singles(p), gp, "sum", None))
+            module.store.step_pooled_many(steps)
         else:
             grads = []
             col = 0
@@ -364,22 +394,30 @@ class _PooledFunction(torch.autograd.Function):
                     else:
                         gw[p.lo + p.keep] = part
                 grad_psw = torch.from_numpy(gw).to(ctx.device)
-            if module.mode == "max":
-                for p, gb, (full, first) in zip(bags.parts, grads, ctx.maxes):
-                    if p.indices.shape[0]:
-                        module.store.step(
-                            p.name, p.indices, _max_grads(p.indices.shape[0], gb, full, first)
+            if mode == "max":
+                module.store.step_pooled_many(
+                    [
+                        (
+                            p.name,
+                            p.indices,
+                            _singles(p),
+                            _max_grads(p.indices.shape[0], gb, full, first),
+                            "sum",
+                            None,
                         )
+                        for p, gb, (full, first) in zip(bags.parts, grads, ctx.maxes)
+                    ]
+                )
             else:
                 module.store.step_pooled_many(
                     [
-                        (p.name, p.indices, p.offsets, gb, module.mode, p.weights)
+                        (p.name, p.indices, p.offsets, gb, mode, p.weights)
                         for p, gb in zip(bags.parts, grads)
                     ]
                 )
         if bags.pins is not None:
             bags.pins.release()
-        if module.mode == "none":
+        if mode == "none":
             return None, None, None, None, None, None, None
         return None, None, None, grad_psw, None, None, None
 
@@ -395,8 +433,9 @@ class TieredEmbeddingBags(nn.Module):
     - ``"max"``: each bag's elementwise max, as ``nn.EmbeddingBag``'s
       (zeros for an empty bag); each column's gradient goes to the first
       entry holding its max, and every row of the bag is stepped with its
-      gradient (zero where it held no max: row-wise Adagrad and SGD leave
-      such a row as it was, Adam's moments decay);
+      gradient, zero where it held no max (as FBGEMM steps every row of a
+      batch: with no weight decay SGD and row-wise Adagrad leave such a
+      row as it was; weight decay and Adam's moments still move it);
     - ``"none"``: no pooling (FBGEMM's ``PoolingMode.NONE``): the output
       is ``(len(indices), dim)``, index ``k``'s row at ``k``; the tables
       must share one dim.
@@ -433,12 +472,6 @@ class TieredEmbeddingBags(nn.Module):
         include_last_offset: bool = True,
     ) -> None:
         super().__init__()
-        if mode not in _MODES:
-            raise InvalidArgumentError(
-                f"mode: expected one of {', '.join(repr(m) for m in _MODES)}, got {mode!r}",
-                argument="mode",
-                got=mode,
-            )
         if isinstance(tables, (str, bytes)):
             raise ArgumentTypeError(
                 f"tables: expected a list of table names, got the string {tables!r} "
@@ -449,41 +482,15 @@ class TieredEmbeddingBags(nn.Module):
             raise InvalidArgumentError("tables: at least one table", argument="tables")
         self.store = store
         self.tables: List[str] = list(tables)
+        self._rows: List[int] = []
+        self.dims: List[int] = []
+        for t in self.tables:
+            rows, dim = store.shape(t)
+            self._rows.append(rows)
+            self.dims.append(dim)
         self.mode = mode
-        shapes = [store.shape(t) for t in self.tables]
-        self.dims: List[int] = [d for _, d in shapes]
-        if mode == "none" and len(set(self.dims)) > 1:
-            raise InvalidArgumentError(
-                "mode 'none' (FBGEMM's PoolingMode.NONE) returns one row per index, so "
-                f"its tables must share one dim; got {dict(zip(self.tables, self.dims))}",
-                argument="mode",
-                got=self.dims,
-            )
-        if padding_idx is not None and (
-            isinstance(padding_idx, bool) or not isinstance(padding_idx, int)
-        ):
-            raise ArgumentTypeError(
-                f"padding_idx: expected an int or None, got {type(padding_idx).__name__}",
-                argument="padding_idx",
-            )
         self.padding_idx = padding_idx
         self.include_last_offset = bool(include_last_offset)
-        # Each table's padding row: negative counts from its end, as in
-        # nn.EmbeddingBag (so with tables of different sizes -1 is each
-        # one's last row).
-        self._pads: Optional[List[int]] = None
-        if padding_idx is not None:
-            self._pads = []
-            for name, (rows, _) in zip(self.tables, shapes):
-                if not -rows <= padding_idx < rows:
-                    raise InvalidArgumentError(
-                        f"padding_idx: {padding_idx} is outside table {name!r}'s "
-                        f"{rows} rows (from -{rows} to {rows - 1})",
-                        argument="padding_idx",
-                        table=name,
-                        got=padding_idx,
-                    )
-                self._pads.append(padding_idx + rows if padding_idx < 0 else padding_idx)
         # Autograd needs an input that requires grad to call the backward;
         # the weights are in the store, so this scalar stands in for them
         # (FBGEMM's SSD TBE does the same). It is not a Parameter.
@@ -492,6 +499,66 @@ class TieredEmbeddingBags(nn.Module):
         # The pins of forwards whose step has not run (weakly: a batch's
         # pins go with its graph).
         self._in_use: "weakref.WeakSet[_Pins]" = weakref.WeakSet()
+
+    @property
+    def mode(self) -> str:
+        """The pooling mode; set it, and the next forward pools by it."""
+        return self._mode
+
+    @mode.setter
+    def mode(self, mode: str) -> None:
+        if mode not in _MODES:
+            raise InvalidArgumentError(
+                f"mode: expected one of {', '.join(repr(m) for m in _MODES)}, got {mode!r}",
+                argument="mode",
+                got=mode,
+            )
+        if mode == "none" and len(set(self.dims)) > 1:
+            raise InvalidArgumentError(
+                "mode 'none' (FBGEMM's PoolingMode.NONE) returns one row per index, so "
+                f"its tables must share one dim; got {dict(zip(self.tables, self.dims))}",
+                argument="mode",
+                got=self.dims,
+            )
+        self._mode = mode
+
+    @property
+    def padding_idx(self) -> Optional[int]:
+        """The index every table skips (None: none); set it, and the next
+        forward skips the new one."""
+        return self._padding_idx
+
+    @padding_idx.setter
+    def padding_idx(self, padding_idx: Optional[int]) -> None:
+        pads = None
+        if padding_idx is not None:
+            if isinstance(padding_idx, bool):
+                raise ArgumentTypeError(
+                    "padding_idx: expected an int or None, got bool", argument="padding_idx"
+                )
+            try:
+                padding_idx = operator.index(padding_idx)  # numpy ints too
+            except TypeError:
+                raise ArgumentTypeError(
+                    f"padding_idx: expected an int or None, got {type(padding_idx).__name__}",
+                    argument="padding_idx",
+                ) from None
+            # Each table's padding row: negative counts from its end, as in
+            # nn.EmbeddingBag (so with tables of different sizes -1 is each
+            # one's last row).
+            pads = []
+            for name, rows in zip(self.tables, self._rows):
+                if not -rows <= padding_idx < rows:
+                    raise InvalidArgumentError(
+                        f"padding_idx: {padding_idx} is outside table {name!r}'s "
+                        f"{rows} rows (from -{rows} to {rows - 1})",
+                        argument="padding_idx",
+                        table=name,
+                        got=padding_idx,
+                    )
+                pads.append(padding_idx + rows if padding_idx < 0 else padding_idx)
+        self._padding_idx = padding_idx
+        self._pads: Optional[List[int]] = pads
 
     @property
     def embedding_dim(self) -> int:

@@ -244,7 +244,17 @@ def test_bad_modes_and_pads_are_refused_with_their_facts(tmp_path):
 
 
 def test_a_batch_of_only_pads_pools_to_zeros_and_steps_nothing(tmp_path):
-    s = make_store(tmp_path / "s", TABLES, "sgd", 1.0)
+    # With weight decay, a pad stepped with a zero gradient would still
+    # move: so this fails if pads reach the step at all.
+    s = embtier.Store.create(
+        str(tmp_path / "s"),
+        {
+            "tables": [
+                {"name": n, "rows": r, "dim": d, "optimizer": {"kind": "sgd", "lr": 1.0, "weight_decay": 0.5}}
+                for n, r, d in TABLES
+            ]
+        },
+    )
     before = weights_of(s, TABLES)
     for mode in ("sum", "mean", "max"):
         m = TieredEmbeddingBags(s, [n for n, _, _ in TABLES], mode=mode, padding_idx=2)
@@ -291,3 +301,96 @@ def test_mode_none_conforms_to_fbgemm_pooling_mode_none(tmp_path, kind):
         ((want - target) ** 2).sum().backward()
     for got, want in zip(weights_of(s, same_dim), tbe.split_embedding_weights()):
         assert close(got, want)
+
+
+# --- a review's findings (2026-12-07) ---------------------------------------
+
+
+def two_sgd_tables(path):
+    return embtier.Store.create(
+        str(path),
+        {
+            "tables": [
+                {"name": n, "rows": 10, "dim": 4, "init": {"kind": "uniform", "scale": 0.1}, "optimizer": {"kind": "sgd", "lr": 0.1}}
+                for n in ("a", "b")
+            ]
+        },
+    )
+
+
+def T(*a):
+    return torch.tensor(a, dtype=torch.int64)
+
+
+@pytest.mark.parametrize("mode", ["sum", "max", "none"])
+def test_a_backward_that_fails_steps_no_table(tmp_path, mode):
+    """A gradient the store refuses in the second table: the first table
+    is not stepped either (the store is durable; a half-applied step would
+    stay)."""
+    s = two_sgd_tables(tmp_path / "s")
+    m = TieredEmbeddingBags(s, ["a", "b"], mode=mode)
+    before = [s.export_rows(n, 0, 10).copy() for n in ("a", "b")]
+    y = m(T(1, 2), T(0, 1, 2))
+    g = torch.ones_like(y)
+    if mode == "none":
+        g[1] = float("inf")  # index 1 is table b's
+    else:
+        g[:, 4:] = float("inf")
+    with pytest.raises(embtier.InvalidArgumentError):
+        y.backward(g)
+    for n, b in zip(("a", "b"), before):
+        assert np.array_equal(s.export_rows(n, 0, 10), b), f"table {n} was stepped"
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max", "none"])
+@pytest.mark.parametrize("pad", [None, 9])
+def test_offsets_that_decrease_inside_a_table_are_refused_in_every_mode(tmp_path, mode, pad):
+    s = two_sgd_tables(tmp_path / "s")
+    m = TieredEmbeddingBags(s, ["a"], mode=mode, padding_idx=pad)
+    for idx, off, at in ((T(1, 2, 3, 4), T(0, 3, 1, 4), 2), (T(1, 9, 9, 4), T(0, 3, 2, 4), 2), (T(1, 9, 3), T(0, 6, 3), 2)):
+        with pytest.raises(embtier.InvalidArgumentError) as e:
+            m(idx, off)
+        assert e.value.argument == "offsets" and e.value.at == at, str(e.value)
+    m = TieredEmbeddingBags(s, ["a"], mode=mode, padding_idx=pad, include_last_offset=False)
+    with pytest.raises(embtier.InvalidArgumentError) as e:
+        m(T(1, 2, 3), T(0, 5))  # a start past the indices' end
+    assert e.value.at == 1 and e.value.got == 5 and "past the end" in str(e.value)
+
+
+def test_an_empty_batch_without_the_last_offset(tmp_path):
+    s = two_sgd_tables(tmp_path / "s")
+    e = torch.empty(0, dtype=torch.int64)
+    assert torch.nn.EmbeddingBag(10, 4)(e, e).shape == (0, 4)
+    m = TieredEmbeddingBags(s, ["a", "b"], include_last_offset=False)
+    m.prefetch(e, e)
+    y = m(e, e)
+    assert y.shape == (0, 8)
+    y.sum().backward()
+    with pytest.raises(embtier.InvalidArgumentError, match="with 2 indices"):
+        m(T(1, 2), e)
+
+
+def test_settings_changed_after_construction_take_effect_and_are_checked(tmp_path):
+    s = two_sgd_tables(tmp_path / "s")
+    m = TieredEmbeddingBags(s, ["a", "b"], padding_idx=np.int64(1))  # numpy ints, as nn takes them
+    assert m.padding_idx == 1 and type(m.padding_idx) is int
+    y = m(T(1, 1), T(0, 1, 2))
+    assert not y.any()  # both bags hold only the pad
+    m.padding_idx = None
+    assert m(T(1, 1), T(0, 1, 2)).any()
+    with pytest.raises(embtier.InvalidArgumentError):
+        m.padding_idx = 10
+    with pytest.raises(embtier.InvalidArgumentError):
+        m.mode = "median"
+    # The backward steps by the forward's mode, whatever the mode is by then.
+    ref = two_sgd_tables(tmp_path / "r")
+    mr = TieredEmbeddingBags(ref, ["a", "b"], mode="max")
+    m.mode = "max"
+    idx, off = T(1, 2, 3, 4), T(0, 2, 4)
+    y, yr = m(idx, off), mr(idx, off)
+    m.mode = "sum"
+    g = torch.arange(8, dtype=torch.float32).reshape(1, 8)
+    y.backward(g)
+    yr.backward(g)
+    for n in ("a", "b"):
+        assert np.array_equal(s.export_rows(n, 0, 10), ref.export_rows(n, 0, 10))
