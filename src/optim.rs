@@ -26,48 +26,61 @@ pub enum Optimizer {
     /// Plain SGD.
     Sgd {
         /// Learning rate.
+        #[serde(serialize_with = "crate::config::short_f32")]
         lr: f32,
         /// L2 weight decay.
         #[serde(default)]
+        #[serde(serialize_with = "crate::config::short_f32")]
         weight_decay: f32,
     },
     /// Row-wise Adagrad: one accumulator per row (FBGEMM's default).
     RowwiseAdagrad {
         /// Learning rate.
+        #[serde(serialize_with = "crate::config::short_f32")]
         lr: f32,
         /// Added to the root of the accumulator.
         #[serde(default = "default_eps")]
+        #[serde(serialize_with = "crate::config::short_f32")]
         eps: f32,
         /// L2 weight decay.
         #[serde(default)]
+        #[serde(serialize_with = "crate::config::short_f32")]
         weight_decay: f32,
     },
     /// Adagrad: one accumulator per element.
     Adagrad {
         /// Learning rate.
+        #[serde(serialize_with = "crate::config::short_f32")]
         lr: f32,
         /// Added to the root of the accumulator.
         #[serde(default = "default_eps")]
+        #[serde(serialize_with = "crate::config::short_f32")]
         eps: f32,
         /// L2 weight decay.
         #[serde(default)]
+        #[serde(serialize_with = "crate::config::short_f32")]
         weight_decay: f32,
     },
     /// Adam with a per-row step count.
     Adam {
         /// Learning rate.
+        #[serde(serialize_with = "crate::config::short_f32")]
         lr: f32,
         /// First-moment decay.
         #[serde(default = "default_beta1")]
+        #[serde(serialize_with = "crate::config::short_f32")]
         beta1: f32,
         /// Second-moment decay.
         #[serde(default = "default_beta2")]
+        #[serde(serialize_with = "crate::config::short_f32")]
         beta2: f32,
         /// Added to the root of the second moment.
         #[serde(default = "default_eps")]
+        #[serde(serialize_with = "crate::config::short_f32")]
         eps: f32,
         /// L2 weight decay.
         #[serde(default)]
+        #[serde(serialize_with = "crate::config::short_f32")]
         weight_decay: f32,
     },
 }

@@ -81,6 +81,7 @@ pub enum Init {
     /// Uniform in `[-scale, scale)`.
     Uniform {
         /// Half-width of the interval.
+        #[serde(serialize_with = "crate::config::short_f32")]
         scale: f32,
     },
 }

@@ -372,3 +372,47 @@ fn a_negative_learning_rate_or_weight_decay_is_refused() {
         .to_string();
     assert!(e.contains("lr -1"), "{e}");
 }
+
+#[test]
+fn floats_are_written_short_and_read_back_the_same() {
+    let cfg = StoreConfig::builder()
+        .table(
+            TableConfig::new("a", 1000, 4).optimizer(crate::Optimizer::Adam {
+                lr: 0.001,
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+                weight_decay: 0.0,
+            }),
+        )
+        .build();
+    let text = cfg.to_toml();
+    for want in [
+        "lr = 0.001\n",
+        "beta1 = 0.9\n",
+        "beta2 = 0.999\n",
+        "scale = 0.01\n",
+    ] {
+        assert!(text.contains(want), "{want:?} not in\n{text}");
+    }
+    assert_eq!(StoreConfig::from_toml(&text).unwrap(), cfg);
+    // Any f32 reads back as itself (a spread of bit patterns, the
+    // extremes and subnormals among them).
+    let mut x = 0x9E37_79B9u32;
+    for i in 0..20_000u32 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        let v = match i {
+            0 => f32::MIN_POSITIVE,
+            1 => f32::MAX,
+            2 => 1e-45,
+            _ => f32::from_bits(x & 0x7F7F_FFFF),
+        };
+        let c = StoreConfig::builder()
+            .table(TableConfig::new("a", 10, 4).init(Init::Uniform { scale: v }))
+            .build();
+        let back = StoreConfig::from_toml(&c.to_toml()).unwrap();
+        assert_eq!(back.tables[0].init, Init::Uniform { scale: v }, "{v:e}");
+    }
+}
