@@ -474,3 +474,30 @@ fn bad_config_files() {
         Err(Error::Config { .. })
     ));
 }
+
+/// A store.toml edited to a setting the store refuses (here a negative
+/// learning rate, which builds before 2026-12-07 took): the open names
+/// the file and the setting, and once the file is mended the rows are
+/// all there.
+#[test]
+fn an_edited_store_toml_that_is_refused_names_itself_and_loses_nothing() {
+    let t = tempfile::tempdir().unwrap();
+    let s = new_store(t.path());
+    let dir = t.path().join("s");
+    s.update("t", &[3], &[1.0, 2.0, 3.0, 4.0]).unwrap();
+    s.close().unwrap();
+    let path = dir.join("store.toml");
+    let good = fs::read_to_string(&path).unwrap();
+    assert!(good.contains("lr = 0.01"), "{good}");
+    fs::write(&path, good.replace("lr = 0.01", "lr = -0.01")).unwrap();
+    let e = Store::open(&dir).unwrap_err();
+    assert!(matches!(e, Error::Config { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&path.display().to_string()) && msg.contains("lr -0.01 is negative"),
+        "{msg}"
+    );
+    fs::write(&path, good).unwrap();
+    let s = Store::open(&dir).unwrap();
+    assert_eq!(row(&s, 3), vec![1.0, 2.0, 3.0, 4.0]);
+}

@@ -199,12 +199,16 @@ impl Store {
             });
         }
         let text = fs::read_to_string(&cfg_path).map_err(|e| Error::io(&cfg_path, "read", e))?;
-        let cfg = StoreConfig::from_toml(&text).map_err(|e| match e {
+        // A config error, in the parse or in the checks of the settings
+        // read (a store.toml edited by hand), names the file.
+        let name_file = |e| match e {
             Error::Config { reason } => Error::Config {
                 reason: format!("{}: {reason}", cfg_path.display()),
             },
             other => other,
-        })?;
+        };
+        let cfg = StoreConfig::from_toml(&text).map_err(name_file)?;
+        cfg.plan().map_err(name_file)?;
         Store::open_with(dir, cfg, opts)
     }
 
