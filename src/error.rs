@@ -174,8 +174,11 @@ pub enum Error {
     /// The configuration is invalid.
     #[error("invalid config: {reason}")]
     Config {
-        /// What is wrong.
+        /// What is wrong (naming the table, where it is one table's
+        /// setting).
         reason: String,
+        /// The table whose setting is wrong, where it is one table's.
+        table: Option<String>,
     },
     /// A tier's budget for a table cannot hold what it must hold.
     #[error("{tier} budget of {capacity} bytes for table {table:?} cannot hold {needed} bytes (row size {row_bytes})")]
@@ -297,6 +300,16 @@ impl Error {
     pub(crate) fn config(reason: impl Into<String>) -> Error {
         Error::Config {
             reason: reason.into(),
+            table: None,
+        }
+    }
+
+    /// A config error in table `table`'s settings: the reason as
+    /// `table "t": ...`, and the table named apart.
+    pub(crate) fn table_config(table: &str, reason: impl std::fmt::Display) -> Error {
+        Error::Config {
+            reason: format!("table {table:?}: {reason}"),
+            table: Some(table.into()),
         }
     }
 }

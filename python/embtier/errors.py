@@ -87,10 +87,12 @@ class ArgumentTypeError(Error, TypeError):
 class ConfigError(Error, ValueError):
     """A configuration the store cannot take (``reason``; ``key``, where
     a config dict's value is what is wrong, names it, as
-    ``config["tables"][0]["rows"]``)."""
+    ``config["tables"][0]["rows"]``; ``table``, where the setting is one
+    table's, names the table)."""
 
     reason: Optional[str] = None
     key: Optional[str] = None
+    table: Optional[str] = None
 
 
 class ClosedError(Error, ValueError):

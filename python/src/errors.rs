@@ -203,12 +203,13 @@ pub(crate) fn to_py(py: Python<'_>, e: embtier::Error) -> PyErr {
                 ("errno", obj(py, source.raw_os_error())),
             ],
         ),
-        E::Config { reason } => raise(
-            py,
-            "ConfigError",
-            msg,
-            &[("reason", obj(py, reason.as_str()))],
-        ),
+        E::Config { reason, table } => {
+            let mut attrs = vec![("reason", obj(py, reason.as_str()))];
+            if let Some(t) = table {
+                attrs.push(("table", obj(py, t.as_str())));
+            }
+            raise(py, "ConfigError", msg, &attrs)
+        }
         E::TierTooSmall { table, .. }
         | E::Unsupported { table, .. }
         | E::ConfigMismatch { table, .. } => raise(

@@ -463,43 +463,49 @@ impl StoreConfig {
                 || t.name.len() > embtier_format::MAX_NAME_LEN
                 || t.name.contains('\0')
             {
-                return Err(Error::config(format!(
-                    "table name {:?} must be 1 to 64 bytes with no NUL",
-                    t.name
-                )));
+                return Err(Error::Config {
+                    reason: format!("table name {:?} must be 1 to 64 bytes with no NUL", t.name),
+                    table: Some(t.name.clone()),
+                });
             }
             if self.tables[..i].iter().any(|o| o.name == t.name) {
-                return Err(Error::config(format!("duplicate table {:?}", t.name)));
+                return Err(Error::Config {
+                    reason: format!("duplicate table {:?}", t.name),
+                    table: Some(t.name.clone()),
+                });
             }
             if t.rows == 0 || t.rows > MAX_ROWS {
-                return Err(Error::config(format!(
-                    "table {:?}: rows {} is not in 1..=2^62",
-                    t.name, t.rows
-                )));
+                return Err(Error::table_config(
+                    &t.name,
+                    format!("rows {} is not in 1..=2^62", t.rows),
+                ));
             }
             if t.dim == 0 || t.dim > MAX_DIM {
-                return Err(Error::config(format!(
-                    "table {:?}: dim {} is not in 1..=2^20",
-                    t.name, t.dim
-                )));
+                return Err(Error::table_config(
+                    &t.name,
+                    format!("dim {} is not in 1..=2^20", t.dim),
+                ));
             }
             if let Init::Uniform { scale } = t.init {
                 if !scale.is_finite() || scale < 0.0 {
-                    return Err(Error::config(format!(
-                        "table {:?}: init scale {scale} must be finite and >= 0",
-                        t.name
-                    )));
+                    return Err(Error::table_config(
+                        &t.name,
+                        format!("init scale {scale} must be finite and >= 0"),
+                    ));
                 }
             }
             t.optimizer
                 .validate()
-                .map_err(|e| Error::config(format!("table {:?}: {e}", t.name)))?;
+                .map_err(|e| Error::table_config(&t.name, e))?;
             if let Placement::Pinned(kind) = t.placement {
                 if self.first_tier_of(kind).is_none() {
-                    return Err(Error::config(format!(
-                        "table {:?} is pinned to {kind} but no {kind} tier is configured",
-                        t.name
-                    )));
+                    return Err(Error::Config {
+                        reason: format!(
+                            "table {:?} is pinned to {kind} but no {kind} tier is configured",
+                            t.name
+                        ),
+                        table: Some(t.name.clone()),
+                    });
                 }
             }
         }
@@ -599,10 +605,13 @@ fn split_budget(cfg: &StoreConfig, tier_index: usize) -> Result<Vec<u64>> {
         }
         if let Some(b) = explicit(t) {
             if b.0 > left {
-                return Err(Error::config(format!(
-                    "table {:?}: {tier}_bytes {} exceeds the {left} bytes left in the {tier} tier",
-                    t.name, b.0
-                )));
+                return Err(Error::table_config(
+                    &t.name,
+                    format!(
+                        "{tier}_bytes {} exceeds the {left} bytes left in the {tier} tier",
+                        b.0
+                    ),
+                ));
             }
             left -= b.0;
             out[i] = (b.0 / cost(t)).min(cache_cap(t.rows));

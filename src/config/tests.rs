@@ -416,3 +416,20 @@ fn floats_are_written_short_and_read_back_the_same() {
         assert_eq!(back.tables[0].init, Init::Uniform { scale: v }, "{v:e}");
     }
 }
+
+#[test]
+fn a_table_s_config_error_names_the_table_apart() {
+    let bad = StoreConfig::builder()
+        .table(TableConfig::new("ok", 10, 4))
+        .table(TableConfig::new("wide", 10, 0))
+        .build();
+    match bad.plan().unwrap_err() {
+        Error::Config { reason, table } => {
+            assert_eq!(table.as_deref(), Some("wide"));
+            assert!(reason.starts_with("table \"wide\": dim 0"), "{reason}");
+        }
+        e => panic!("{e:?}"),
+    }
+    let e = StoreConfig::builder().build().plan().unwrap_err();
+    assert!(matches!(e, Error::Config { table: None, .. }), "{e:?}");
+}

@@ -202,8 +202,9 @@ impl Store {
         // A config error, in the parse or in the checks of the settings
         // read (a store.toml edited by hand), names the file.
         let name_file = |e| match e {
-            Error::Config { reason } => Error::Config {
+            Error::Config { reason, table } => Error::Config {
                 reason: format!("{}: {reason}", cfg_path.display()),
+                table,
             },
             other => other,
         };
