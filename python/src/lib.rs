@@ -108,26 +108,23 @@ fn in_table(py: Python<'_>, table: &str, rows: u64, start: u64, count: u64) -> P
 
 fn config_from(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<StoreConfig> {
     if let Ok(d) = config.cast::<PyDict>() {
-        // A dict with the schema of store.toml: to TOML, so that it is
-        // read by exactly the code that reads store.toml.
+        // A dict with the schema of store.toml, read by the same serde
+        // schema as store.toml but from its values directly, so that an
+        // error names the dict's key (and its table), not a line of a
+        // TOML text the caller never wrote.
         let json = config_value(py, d.as_any(), "config")?;
-        let v: toml::Value = serde_json::from_value(json).map_err(|e| {
-            raise(
-                py,
-                "ConfigError",
-                format!("config: {e}"),
-                &[("reason", obj(py, e.to_string()))],
-            )
-        })?;
-        let text = toml::to_string(&v).map_err(|e| {
-            raise(
-                py,
-                "ConfigError",
-                format!("config: {e}"),
-                &[("reason", obj(py, e.to_string()))],
-            )
-        })?;
-        return StoreConfig::from_toml(&text).map_err(|e| to_py(py, e));
+        return serde_path_to_error::deserialize::<_, StoreConfig>(&json).map_err(|e| {
+            let (key, table) = dict_key(&json, e.path());
+            let reason = e.inner().to_string();
+            let mut attrs = vec![
+                ("reason", obj(py, reason.as_str())),
+                ("key", obj(py, key.as_str())),
+            ];
+            if let Some(t) = table {
+                attrs.push(("table", obj(py, t)));
+            }
+            raise(py, "ConfigError", format!("{key}: {reason}"), &attrs)
+        });
     }
     let p: PathBuf = config.extract().map_err(|_| {
         type_error(
@@ -148,6 +145,39 @@ fn config_from(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<StoreConfi
         )
     })?;
     StoreConfig::from_toml(&text).map_err(|e| to_py(py, e))
+}
+
+/// The key a deserialization error's `path` names, spelled as the dict
+/// is indexed (`config["tables"][0]["rows"]`), and the name of the table
+/// it is in, if it is in one that has a name.
+fn dict_key(
+    json: &serde_json::Value,
+    path: &serde_path_to_error::Path,
+) -> (String, Option<String>) {
+    use serde_path_to_error::Segment;
+    let mut key = String::from("config");
+    let mut at = Some(json);
+    let mut table = None;
+    for (i, seg) in path.iter().enumerate() {
+        match seg {
+            Segment::Seq { index } => {
+                key.push_str(&format!("[{index}]"));
+                at = at.and_then(|v| v.get(*index));
+                if i == 1 && key.starts_with("config[\"tables\"]") {
+                    table = at
+                        .and_then(|t| t.get("name"))
+                        .and_then(|n| n.as_str())
+                        .map(String::from);
+                }
+            }
+            Segment::Map { key: k } => {
+                key.push_str(&format!("[{k:?}]"));
+                at = at.and_then(|v| v.get(k.as_str()));
+            }
+            Segment::Enum { .. } | Segment::Unknown => {}
+        }
+    }
+    (key, table)
 }
 
 /// A ConfigError at `path` (the key, as `config["tables"][0]["rows"]`).

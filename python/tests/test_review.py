@@ -217,3 +217,51 @@ def test_type_errors_are_embtier_errors_naming_the_argument(small_store):
     with pytest.raises(embtier.ArgumentTypeError) as e:
         small_store.lookup("a", [1, 2])
     assert e.value.argument == "ids"
+
+
+def test_a_config_dict_s_errors_name_its_key_and_table_not_toml_lines(tmp_path):
+    """A dict is not TOML: its errors name the key (as the dict spells it)
+    and the table, and never a line and column of a TOML text the user
+    never wrote."""
+
+    def table(**kw):
+        t = {"name": "users", "rows": 10, "dim": 4}
+        t.update(kw)
+        return t
+
+    cases = [
+        (config([table(optimizer={"kind": "sgdx", "lr": 1})]), 'config["tables"][0]["optimizer"]["kind"]', "users", "sgdx"),
+        (config([table(optimizer={"kind": "adam", "lr": 1, "beta3": 2})]), 'config["tables"][0]["optimizer"]', "users", "beta3"),
+        (config([table(), table(name="items", init={"kind": "uniform", "scal": 0.1})]), 'config["tables"][1]["init"]', "items", "scal"),
+        (config([table(rows="ten")]), 'config["tables"][0]["rows"]', "users", "ten"),
+        (config([table(placment="pinned-dram")]), 'config["tables"][0]["placment"]', "users", "placment"),
+        (dict(config([table()]), dram={"capacity": "12XB"}), 'config["dram"]["capacity"]', None, "12XB"),
+        (dict(config([table()]), dram={"policy": "2q"}), 'config["dram"]["policy"]', None, "simulation only"),
+        (dict(config([table()]), ssd={"queue_dept": 4}), 'config["ssd"]["queue_dept"]', None, "queue_dept"),
+    ]
+    for i, (cfg, key, tbl, says) in enumerate(cases):
+        with pytest.raises(embtier.ConfigError) as e:
+            embtier.Store.create(str(tmp_path / str(i)), cfg)
+        msg = str(e.value)
+        assert e.value.key == key, (i, e.value.key, msg)
+        assert getattr(e.value, "table", None) == tbl, (i, msg)
+        assert says in msg and "line" not in msg and "column" not in msg, (i, msg)
+        assert msg.startswith(key + ": "), (i, msg)
+        assert not os.path.exists(tmp_path / str(i))
+    # Settings read but refused by the checks after: the table named apart.
+    for i, (cfg, tbl, says) in enumerate(
+        [
+            (config([table(optimizer={"kind": "sgd", "lr": -1})]), "users", "lr -1 is negative"),
+            (config([table(), table(name="items", rows=0)]), "items", "rows 0"),
+            (config([table(), table()]), "users", "duplicate"),
+            (config([table(placement="pinned-pmem")]), "users", "no pmem tier"),
+        ]
+    ):
+        with pytest.raises(embtier.ConfigError) as e:
+            embtier.Store.create(str(tmp_path / f"s{i}"), cfg)
+        assert e.value.table == tbl and says in str(e.value), (i, str(e.value))
+    # A store.toml file's errors keep its lines: there the user wrote them.
+    p = tmp_path / "store.toml"
+    p.write_text('[[tables]]\nname = "t"\nrows = "ten"\ndim = 4\n')
+    with pytest.raises(embtier.ConfigError, match="line 3"):
+        embtier.Store.create(str(tmp_path / "f"), str(p))
