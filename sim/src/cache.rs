@@ -426,11 +426,24 @@ fn run_keyed(mut c: DenseCache, ids: &[u32], keys: &[u64]) -> SimResult {
 /// [`simulate_dense_digested`]: `keys` are the requests' keys, `ids` their
 /// dense ids `0..n_objects`; each distinct key is digested once.
 pub fn digest_keys(kind: PolicyKind, keys: &[u64], ids: &[u32], n_objects: usize) -> Vec<u64> {
+    digest_keys_by(kind, keys, ids, n_objects, |k| k)
+}
+
+/// [`digest_keys`] of `hashed(key)` for each request's key: the value a
+/// policy hashes, where it is not the key itself (a trace's own ids, of
+/// which its keys are dense numbers).
+pub fn digest_keys_by(
+    kind: PolicyKind,
+    keys: &[u64],
+    ids: &[u32],
+    n_objects: usize,
+    hashed: impl Fn(u64) -> u64,
+) -> Vec<u64> {
     assert_eq!(ids.len(), keys.len(), "one key per id");
     let mut of = vec![None; n_objects];
     ids.iter()
         .zip(keys)
-        .map(|(&id, &key)| *of[id as usize].get_or_insert_with(|| kind.key_digest(key)))
+        .map(|(&id, &key)| *of[id as usize].get_or_insert_with(|| kind.key_digest(hashed(key))))
         .collect()
 }
 

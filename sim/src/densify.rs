@@ -247,6 +247,17 @@ impl IdTable {
         self.len as usize
     }
 
+    /// The key of each id, in id order (`keys_by_id()[id(k)] == k`).
+    pub fn keys_by_id(&self) -> Vec<u64> {
+        let mut out = vec![0u64; self.len as usize];
+        for s in &self.slots {
+            if let Some(id) = s[2].checked_sub(1) {
+                out[id as usize] = s[0] as u64 | (s[1] as u64) << 32;
+            }
+        }
+        out
+    }
+
     /// Whether no key was seen.
     pub fn is_empty(&self) -> bool {
         self.len == 0

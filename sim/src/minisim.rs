@@ -78,6 +78,11 @@ pub struct MiniSim {
     /// The full trace's exact LRU stack-distance counts, computed on first
     /// use: for LRU's corrections, and for a sweep's full-rate LRU points.
     full_counts: OnceLock<Vec<u64>>,
+    /// The trace's own id of each key, where it has ids of its own (a
+    /// one-table oracleGeneral trace, whose keys are its dense rows): what
+    /// a policy that hashes keys (W-TinyLFU) hashes, as libCacheSim hashes
+    /// the ids it reads ([`MiniSim::with_original_ids`]).
+    originals: Option<Vec<u64>>,
     /// LRU's error per size on its sample, once computed.
     corrections: Mutex<HashMap<u64, f64>>,
 }
@@ -132,7 +137,25 @@ impl MiniSim {
             lru: false,
             full_counts: OnceLock::new(),
             corrections: Mutex::new(HashMap::new()),
+            originals: None,
         }
+    }
+
+    /// Hash the trace's own ids where a policy hashes keys: `ids[key]` is
+    /// key `key`'s (a one-table trace's keys are its dense rows,
+    /// `0..ids.len()`). W-TinyLFU's sketch then collides as libCacheSim's
+    /// does on the same file, so its miss ratios are libCacheSim's, not
+    /// only alike.
+    ///
+    /// # Panics
+    /// If a key of the trace is not below `ids.len()`.
+    pub fn with_original_ids(mut self, ids: Vec<u64>) -> MiniSim {
+        assert!(
+            self.keys.iter().all(|&k| k < ids.len() as u64),
+            "an original id for every key"
+        );
+        self.originals = Some(ids);
+        self
     }
 
     /// Correct every sampled estimate by LRU's error on the same sample
@@ -256,9 +279,14 @@ impl MiniSim {
         let scaled = ((size as f64 * l.rate).round() as u64).max(1);
         let r = match p {
             SimPolicy::Online(k) if k.hashes_keys() => {
-                let digests = l
-                    .digests
-                    .get_or_init(|| crate::digest_keys(k, self.keys_of(l), &l.dense, l.n));
+                let digests = l.digests.get_or_init(|| match &self.originals {
+                    Some(ids) => {
+                        crate::cache::digest_keys_by(k, self.keys_of(l), &l.dense, l.n, |key| {
+                            ids[key as usize]
+                        })
+                    }
+                    None => crate::digest_keys(k, self.keys_of(l), &l.dense, l.n),
+                });
                 crate::simulate_dense_digested(k, scaled as usize, &l.dense, digests, l.n)
             }
             _ => p.run(scaled, self.keys_of(l), &l.dense, l.n),

@@ -336,6 +336,8 @@ pub struct Keys {
     pub keys: Vec<u64>,
     /// Requests per table.
     pub per_table: Vec<u64>,
+    /// The format read.
+    pub format: Format,
 }
 
 /// The requests of `input` as [`Keys`], the file streamed (8 bytes a
@@ -382,6 +384,7 @@ pub fn load_keys(input: &Input) -> Result<Keys, Fail> {
         tables,
         keys,
         per_table,
+        format: f,
     })
 }
 

@@ -36,3 +36,13 @@ for tn, path, sizes in traces:
             omr, _ = P(cache_size=n).process_trace(reader(path))
             vals.append(f"({n}, {omr!r})")
         print(f'("{tn}", "{pn}", &[{", ".join(vals)}]),', flush=True)
+
+# REFERENCE_ODD_SIZES: CloudPhysics at sizes no multiple of 4 or 100, where
+# the policies' integer splits round.
+print("// REFERENCE_ODD_SIZES")
+for pn, P in pols.items():
+    vals = []
+    for n in [101, 1003, 5002, 20001]:
+        omr, _ = P(cache_size=n).process_trace(reader(traces[0][1]))
+        vals.append(f"({n}, {omr!r})")
+    print(f'("cloudphysics", "{pn}", &[{", ".join(vals)}]),', flush=True)

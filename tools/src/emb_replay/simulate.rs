@@ -39,9 +39,20 @@ pub(super) fn simulate(a: SimulateArgs) -> Result<(), Fail> {
         tables,
         keys,
         per_table,
+        format,
     } = load_keys(&a.input)?;
     let requests = keys.len();
     let mut sweep = MiniSim::new(keys, a.sample.unwrap_or(1.0), a.min_objects);
+    // An oracleGeneral file's own ids for a policy that hashes keys
+    // (W-TinyLFU), so that it decides as libCacheSim does on the same file
+    // rather than on the dense rows: one more read of the file.
+    let hashes = sims
+        .iter()
+        .any(|p| matches!(p, SimPolicy::Online(k) if k.hashes_keys()));
+    if hashes && format == embtier_sim::trace::Format::OracleGeneral {
+        let ids = embtier_sim::trace::oracle_general_ids(&a.input.trace).map_err(data)?;
+        sweep = sweep.with_original_ids(ids);
+    }
     let start = std::time::Instant::now();
     if sweep.rate() < 1.0 && !a.no_lru_reference {
         sweep = sweep.with_lru_reference();

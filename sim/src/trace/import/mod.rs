@@ -14,8 +14,8 @@ mod pipe;
 mod readers;
 mod text;
 
-pub use readers::oracle_general_batches;
 use readers::{avazu, criteo, delimited, movielens, oracle_general, txt};
+pub use readers::{oracle_general_batches, oracle_general_ids};
 
 /// Input formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
