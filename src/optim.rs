@@ -26,61 +26,61 @@ pub enum Optimizer {
     /// Plain SGD.
     Sgd {
         /// Learning rate.
-        #[serde(serialize_with = "crate::config::short_f32")]
+        #[serde(serialize_with = "crate::optim::short_f32")]
         lr: f32,
         /// L2 weight decay.
         #[serde(default)]
-        #[serde(serialize_with = "crate::config::short_f32")]
+        #[serde(serialize_with = "crate::optim::short_f32")]
         weight_decay: f32,
     },
     /// Row-wise Adagrad: one accumulator per row (FBGEMM's default).
     RowwiseAdagrad {
         /// Learning rate.
-        #[serde(serialize_with = "crate::config::short_f32")]
+        #[serde(serialize_with = "crate::optim::short_f32")]
         lr: f32,
         /// Added to the root of the accumulator.
         #[serde(default = "default_eps")]
-        #[serde(serialize_with = "crate::config::short_f32")]
+        #[serde(serialize_with = "crate::optim::short_f32")]
         eps: f32,
         /// L2 weight decay.
         #[serde(default)]
-        #[serde(serialize_with = "crate::config::short_f32")]
+        #[serde(serialize_with = "crate::optim::short_f32")]
         weight_decay: f32,
     },
     /// Adagrad: one accumulator per element.
     Adagrad {
         /// Learning rate.
-        #[serde(serialize_with = "crate::config::short_f32")]
+        #[serde(serialize_with = "crate::optim::short_f32")]
         lr: f32,
         /// Added to the root of the accumulator.
         #[serde(default = "default_eps")]
-        #[serde(serialize_with = "crate::config::short_f32")]
+        #[serde(serialize_with = "crate::optim::short_f32")]
         eps: f32,
         /// L2 weight decay.
         #[serde(default)]
-        #[serde(serialize_with = "crate::config::short_f32")]
+        #[serde(serialize_with = "crate::optim::short_f32")]
         weight_decay: f32,
     },
     /// Adam with a per-row step count.
     Adam {
         /// Learning rate.
-        #[serde(serialize_with = "crate::config::short_f32")]
+        #[serde(serialize_with = "crate::optim::short_f32")]
         lr: f32,
         /// First-moment decay.
         #[serde(default = "default_beta1")]
-        #[serde(serialize_with = "crate::config::short_f32")]
+        #[serde(serialize_with = "crate::optim::short_f32")]
         beta1: f32,
         /// Second-moment decay.
         #[serde(default = "default_beta2")]
-        #[serde(serialize_with = "crate::config::short_f32")]
+        #[serde(serialize_with = "crate::optim::short_f32")]
         beta2: f32,
         /// Added to the root of the second moment.
         #[serde(default = "default_eps")]
-        #[serde(serialize_with = "crate::config::short_f32")]
+        #[serde(serialize_with = "crate::optim::short_f32")]
         eps: f32,
         /// L2 weight decay.
         #[serde(default)]
-        #[serde(serialize_with = "crate::config::short_f32")]
+        #[serde(serialize_with = "crate::optim::short_f32")]
         weight_decay: f32,
     },
 }
@@ -344,4 +344,23 @@ impl Optimizer {
             }
         }
     }
+}
+
+/// An f32 setting written as a person writes it (store.toml's `lr`, `eps`
+/// and the like, and a table's init scale): the shortest decimal that
+/// reads back as the same f32 (`lr = 0.01`, where the f32 as an f64 wrote
+/// `lr = 0.009999999776482582`). Here rather than in `config`, which uses
+/// this module (the modules form no cycle).
+pub(crate) fn short_f32<S: serde::Serializer>(v: &f32, s: S) -> Result<S::Ok, S::Error> {
+    // f32's Display is the shortest decimal that reads back as it, read
+    // as an f32. Read as an f64 and then rounded to f32 (as a reader of
+    // store.toml does) it is rounded twice, which lands elsewhere for a
+    // few values (7.038531e-26 read back as 7.0385313e-26): those are
+    // written as the f64 they are, exactly.
+    let short: f64 = v.to_string().parse().unwrap_or(f64::from(*v));
+    s.serialize_f64(if short as f32 == *v {
+        short
+    } else {
+        f64::from(*v)
+    })
 }

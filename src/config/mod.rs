@@ -643,18 +643,5 @@ fn split_budget(cfg: &StoreConfig, tier_index: usize) -> Result<Vec<u64>> {
     Ok(out)
 }
 
-/// An f32 of the config written as a person writes it: the shortest
-/// decimal that reads back as the same f32 (`lr = 0.01`, where the f32 as
-/// an f64 wrote `lr = 0.009999999776482582` into every store.toml).
-pub(crate) fn short_f32<S: serde::Serializer>(
-    v: &f32,
-    s: S,
-) -> std::result::Result<S::Ok, S::Error> {
-    // f32's Display is the shortest decimal that reads back as it; read
-    // as an f64 and rounded to f32 it is the same value again.
-    let short: f64 = v.to_string().parse().unwrap_or(f64::from(*v));
-    s.serialize_f64(short)
-}
-
 #[cfg(test)]
 mod tests;

@@ -81,7 +81,7 @@ pub enum Init {
     /// Uniform in `[-scale, scale)`.
     Uniform {
         /// Half-width of the interval.
-        #[serde(serialize_with = "crate::config::short_f32")]
+        #[serde(serialize_with = "crate::optim::short_f32")]
         scale: f32,
     },
 }

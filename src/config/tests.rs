@@ -396,8 +396,10 @@ fn floats_are_written_short_and_read_back_the_same() {
         assert!(text.contains(want), "{want:?} not in\n{text}");
     }
     assert_eq!(StoreConfig::from_toml(&text).unwrap(), cfg);
-    // Any f32 reads back as itself (a spread of bit patterns, the
-    // extremes and subnormals among them).
+    // Any finite f32 reads back as itself: a spread of bit patterns over
+    // every sign and exponent, the extremes and subnormals among them, and
+    // 7.038531e-26, whose shortest decimal read as an f64 and rounded to
+    // f32 lands one value off (a review found it in all 2^31).
     let mut x = 0x9E37_79B9u32;
     for i in 0..20_000u32 {
         x ^= x << 13;
@@ -407,7 +409,10 @@ fn floats_are_written_short_and_read_back_the_same() {
             0 => f32::MIN_POSITIVE,
             1 => f32::MAX,
             2 => 1e-45,
-            _ => f32::from_bits(x & 0x7F7F_FFFF),
+            3 => f32::from_bits(0x15ae_43fd),
+            4 => -f32::from_bits(0x15ae_43fd),
+            _ if !f32::from_bits(x).is_finite() => continue,
+            _ => f32::from_bits(x),
         };
         let c = StoreConfig::builder()
             .table(TableConfig::new("a", 10, 4).init(Init::Uniform { scale: v }))
