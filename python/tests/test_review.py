@@ -255,6 +255,8 @@ def test_a_config_dict_s_errors_name_its_key_and_table_not_toml_lines(tmp_path):
             (config([table(), table(name="items", rows=0)]), "items", "rows 0"),
             (config([table(), table()]), "users", "duplicate"),
             (config([table(placement="pinned-pmem")]), "users", "no pmem tier"),
+            # Past TOML's i64: a ConfigError, not a PanicException.
+            (config([table(seed=2**63)]), "users", "seed 9223372036854775808 is past"),
         ]
     ):
         with pytest.raises(embtier.ConfigError) as e:

@@ -395,8 +395,19 @@ impl StoreConfig {
     }
 
     /// Render as `store.toml` text.
+    ///
+    /// # Panics
+    /// If a setting cannot be written as TOML: an integer past 2^63 - 1
+    /// (TOML's integers are i64). A config that [`StoreConfig::validate`]
+    /// accepts always renders.
     pub fn to_toml(&self) -> String {
-        toml::to_string_pretty(self).expect("a StoreConfig always serialises")
+        self.try_to_toml().expect("a StoreConfig always serialises")
+    }
+
+    /// [`StoreConfig::to_toml`], its failure an error.
+    pub(crate) fn try_to_toml(&self) -> Result<String> {
+        toml::to_string_pretty(self)
+            .map_err(|e| Error::config(format!("cannot be written as store.toml: {e}")))
     }
 
     /// Check the config: table shapes, names, and that every tier budget
@@ -436,6 +447,31 @@ impl StoreConfig {
         }
         if self.ssd.merge_list_rows == 0 {
             return Err(Error::config("ssd.merge_list_rows 0 must be at least 1"));
+        }
+        // store.toml's integers are TOML's, i64: a setting past it could
+        // not be written (nor read back).
+        const TOML_MAX: u64 = i64::MAX as u64;
+        let past = |what: &str, v: u64| {
+            format!("{what} {v} is past 2^63 - 1, the largest integer store.toml holds")
+        };
+        if self.ssd.merge_list_rows as u64 > TOML_MAX {
+            return Err(Error::config(past(
+                "ssd.merge_list_rows",
+                self.ssd.merge_list_rows as u64,
+            )));
+        }
+        if let Some(n) = self.shards.filter(|&n| n as u64 > TOML_MAX) {
+            return Err(Error::config(past("shards", n as u64)));
+        }
+        if let Some(t) = self
+            .tables
+            .iter()
+            .find(|t| t.seed.is_some_and(|s| s > TOML_MAX))
+        {
+            return Err(Error::table_config(
+                &t.name,
+                past("seed", t.seed.unwrap_or(0)),
+            ));
         }
         if self.tiers.is_empty() || self.tiers.len() > MAX_TIERS {
             return Err(Error::config(format!(

@@ -438,3 +438,28 @@ fn a_table_s_config_error_names_the_table_apart() {
     let e = StoreConfig::builder().build().plan().unwrap_err();
     assert!(matches!(e, Error::Config { table: None, .. }), "{e:?}");
 }
+
+#[test]
+fn integers_past_what_store_toml_holds_are_refused_not_a_panic() {
+    let past = i64::MAX as u64 + 1;
+    let e = StoreConfig::builder()
+        .table(TableConfig::new("a", 10, 4).seed(past))
+        .build()
+        .plan()
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::Config { table: Some(t), .. } if t == "a")
+            && e.to_string().contains("seed"),
+        "{e}"
+    );
+    let e = one_table(|b| b.merge_list_rows(usize::MAX))
+        .plan()
+        .unwrap_err();
+    assert!(e.to_string().contains("ssd.merge_list_rows"), "{e}");
+    // At the edge it renders and reads back.
+    let edge = StoreConfig::builder()
+        .table(TableConfig::new("a", 10, 4).seed(i64::MAX as u64))
+        .build();
+    edge.plan().unwrap();
+    assert_eq!(StoreConfig::from_toml(&edge.to_toml()).unwrap(), edge);
+}

@@ -145,7 +145,8 @@ impl Store {
                 .map_err(|e| Error::io(&data_path, "fsync", e))?;
         }
         let cfg_path = dir.join(CONFIG_FILE);
-        fs::write(&cfg_path, config.to_toml()).map_err(|e| Error::io(&cfg_path, "write", e))?;
+        fs::write(&cfg_path, config.try_to_toml()?)
+            .map_err(|e| Error::io(&cfg_path, "write", e))?;
         // The metadata file last: a directory without it is not a store.
         let meta_path = dir.join(META_FILE);
         let tmp = dir.join(format!("{META_FILE}.tmp"));
