@@ -66,15 +66,27 @@ impl Serialize for ByteSize {
 
 impl<'de> Deserialize<'de> for ByteSize {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ByteSize, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            N(u64),
-            S(String),
+        /// A whole number of bytes or a size with a unit; anything else
+        /// an error that says so (an untagged enum's said only that no
+        /// variant matched).
+        struct Size;
+        impl serde::de::Visitor<'_> for Size {
+            type Value = ByteSize;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a whole number of bytes or a size such as \"64MiB\"")
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<ByteSize, E> {
+                Ok(ByteSize(n))
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<ByteSize, E> {
+                u64::try_from(n)
+                    .map(ByteSize)
+                    .map_err(|_| E::custom(format!("a byte size cannot be negative ({n})")))
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<ByteSize, E> {
+                s.parse().map_err(E::custom)
+            }
         }
-        match Raw::deserialize(d)? {
-            Raw::N(n) => Ok(ByteSize(n)),
-            Raw::S(s) => s.parse().map_err(serde::de::Error::custom),
-        }
+        d.deserialize_any(Size)
     }
 }

@@ -463,3 +463,22 @@ fn integers_past_what_store_toml_holds_are_refused_not_a_panic() {
     edge.plan().unwrap();
     assert_eq!(StoreConfig::from_toml(&edge.to_toml()).unwrap(), edge);
 }
+
+#[test]
+fn a_byte_size_of_the_wrong_kind_says_what_a_size_is() {
+    let with = |cap: &str| {
+        StoreConfig::from_toml(&format!(
+            "[dram]\ncapacity = {cap}\n[[tables]]\nname = \"a\"\nrows = 10\ndim = 4\n"
+        ))
+    };
+    assert_eq!(with("4096").unwrap().tiers[0].capacity.0, 4096);
+    assert_eq!(with("\"64MiB\"").unwrap().tiers[0].capacity.0, 64 << 20);
+    let e = with("-5").unwrap_err().to_string();
+    assert!(e.contains("cannot be negative (-5)"), "{e}");
+    let e = with("1.5").unwrap_err().to_string();
+    assert!(
+        e.contains("a whole number of bytes or a size such as \"64MiB\""),
+        "{e}"
+    );
+    assert!(!e.contains("untagged"), "{e}");
+}
