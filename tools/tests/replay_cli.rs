@@ -542,3 +542,52 @@ fn the_tools_take_the_same_flags_and_names() {
     let line = e.lines().find(|l| l.starts_with("candidates:")).unwrap();
     assert_eq!(line.matches("; ").count(), 1, "{line}");
 }
+
+/// A store with two tiers of a kind: `run` reports both (it reported the
+/// first only, counting the second's hits as misses of every cache).
+#[test]
+fn run_reports_every_tier_of_a_kind() {
+    let d = tempfile::tempdir().unwrap();
+    let t = d.path().join("g.etrace");
+    let o = locality(&[
+        "gen",
+        t.to_str().unwrap(),
+        "--tables",
+        "a:200000:8:1.0",
+        "--batches",
+        "40",
+        "--batch-size",
+        "512",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let cfg = d.path().join("two.toml");
+    std::fs::write(
+        &cfg,
+        "[[tiers]]\nkind = \"dram\"\ncapacity = \"1MiB\"\npolicy = \"sieve\"\n\
+         [[tiers]]\nkind = \"dram\"\ncapacity = \"2MiB\"\npolicy = \"fifo\"\n",
+    )
+    .unwrap();
+    let args = [
+        "run",
+        t.to_str().unwrap(),
+        "--config",
+        cfg.to_str().unwrap(),
+    ];
+    let o = replay(&[&args[..], &["--json"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let tiers = v["tiers"].as_array().unwrap();
+    assert_eq!(tiers.len(), 2, "{v}");
+    assert!(tiers[1]["hits"].as_u64().unwrap() > 0, "{v}");
+    let shares: f64 = tiers
+        .iter()
+        .map(|x| x["share"].as_f64().unwrap())
+        .sum::<f64>()
+        + v["miss_share"].as_f64().unwrap();
+    assert!((shares - 1.0).abs() < 1e-9, "{v}");
+    let text = String::from_utf8(replay(&args).stdout).unwrap();
+    assert!(
+        text.contains("| dram (tier 1) | sieve |") && text.contains("| dram (tier 2) | fifo |"),
+        "{text}"
+    );
+}

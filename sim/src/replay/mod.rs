@@ -481,7 +481,7 @@ mod sharded;
 mod store;
 
 pub use sharded::{simulate_store, StoreCounts, TableCounts};
-pub use store::{run_store, RunReport};
+pub use store::{run_store, RunReport, TierRun};
 
 #[cfg(test)]
 mod tests;

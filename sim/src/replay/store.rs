@@ -60,6 +60,51 @@ pub struct RunReport {
     pub ssd_bytes_written: u64,
     /// The I/O engine used.
     pub io_engine: String,
+    /// Every cache tier, in the store's order (`dram_*` and `pmem_*` above
+    /// are the first of each kind; a store may have two of a kind).
+    pub tiers: Vec<TierRun>,
+}
+
+/// One cache tier over a replay.
+#[derive(Debug, Clone, Serialize)]
+pub struct TierRun {
+    /// `dram` or `pmem`.
+    pub kind: String,
+    /// Requests that reached it (those the tiers above missed).
+    pub lookups: u64,
+    /// Of those, served here.
+    pub hits: u64,
+    /// hits / lookups.
+    pub hit_ratio: f64,
+    /// hits over all row requests.
+    pub share: f64,
+}
+
+/// Each cache tier's (kind, hits, lookups), summed over the tables, in the
+/// store's tier order: a cached table's tiers are the store's; a pinned
+/// table's one tier adds to the store's first tier of its kind.
+fn tier_totals(s: &embtier::Stats) -> Vec<(embtier::MemoryKind, u64, u64)> {
+    let kinds: Vec<embtier::MemoryKind> = s
+        .tables
+        .iter()
+        .max_by_key(|t| t.tiers.len())
+        .map(|t| t.tiers.iter().map(|x| x.kind).collect())
+        .unwrap_or_default();
+    let mut out: Vec<_> = kinds.iter().map(|&k| (k, 0u64, 0u64)).collect();
+    for t in &s.tables {
+        for (j, x) in t.tiers.iter().enumerate() {
+            let at = if t.tiers.len() == kinds.len() {
+                Some(j)
+            } else {
+                kinds.iter().position(|&k| k == x.kind)
+            };
+            if let Some(o) = at.and_then(|i| out.get_mut(i)) {
+                o.1 += x.hits;
+                o.2 += x.lookups;
+            }
+        }
+    }
+    out
 }
 
 /// Drive `store` with `trace`: per batch and table, `lookup` the lookups in
@@ -147,6 +192,23 @@ pub fn run_store(
     let updates = d(&|t| t.updates);
     let requests = d(&|t| t.lookups) + updates;
     let share = |x: u64| x as f64 / requests.max(1) as f64;
+    let (t0, t1) = (tier_totals(&before), tier_totals(&after));
+    let tiers: Vec<TierRun> = t1
+        .iter()
+        .enumerate()
+        .map(|(i, &(kind, hits, lookups))| {
+            let (h0, l0) = t0.get(i).map_or((0, 0), |&(_, h, l)| (h, l));
+            let (hits, lookups) = (hits - h0, lookups - l0);
+            TierRun {
+                kind: kind.to_string(),
+                lookups,
+                hits,
+                hit_ratio: hits as f64 / lookups.max(1) as f64,
+                share: share(hits),
+            }
+        })
+        .collect();
+    let all_hits: u64 = tiers.iter().map(|t| t.hits).sum();
     let h = hist.snapshot();
     let us = |q: f64| h.value_at_quantile(q) as f64 / 1e3;
     Ok(RunReport {
@@ -163,7 +225,8 @@ pub fn run_store(
         pmem_hit_ratio: pmem_hits as f64 / pmem_lookups.max(1) as f64,
         dram_share: share(dram_hits),
         pmem_share: share(pmem_hits),
-        miss_share: share(requests.saturating_sub(dram_hits + pmem_hits)),
+        // Every tier's hits: a second tier of a kind serves too.
+        miss_share: share(requests.saturating_sub(all_hits)),
         dram_hits,
         pmem_hits,
         ssd_rows_read: d(&|t| t.ssd.rows_read),
@@ -173,6 +236,7 @@ pub fn run_store(
         ssd_bytes_read: d(&|t| t.ssd.bytes_read),
         ssd_bytes_written: d(&|t| t.ssd.bytes_written),
         writeback_errors: after.writeback_errors() - before.writeback_errors(),
+        tiers,
         pending_rows: after.pending_rows(),
         io_engine: after.io_engine,
     })

@@ -158,7 +158,7 @@ pub(super) fn demo() -> Result<(), Fail> {
         r.ssd_rows_read,
         r.ssd_rows_written
     );
-    o.push_str(&run_table(&r, "sieve", Some("lru")).markdown());
+    o.push_str(&run_table(&r, &["sieve", "lru"]).markdown());
     let _ = writeln!(o, "\n{SHARES}");
     emit(&o)
 }

@@ -57,11 +57,8 @@ pub(super) fn replay_store(a: RunArgs) -> Result<(), Fail> {
     if let Some(e) = engine {
         cfg.ssd.io_engine = e;
     }
-    let first_of = |k: embtier::MemoryKind| cfg.tiers.iter().find(|t| t.kind == k);
-    let policies = (
-        first_of(embtier::MemoryKind::Dram).map_or("none", |t| t.policy.name()),
-        first_of(embtier::MemoryKind::Pmem).map(|t| t.policy.name()),
-    );
+    // Each cache tier's policy, in the store's order (the report's tiers).
+    let policies: Vec<&'static str> = cfg.tiers.iter().map(|t| t.policy.name()).collect();
     let tmp = tempfile::tempdir().map_err(data)?;
     let path = dir.unwrap_or_else(|| tmp.path().join("store"));
     // A config the store refuses names the file it came from.
@@ -90,7 +87,7 @@ pub(super) fn replay_store(a: RunArgs) -> Result<(), Fail> {
         o.push('\n');
         return emit(&o);
     }
-    let table = run_table(&r, policies.0, policies.1);
+    let table = run_table(&r, &policies);
     if output.csv {
         return emit(&table.csv());
     }
@@ -121,24 +118,24 @@ pub(super) fn replay_store(a: RunArgs) -> Result<(), Fail> {
     emit(&o)
 }
 
-/// The tiers of a store run: hits, hit ratio and share of requests; PMem
-/// only where the store has it.
-pub(super) fn run_table(r: &RunReport, dram: &str, pmem: Option<&str>) -> Table {
+/// The tiers of a store run: hits, hit ratio and share of requests, every
+/// cache tier the store has (`policies`: each one's, in order), then SSD.
+pub(super) fn run_table(r: &RunReport, policies: &[&str]) -> Table {
     let mut t = Table::new(["tier", "policy", "hits", "hit ratio", "share of requests"]);
-    t.row([
-        "dram".to_string(),
-        dram.to_string(),
-        r.dram_hits.to_string(),
-        format!("{:.4}", r.dram_hit_ratio),
-        format!("{:.4}", r.dram_share),
-    ]);
-    if let Some(p) = pmem {
+    let several = |kind: &str| r.tiers.iter().filter(|x| x.kind == kind).count() > 1;
+    for (i, x) in r.tiers.iter().enumerate() {
+        // Two tiers of a kind are told apart by their place.
+        let name = if several(&x.kind) {
+            format!("{} (tier {})", x.kind, i + 1)
+        } else {
+            x.kind.clone()
+        };
         t.row([
-            "pmem".to_string(),
-            p.to_string(),
-            r.pmem_hits.to_string(),
-            format!("{:.4}", r.pmem_hit_ratio),
-            format!("{:.4}", r.pmem_share),
+            name,
+            policies.get(i).copied().unwrap_or("-").to_string(),
+            x.hits.to_string(),
+            format!("{:.4}", x.hit_ratio),
+            format!("{:.4}", x.share),
         ]);
     }
     t.row([
