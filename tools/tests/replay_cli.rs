@@ -591,3 +591,45 @@ fn run_reports_every_tier_of_a_kind() {
         "{text}"
     );
 }
+
+/// A tier kept in a file outside the store's directory (`path`, as
+/// docs/tuning.md puts a DRAM tier in /dev/shm): a run's store takes its
+/// files with it (they held the tier's memory after the run), and leaves
+/// what was there before.
+#[test]
+fn run_removes_the_files_its_store_made_outside_its_directory() {
+    let d = tempfile::tempdir().unwrap();
+    let t = gen(d.path());
+    let outside = tempfile::tempdir().unwrap();
+    let mine = outside.path().join("mine.txt");
+    std::fs::write(&mine, "not the store's").unwrap();
+    let tier = outside.path().join("dram.tier");
+    let cfg = d.path().join("kept.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[[tiers]]\nkind = \"dram\"\ncapacity = \"1MiB\"\npath = {:?}\n",
+            tier.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let o = replay(&["run", &t, "--config", cfg.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let left: Vec<_> = std::fs::read_dir(outside.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(left, vec!["mine.txt".to_string()]);
+    // With --dir the store is the user's, and so are its files.
+    let keep = d.path().join("kept-store");
+    let o = replay(&[
+        "run",
+        &t,
+        "--config",
+        cfg.to_str().unwrap(),
+        "--dir",
+        keep.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(tier.exists());
+}

@@ -60,6 +60,19 @@ pub(super) fn replay_store(a: RunArgs) -> Result<(), Fail> {
     // Each cache tier's policy, in the store's order (the report's tiers).
     let policies: Vec<&'static str> = cfg.tiers.iter().map(|t| t.policy.name()).collect();
     let tmp = tempfile::tempdir().map_err(data)?;
+    // A store made for this run (no --dir) goes with the run, and so do the
+    // files it makes outside its directory (a tier's or the data file's
+    // `path`, in /dev/shm say, and their companions): they would hold
+    // memory or disk after the run.
+    let _outside = match dir {
+        Some(_) => OutsideFiles::default(),
+        None => OutsideFiles::before(
+            cfg.tiers
+                .iter()
+                .filter_map(|t| t.path.clone())
+                .chain(cfg.ssd.path.clone()),
+        ),
+    };
     let path = dir.unwrap_or_else(|| tmp.path().join("store"));
     // A config the store refuses names the file it came from.
     let store = embtier::Store::create(&path, cfg).map_err(|e| match e {
@@ -146,4 +159,50 @@ pub(super) fn run_table(r: &RunReport, policies: &[&str]) -> Table {
         format!("{:.4}", r.miss_share),
     ]);
     t
+}
+
+/// Files a run's store makes outside its directory, removed when the run
+/// ends (dropped after the store, which is declared after it): each
+/// configured path and every file beside it whose name starts with the
+/// path's (`<path>.stamps`) that was not there before the store was made.
+#[derive(Default)]
+struct OutsideFiles {
+    made: Vec<(
+        std::path::PathBuf,
+        std::collections::HashSet<std::ffi::OsString>,
+    )>,
+}
+
+impl OutsideFiles {
+    fn before(paths: impl Iterator<Item = std::path::PathBuf>) -> OutsideFiles {
+        let made = paths
+            .filter_map(|p| {
+                let parent = p.parent()?.to_path_buf();
+                let had = std::fs::read_dir(&parent)
+                    .map(|d| d.filter_map(|e| e.ok().map(|e| e.file_name())).collect())
+                    .unwrap_or_default();
+                Some((p, had))
+            })
+            .collect();
+        OutsideFiles { made }
+    }
+}
+
+impl Drop for OutsideFiles {
+    fn drop(&mut self) {
+        for (p, had) in &self.made {
+            let (Some(parent), Some(name)) = (p.parent(), p.file_name()) else {
+                continue;
+            };
+            let Ok(entries) = std::fs::read_dir(parent) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let n = e.file_name();
+                if !had.contains(&n) && n.as_encoded_bytes().starts_with(name.as_encoded_bytes()) {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+    }
 }
