@@ -212,3 +212,21 @@ fn gen_refuses_what_the_store_would() {
     let o = bin(&["gen", out, "--spec", spec]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
+
+/// A trace of a few rows sampled at any rate: the advice is the exact
+/// analysis, not a rate (a two-row trace at 0.5 was told to sample at
+/// 8.8e-3, below the rate it had).
+#[test]
+fn a_sample_of_a_few_rows_is_told_to_go_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("few.etrace");
+    gen_trace(&t, 40, 256, Some("a:2:1:0.0"));
+    let o = bin(&["analyze", t.to_str().unwrap(), "--sample", "0.5"]);
+    let e = stderr(&o);
+    assert!(
+        e.contains("only 2 distinct rows")
+            && e.contains("leave out --sample")
+            && !e.contains("e-3"),
+        "{e}"
+    );
+}

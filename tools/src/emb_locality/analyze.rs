@@ -312,11 +312,23 @@ pub(super) fn check_sampled(r: &Report, trace: &std::path::Path, flag: &str) -> 
         return Ok(());
     };
     let raise = |n: u64| {
+        // A spatial sample keeps a share of the rows, not of the accesses:
+        // a rate that would keep fewer than a hundred of the trace's rows
+        // is no advice (a trace of two rows sampled at 0.5 was told to
+        // sample at 8.8e-3).
+        let rate = (FEW_SAMPLED as f64 / o.accesses.max(1) as f64).min(1.0);
+        let advice = if rate * (o.unique_rows as f64) < 100.0 {
+            format!(
+                "the trace has only {} distinct rows, and a spatial sample keeps a share of them: leave out {flag} (the exact analysis)",
+                o.unique_rows
+            )
+        } else {
+            format!("sample more (a rate of about {rate:.2e} or more holds {FEW_SAMPLED})")
+        };
         format!(
-            "{}: {flag} sampled {n} of the {} accesses: sample more (a rate of about {:.2e} or more holds {FEW_SAMPLED})",
+            "{}: {flag} sampled {n} of the {} accesses: {advice}",
             trace.display(),
             o.accesses,
-            (FEW_SAMPLED as f64 / o.accesses.max(1) as f64).min(1.0)
         )
     };
     if n == 0 {
