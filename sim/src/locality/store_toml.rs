@@ -197,7 +197,9 @@ fn reason(t: &TablePlan, tc: &TableConfig) -> String {
 /// A float as a person writes it: an f32 value in its shortest form.
 fn float(x: f64) -> String {
     let f = x as f32;
-    if f as f64 == x {
+    // An f32 setting comes as the f32's value or as its shortest decimal
+    // (the store writes that: `embtier::optim`'s `short_f32`).
+    if f as f64 == x || f.to_string().parse::<f64>().ok() == Some(x) {
         if f != 0.0 && f.abs() < 1e-3 {
             return format!("{f:e}");
         }
