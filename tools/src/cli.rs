@@ -452,18 +452,28 @@ fn numbers_as_values(cmd: clap::Command) -> clap::Command {
     .mut_subcommands(numbers_as_values)
 }
 
-/// Parse the command line and run: usage errors exit 2 (clap's message),
-/// failures print `NAME: error: MESSAGE` and exit with their status.
+/// Parse the command line and run: usage errors print `NAME: error:
+/// MESSAGE (see --help)` on one line and exit 2, as every other error of
+/// the tools is one line; failures print `NAME: error: MESSAGE` and exit
+/// with their status. `--help` and `--version` print as clap prints them.
 pub fn main_with<C: clap::Parser>(name: &str, run: impl FnOnce(C) -> Result<(), Fail>) -> ExitCode {
     let parsed = numbers_as_values(C::command())
         .try_get_matches()
         .and_then(|m| C::from_arg_matches(&m));
     let cli = match parsed {
         Ok(c) => c,
-        Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
+        Err(e) if !e.use_stderr() => {
             let _ = e.print();
-            return ExitCode::from(code);
+            return ExitCode::SUCCESS;
+        }
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            // No subcommand: the help itself, as a usage error.
+            let _ = e.print();
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            eprintln!("{name}: error: {}", usage_line(&e.to_string()));
+            return ExitCode::from(2);
         }
     };
     match run(cli) {
@@ -473,6 +483,30 @@ pub fn main_with<C: clap::Parser>(name: &str, run: impl FnOnce(C) -> Result<(), 
             ExitCode::from(code)
         }
     }
+}
+
+/// clap's usage error on one line: its message (the lines before the
+/// usage and the help hint, joined), without its `error: `, and where to
+/// look.
+fn usage_line(rendered: &str) -> String {
+    let msg: Vec<&str> = rendered
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .filter(|l| !l.is_empty())
+        .collect();
+    // A line that ends in `:` goes on with the next (`were not provided:
+    // <TRACE>`); clap's other lines (a `tip:`) are clauses of their own.
+    let mut joined = String::new();
+    for l in msg {
+        if !joined.is_empty() {
+            joined.push_str(if joined.ends_with(':') { " " } else { "; " });
+        }
+        joined.push_str(l);
+    }
+    let msg = joined.strip_prefix("error: ").unwrap_or(&joined);
+    // clap's suggestion lines ("tip: a similar argument exists: ...") stay.
+    format!("{msg} (see --help)")
 }
 
 /// A message on one line: the lines of a multi-line error (a TOML parse

@@ -633,3 +633,34 @@ fn run_removes_the_files_its_store_made_outside_its_directory() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(tier.exists());
 }
+
+/// A usage error clap finds is one line, named by the tool, as every other
+/// error of the tools (it printed three lines without the tool's name).
+#[test]
+fn usage_errors_are_one_line() {
+    for (o, tool, says) in [
+        (replay(&["simulate"]), "emb-replay", "<TRACE>"),
+        (replay(&["simulat"]), "emb-replay", "'simulate'"),
+        (
+            replay(&["simulate", "x", "--polices", "lru"]),
+            "emb-replay",
+            "'--policies'",
+        ),
+        (
+            locality(&["plan", "x", "--dram-policy", "2q"]),
+            "emb-locality",
+            "simulation only",
+        ),
+    ] {
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{e}");
+        assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+        assert!(
+            e.starts_with(&format!("{tool}: error: ")) && e.contains(says),
+            "{e}"
+        );
+    }
+    // --help is clap's, and a success.
+    let o = replay(&["simulate", "--help"]);
+    assert_eq!(o.status.code(), Some(0));
+}
