@@ -501,3 +501,23 @@ fn an_edited_store_toml_that_is_refused_names_itself_and_loses_nothing() {
     let s = Store::open(&dir).unwrap();
     assert_eq!(row(&s, 3), vec![1.0, 2.0, 3.0, 4.0]);
 }
+
+/// A table's setting refused where its tiers are built (a first tier too
+/// small for the shards the lower tiers need): the error names the table
+/// apart, as the config's own checks do.
+#[test]
+fn a_table_s_tier_error_names_the_table_apart() {
+    let t = tempfile::tempdir().unwrap();
+    let cfg = StoreConfig::from_toml(
+        "[[tables]]\nname = \"big\"\nrows = 1000000\ndim = 4\n\
+         [[tiers]]\nkind = \"dram\"\ncapacity = 16\n\
+         [[tiers]]\nkind = \"pmem\"\ncapacity = \"8MiB\"\n",
+    )
+    .unwrap();
+    match Store::create(t.path().join("s"), cfg) {
+        Err(Error::Config { table, reason }) => {
+            assert_eq!(table.as_deref(), Some("big"), "{reason}");
+        }
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+}

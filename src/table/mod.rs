@@ -359,11 +359,10 @@ impl Table {
         let dim = e.dim as usize;
         let memory = s.memory;
         let too_small = |m: &TierMemory, what: &str| {
-            Error::config(format!(
-                "table {:?}: the {} tier's file is too small for {what}",
-                e.name,
-                m.name()
-            ))
+            Error::table_config(
+                &e.name,
+                format!("the {} tier's file is too small for {what}", m.name()),
+            )
         };
         let mut slab = |tier: usize, len: usize, what: &str| -> Result<Slab> {
             memory[tier]

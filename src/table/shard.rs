@@ -471,9 +471,10 @@ pub(super) fn shard_count(
         .unwrap_or_else(|| (top / 1024).clamp(1, 64));
     let n = want.max(need).min(top);
     if n < need {
-        return Err(Error::config(format!(
-            "table {name:?}: its lower tiers' rows need {need} shards, but the first tier's share holds only {top} rows (one per shard at least)"
-        )));
+        return Err(Error::table_config(
+            name,
+            format!("its lower tiers' rows need {need} shards, but the first tier's share holds only {top} rows (one per shard at least)"),
+        ));
     }
     Ok(n as usize)
 }
