@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use embtier_sim::profile::{self, DeviceProfile, Profiles, TierDevices};
 use embtier_sim::trace::{
-    import_noting, import_stream, row_bytes_of, CsvSpec, Format, Note, Trace, TraceTable,
+    import_noting, import_stream_ids, row_bytes_of, CsvSpec, Format, Note, Trace, TraceTable,
 };
 
 /// A failure: exit status (2 usage, 1 data) and a one-line message.
@@ -338,22 +338,27 @@ pub struct Keys {
     pub per_table: Vec<u64>,
     /// The format read.
     pub format: Format,
+    /// With `own_ids`, an oracleGeneral file's own id of each key (its
+    /// dense row): see [`embtier_sim::trace::import_stream_ids`].
+    pub own_ids: Option<Vec<u64>>,
 }
 
-/// The requests of `input` as [`Keys`], the file streamed (8 bytes a
+/// The requests of `input` as [`Keys`] (with `own_ids`, an oracleGeneral
+/// file's own ids too), the file streamed (8 bytes a
 /// request held, not a whole [`Trace`]'s 16 and then the keys: `emb-replay
 /// simulate` of a 5.3 M-request trace held 194 MB before), saying what
 /// [`load`] says.
-pub fn load_keys(input: &Input) -> Result<Keys, Fail> {
+pub fn load_keys(input: &Input, own_ids: bool) -> Result<Keys, Fail> {
     let spinner = progress(&format!("reading {}", input.trace.display()));
     let mut keys = Vec::new();
     let mut per_table: Vec<u64> = Vec::new();
     let mut batches = 0u64;
-    let (f, tables, notes) = import_stream(
+    let (f, tables, notes, own) = import_stream_ids(
         &input.trace,
         input.format,
         &input.columns,
         input.batch_size as usize,
+        own_ids,
         |b| {
             batches += 1;
             keys.reserve(b.len());
@@ -385,6 +390,7 @@ pub fn load_keys(input: &Input) -> Result<Keys, Fail> {
         keys,
         per_table,
         format: f,
+        own_ids: own,
     })
 }
 

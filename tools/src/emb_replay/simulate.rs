@@ -35,22 +35,22 @@ pub(super) fn simulate(a: SimulateArgs) -> Result<(), Fail> {
     // under --sample, which holds a sample).
     embtier::memory::HugePageAlloc::set_enabled(a.sample.is_none());
     // One id space over (table, row); dense once, no hashing per request after.
+    // An oracleGeneral file's own ids for a policy that hashes keys
+    // (W-TinyLFU), so that it decides as libCacheSim does on the same file
+    // rather than on the dense rows.
+    let hashes = sims
+        .iter()
+        .any(|p| matches!(p, SimPolicy::Online(k) if k.hashes_keys()));
     let Keys {
         tables,
         keys,
         per_table,
-        format,
-    } = load_keys(&a.input)?;
+        own_ids,
+        ..
+    } = load_keys(&a.input, hashes)?;
     let requests = keys.len();
     let mut sweep = MiniSim::new(keys, a.sample.unwrap_or(1.0), a.min_objects);
-    // An oracleGeneral file's own ids for a policy that hashes keys
-    // (W-TinyLFU), so that it decides as libCacheSim does on the same file
-    // rather than on the dense rows: one more read of the file.
-    let hashes = sims
-        .iter()
-        .any(|p| matches!(p, SimPolicy::Online(k) if k.hashes_keys()));
-    if hashes && format == embtier_sim::trace::Format::OracleGeneral {
-        let ids = embtier_sim::trace::oracle_general_ids(&a.input.trace).map_err(data)?;
+    if let Some(ids) = own_ids {
         sweep = sweep.with_original_ids(ids);
     }
     let start = std::time::Instant::now();

@@ -502,8 +502,29 @@ pub fn import_stream(
     format: Format,
     csv: &CsvSpec,
     batch: usize,
-    mut each: impl FnMut(&[Access]),
+    each: impl FnMut(&[Access]),
 ) -> Result<(Format, Vec<TraceTable>, Vec<Note>), TraceError> {
+    let (f, tables, notes, _) = import_stream_ids(path, format, csv, batch, false, each)?;
+    Ok((f, tables, notes))
+}
+
+/// What [`import_stream_ids`] returns: the format read, the catalog, the
+/// reader's notes, and an oracleGeneral file's own ids where asked.
+pub type StreamedIds = (Format, Vec<TraceTable>, Vec<Note>, Option<Vec<u64>>);
+
+/// [`import_stream`], and with `ids` an oracleGeneral file's own ids by
+/// the dense row each became (as [`oracle_general_ids`] reads them, without
+/// a second read of the file): what libCacheSim hashes where a policy
+/// hashes keys. `None` for the other formats, whose rows have no one id of
+/// their own.
+pub fn import_stream_ids(
+    path: &Path,
+    format: Format,
+    csv: &CsvSpec,
+    batch: usize,
+    ids: bool,
+    mut each: impl FnMut(&[Access]),
+) -> Result<StreamedIds, TraceError> {
     let format = resolve(path, format)?;
     let batch = batch.max(1);
     let mut notes = Vec::new();
@@ -512,6 +533,7 @@ pub fn import_stream(
         any |= !b.is_empty();
         each(b)
     };
+    let mut own = None;
     let tables = match format {
         Format::Etrace => {
             let mut r = crate::trace::open_etrace(path)?;
@@ -521,7 +543,13 @@ pub fn import_stream(
             }
             r.tables().to_vec()
         }
-        Format::OracleGeneral => readers::oracle_general_stream(path, batch, &mut each)?,
+        Format::OracleGeneral => {
+            let (tables, table) = readers::oracle_general_stream(path, batch, &mut each)?;
+            if ids {
+                own = Some(table.keys_by_id());
+            }
+            tables
+        }
         Format::Auto => unreachable!("resolved above"),
         _ => {
             let b = Builder::with_sink(batch, Sink::Feed(&mut each));
@@ -531,7 +559,7 @@ pub fn import_stream(
     if !any {
         return Err(TraceError::Empty { path: path.into() });
     }
-    Ok((format, tables, notes))
+    Ok((format, tables, notes, own))
 }
 
 /// A file's accesses without holding them, for the formats read through a

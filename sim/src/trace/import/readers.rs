@@ -244,11 +244,11 @@ pub(super) fn oracle_general_stream(
     path: &Path,
     batch: usize,
     each: impl FnMut(&[Access]),
-) -> Result<Vec<TraceTable>, TraceError> {
+) -> Result<(Vec<TraceTable>, IdTable), TraceError> {
     let records = og_records(path)?;
     let mut ids = IdTable::with_capacity(records.min(1 << 24) / 8);
     og_feed(path, records, &mut ids, batch, each)?;
-    Ok(single_table("objects", ids.len() as u64))
+    Ok((single_table("objects", ids.len() as u64), ids))
 }
 
 /// The ids an oracleGeneral file's records carry, indexed by the dense id
