@@ -268,6 +268,26 @@ impl IdTable {
 mod tests {
     use super::*;
 
+    /// Each id's key is the key numbered to it, across the table's growth
+    /// (a thousand times its first capacity) and keys of every width.
+    #[test]
+    fn keys_by_id_inverts_the_numbering() {
+        let mut t = IdTable::with_capacity(4);
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut seen = Vec::new();
+        for i in 0..200_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let k = if i % 3 == 0 { x >> 40 } else { x };
+            let id = t.id(k);
+            if id as usize == seen.len() {
+                seen.push(k);
+            }
+        }
+        assert_eq!(t.keys_by_id(), seen);
+    }
+
     /// The check refuses exactly the key sets with more distinct keys
     /// than the limit, however long, and passes short ones unread.
     #[test]

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 pub use embtier_format::trace::{Access, AccessKind, TraceReader, TraceTable, TraceWriter};
 pub use import::{
     detect, import, import_batches, import_noting, import_stream, import_stream_ids,
-    looks_like_header, oracle_general_batches, oracle_general_ids, CsvSpec, Format, Imported, Note,
+    looks_like_header, oracle_general_batches, CsvSpec, Format, Imported, Note,
 };
 
 /// Errors of reading or converting a trace. Each names the file and, where

@@ -14,8 +14,8 @@ mod pipe;
 mod readers;
 mod text;
 
+pub use readers::oracle_general_batches;
 use readers::{avazu, criteo, delimited, movielens, oracle_general, txt};
-pub use readers::{oracle_general_batches, oracle_general_ids};
 
 /// Input formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -513,8 +513,8 @@ pub fn import_stream(
 pub type StreamedIds = (Format, Vec<TraceTable>, Vec<Note>, Option<Vec<u64>>);
 
 /// [`import_stream`], and with `ids` an oracleGeneral file's own ids by
-/// the dense row each became (as [`oracle_general_ids`] reads them, without
-/// a second read of the file): what libCacheSim hashes where a policy
+/// the dense row each became, taken from the reader's id table when the
+/// file is read: what libCacheSim hashes where a policy
 /// hashes keys. `None` for the other formats, whose rows have no one id of
 /// their own.
 pub fn import_stream_ids(

@@ -251,22 +251,6 @@ pub(super) fn oracle_general_stream(
     Ok((single_table("objects", ids.len() as u64), ids))
 }
 
-/// The ids an oracleGeneral file's records carry, indexed by the dense id
-/// [`import`] gives each (its rows, numbered in order of first request):
-/// what libCacheSim hashes where a policy hashes keys (W-TinyLFU's
-/// sketch), so that a simulation of the dense rows can hash the same.
-pub fn oracle_general_ids(path: &Path) -> Result<Vec<u64>, TraceError> {
-    let records = og_records(path)?;
-    let mut ids = IdTable::with_capacity(records.min(1 << 24) / 8);
-    let mut check = OgCheck::default();
-    og_blocks(path, records, |block| {
-        og_number(&mut ids, block, &mut check, |_| {})
-    })?;
-    check.result(path)?;
-    check_numbered(path, std::slice::from_ref(&ids))?;
-    Ok(ids.keys_by_id())
-}
-
 /// The first `records` records of `path`, numbered by `ids`, handed to
 /// `each` in batches of `batch`.
 fn og_feed(
