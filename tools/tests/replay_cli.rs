@@ -549,17 +549,7 @@ fn the_tools_take_the_same_flags_and_names() {
 fn run_reports_every_tier_of_a_kind() {
     let d = tempfile::tempdir().unwrap();
     let t = d.path().join("g.etrace");
-    let o = locality(&[
-        "gen",
-        t.to_str().unwrap(),
-        "--tables",
-        "a:200000:8:1.0",
-        "--batches",
-        "40",
-        "--batch-size",
-        "512",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    gen_trace(&t, 40, 512, Some("a:200000:8:1.0"));
     let cfg = d.path().join("two.toml");
     std::fs::write(
         &cfg,
