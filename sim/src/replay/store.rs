@@ -80,17 +80,12 @@ pub struct TierRun {
     pub share: f64,
 }
 
-/// Each cache tier's (kind, hits, lookups), summed over the tables, in the
-/// store's tier order: a cached table's tiers are the store's; a pinned
-/// table's one tier adds to the store's first tier of its kind.
-fn tier_totals(s: &embtier::Stats) -> Vec<(embtier::MemoryKind, u64, u64)> {
-    let kinds: Vec<embtier::MemoryKind> = s
-        .tables
-        .iter()
-        .max_by_key(|t| t.tiers.len())
-        .map(|t| t.tiers.iter().map(|x| x.kind).collect())
-        .unwrap_or_default();
-    let mut out: Vec<_> = kinds.iter().map(|&k| (k, 0u64, 0u64)).collect();
+/// Each of the store's cache tiers (`kinds`, its order) as (hits,
+/// lookups) summed over the tables: a cached table's tiers are the
+/// store's; a pinned table's one tier adds to the store's first tier of
+/// its kind.
+fn tier_totals(kinds: &[embtier::MemoryKind], s: &embtier::Stats) -> Vec<(u64, u64)> {
+    let mut out = vec![(0u64, 0u64); kinds.len()];
     for t in &s.tables {
         for (j, x) in t.tiers.iter().enumerate() {
             let at = if t.tiers.len() == kinds.len() {
@@ -99,8 +94,8 @@ fn tier_totals(s: &embtier::Stats) -> Vec<(embtier::MemoryKind, u64, u64)> {
                 kinds.iter().position(|&k| k == x.kind)
             };
             if let Some(o) = at.and_then(|i| out.get_mut(i)) {
-                o.1 += x.hits;
-                o.2 += x.lookups;
+                o.0 += x.hits;
+                o.1 += x.lookups;
             }
         }
     }
@@ -185,20 +180,16 @@ pub fn run_store(
     let d = |f: &dyn Fn(&embtier::TableStats) -> u64| {
         after.tables.iter().map(f).sum::<u64>() - before.tables.iter().map(f).sum::<u64>()
     };
-    let dram_hits = d(&|t| t.dram().hits);
-    let dram_lookups = d(&|t| t.dram().lookups);
-    let pmem_hits = d(&|t| t.pmem().hits);
-    let pmem_lookups = d(&|t| t.pmem().lookups);
     let updates = d(&|t| t.updates);
     let requests = d(&|t| t.lookups) + updates;
     let share = |x: u64| x as f64 / requests.max(1) as f64;
-    let (t0, t1) = (tier_totals(&before), tier_totals(&after));
-    let tiers: Vec<TierRun> = t1
+    let kinds: Vec<embtier::MemoryKind> = store.config().tiers.iter().map(|t| t.kind).collect();
+    let (t0, t1) = (tier_totals(&kinds, &before), tier_totals(&kinds, &after));
+    let tiers: Vec<TierRun> = kinds
         .iter()
-        .enumerate()
-        .map(|(i, &(kind, hits, lookups))| {
-            let (h0, l0) = t0.get(i).map_or((0, 0), |&(_, h, l)| (h, l));
-            let (hits, lookups) = (hits - h0, lookups - l0);
+        .zip(t0.iter().zip(&t1))
+        .map(|(&kind, (&(h0, l0), &(h1, l1)))| {
+            let (hits, lookups) = (h1 - h0, l1 - l0);
             TierRun {
                 kind: kind.to_string(),
                 lookups,
@@ -208,6 +199,15 @@ pub fn run_store(
             }
         })
         .collect();
+    // DRAM's and PMem's figures are the first tier of each kind's.
+    let first = |k: embtier::MemoryKind| {
+        let name = k.to_string();
+        tiers.iter().find(|t| t.kind == name)
+    };
+    let (dram_hits, dram_lookups) =
+        first(embtier::MemoryKind::Dram).map_or((0, 0), |t| (t.hits, t.lookups));
+    let (pmem_hits, pmem_lookups) =
+        first(embtier::MemoryKind::Pmem).map_or((0, 0), |t| (t.hits, t.lookups));
     let all_hits: u64 = tiers.iter().map(|t| t.hits).sum();
     let h = hist.snapshot();
     let us = |q: f64| h.value_at_quantile(q) as f64 / 1e3;
