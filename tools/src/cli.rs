@@ -336,8 +336,6 @@ pub struct Keys {
     pub keys: Vec<u64>,
     /// Requests per table.
     pub per_table: Vec<u64>,
-    /// The format read.
-    pub format: Format,
     /// With `own_ids`, an oracleGeneral file's own id of each key (its
     /// dense row): see [`embtier_sim::trace::import_stream_ids`].
     pub own_ids: Option<Vec<u64>>,
@@ -389,7 +387,6 @@ pub fn load_keys(input: &Input, own_ids: bool) -> Result<Keys, Fail> {
         tables,
         keys,
         per_table,
-        format: f,
         own_ids: own,
     })
 }

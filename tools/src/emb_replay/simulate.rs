@@ -46,7 +46,6 @@ pub(super) fn simulate(a: SimulateArgs) -> Result<(), Fail> {
         keys,
         per_table,
         own_ids,
-        ..
     } = load_keys(&a.input, hashes)?;
     let requests = keys.len();
     let mut sweep = MiniSim::new(keys, a.sample.unwrap_or(1.0), a.min_objects);
