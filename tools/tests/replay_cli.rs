@@ -89,21 +89,8 @@ fn matches_libcachesim_through_the_cli() {
         eprintln!("SKIP: {} is absent", p.display());
         return;
     }
-    let o = replay(&[
-        "simulate",
-        p.to_str().unwrap(),
-        "--policies",
-        "arc,s3fifo",
-        "--sizes",
-        "5000",
-        "--json",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let mr = |i: usize| v["results"][i]["miss_ratio"].as_f64().unwrap();
-    // libCacheSim 0.3.5 (tests/reference/libcachesim_policies.py).
-    assert!((mr(0) - 0.7707777153294928).abs() < 1e-4);
-    assert!((mr(1) - 0.7525028101728256).abs() < 1e-4);
+    // One sweep; libCacheSim 0.3.5's figures
+    // (tests/reference/libcachesim_policies.py), each within its tolerance.
     // W-TinyLFU hashes ids: the CLI hashes the file's own (not the dense
     // rows it numbers them to), or its sketch collides elsewhere than
     // libCacheSim's and the miss ratios part by 1e-3 (0.868633 at 100);
@@ -112,22 +99,24 @@ fn matches_libcachesim_through_the_cli() {
         "simulate",
         p.to_str().unwrap(),
         "--policies",
-        "wtinylfu,slru,sieve",
+        "arc,s3fifo,wtinylfu,slru,sieve",
         "--sizes",
-        "100,1003,20001",
+        "100,1003,5000,20001",
         "--json",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let want = [
-        ("wtinylfu", 100, 0.8676320781228045),
-        ("wtinylfu", 1003, 0.8328386258254883),
-        ("wtinylfu", 20001, 0.5244045946325699),
-        ("slru", 1003, 0.8262083743150204),
-        ("sieve", 20001, 0.565819516650274),
+        ("arc", 5000, 0.7707777153294928, 1e-4),
+        ("s3fifo", 5000, 0.7525028101728256, 1e-4),
+        ("wtinylfu", 100, 0.8676320781228045, 1e-6),
+        ("wtinylfu", 1003, 0.8328386258254883, 1e-6),
+        ("wtinylfu", 20001, 0.5244045946325699, 1e-6),
+        ("slru", 1003, 0.8262083743150204, 1e-6),
+        ("sieve", 20001, 0.565819516650274, 1e-6),
     ];
     let results = v["results"].as_array().unwrap();
-    for (policy, size, mr) in want {
+    for (policy, size, mr, tol) in want {
         let got = results
             .iter()
             .find(|r| r["policy"] == policy && r["size"] == size)
@@ -135,7 +124,7 @@ fn matches_libcachesim_through_the_cli() {
             .as_f64()
             .unwrap();
         assert!(
-            (got - mr).abs() < 1e-6,
+            (got - mr).abs() < tol,
             "{policy} at {size}: {got} against libCacheSim's {mr}"
         );
     }
