@@ -7,6 +7,20 @@ import pytest
 import embtier
 
 
+def reference_step(weight, state, rows, kind, lr, eps=1e-8):
+    """The reference optimizer of the module tests, in a few lines: SGD or
+    row-wise Adagrad (FBGEMM's) on ``rows`` of ``weight`` (a torch
+    Parameter with a dense gradient; ``state`` one float a row), then the
+    gradient cleared. Call it under ``torch.no_grad()``."""
+    g = weight.grad[rows]
+    if kind == "sgd":
+        weight[rows] -= lr * g
+    else:
+        state[rows] += (g * g).mean(dim=1)
+        weight[rows] -= lr * g / (state[rows].sqrt()[:, None] + eps)
+    weight.grad = None
+
+
 @pytest.fixture
 def store_dir(tmp_path):
     return str(tmp_path / "store")

@@ -9,6 +9,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="embtier.torch needs torch (the README's test command installs it)")
 
 import embtier  # noqa: E402
+from conftest import reference_step  # noqa: E402
 from embtier.torch import TieredEmbeddingBags  # noqa: E402
 
 TABLES = [("user", 200, 8), ("item", 300, 16)]
@@ -84,13 +85,7 @@ class Reference(torch.nn.Module):
         for t, bag in enumerate(self.bags):
             o = offsets[t * B : (t + 1) * B + 1]
             rows = torch.unique(indices[int(o[0]) : int(o[-1])])
-            g = bag.weight.grad[rows]
-            if self.kind == "sgd":
-                bag.weight[rows] -= self.lr * g
-            else:
-                self.state[t][rows] += (g * g).mean(dim=1)
-                bag.weight[rows] -= self.lr * g / (self.state[t][rows].sqrt()[:, None] + 1e-8)
-            bag.weight.grad = None
+            reference_step(bag.weight, self.state[t], rows, self.kind, self.lr)
 
 
 def weights_of(store):

@@ -20,6 +20,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="embtier.torch needs torch (the README's test command installs it)")
 
 import embtier  # noqa: E402
+from conftest import reference_step  # noqa: E402
 from embtier.torch import TieredEmbeddingBags  # noqa: E402
 
 B = 16
@@ -115,13 +116,7 @@ class Reference:
             rows = torch.unique(self.parts[t])
             if self.pads[t] is not None:
                 rows = rows[rows != self.pads[t]]
-            g = mod.weight.grad[rows]
-            if self.kind == "sgd":
-                mod.weight[rows] -= self.lr * g
-            else:
-                self.state[t][rows] += (g * g).mean(dim=1)
-                mod.weight[rows] -= self.lr * g / (self.state[t][rows].sqrt()[:, None] + 1e-8)
-            mod.weight.grad = None
+            reference_step(mod.weight, self.state[t], rows, self.kind, self.lr)
 
     def weights(self):
         return [m.weight.detach() for m in self.mods]
