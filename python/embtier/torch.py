@@ -239,7 +239,6 @@ class _Bags:
             self.parts.append(
                 _Part(name, ti, np.ascontiguousarray(local), tw, lo, hi - lo, keep)
             )
-        self.indices_all = idx
         #: Entries in the batch, pads included.
         self.entries = int(idx.shape[0])
 
