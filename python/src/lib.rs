@@ -115,15 +115,7 @@ fn config_from(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<StoreConfi
         let json = config_value(py, d.as_any(), "config")?;
         return serde_path_to_error::deserialize::<_, StoreConfig>(&json).map_err(|e| {
             let (key, table) = dict_key(&json, e.path());
-            let reason = e.inner().to_string();
-            let mut attrs = vec![
-                ("reason", obj(py, reason.as_str())),
-                ("key", obj(py, key.as_str())),
-            ];
-            if let Some(t) = table {
-                attrs.push(("table", obj(py, t)));
-            }
-            raise(py, "ConfigError", format!("{key}: {reason}"), &attrs)
+            config_error_in(py, &key, table.as_deref(), e.inner().to_string())
         });
     }
     let p: PathBuf = config.extract().map_err(|_| {
@@ -182,12 +174,16 @@ fn dict_key(
 
 /// A ConfigError at `path` (the key, as `config["tables"][0]["rows"]`).
 fn config_error(py: Python<'_>, path: &str, reason: String) -> PyErr {
-    raise(
-        py,
-        "ConfigError",
-        format!("{path}: {reason}"),
-        &[("reason", obj(py, reason.as_str())), ("key", obj(py, path))],
-    )
+    config_error_in(py, path, None, reason)
+}
+
+/// [`config_error`] in table `table`, where the key is one table's.
+fn config_error_in(py: Python<'_>, path: &str, table: Option<&str>, reason: String) -> PyErr {
+    let mut attrs = vec![("reason", obj(py, reason.as_str())), ("key", obj(py, path))];
+    if let Some(t) = table {
+        attrs.push(("table", obj(py, t)));
+    }
+    raise(py, "ConfigError", format!("{path}: {reason}"), &attrs)
 }
 
 /// A config dict's value `v` at `path` as a JSON value: what store.toml
