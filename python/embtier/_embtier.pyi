@@ -171,6 +171,10 @@ class Store:
         optimizer: every index receives its bag's gradient (``grad`` is
         ``(B, dim)``), times its weight or divided by the bag's length; the
         same as :meth:`step` with the expanded gradients, bit for bit."""
+    def lookup_many(self, batches: List[Tuple[str, IdArray]]) -> List[F32Array]:
+        """:meth:`lookup` of several ``(table, ids)`` at once, every
+        table's misses read in one queue; one ``(len(ids), dim)`` array per
+        batch. Every part is checked before any is read."""
     def lookup_pooled_many(
         self, batches: List[Tuple[str, IdArray, IdArray, Mode, Optional[F32Array]]]
     ) -> List[F32Array]:

@@ -322,8 +322,8 @@ class _PooledFunction(torch.autograd.Function):
             y = torch.from_numpy(np.concatenate(outs, axis=1) if len(outs) > 1 else outs[0])
         elif mode == "max":
             outs, maxes = [], []
-            for p in bags.parts:
-                rows = module.store.lookup(p.name, p.indices)
+            looked = module.store.lookup_many([(p.name, p.indices) for p in bags.parts])
+            for p, rows in zip(bags.parts, looked):
                 out, full, first = _max_pool(rows, p.offsets)
                 outs.append(out)
                 maxes.append((full, first))
@@ -331,8 +331,8 @@ class _PooledFunction(torch.autograd.Function):
             y = torch.from_numpy(np.concatenate(outs, axis=1) if len(outs) > 1 else outs[0])
         else:  # "none": every entry's row, in the order of the indices
             out = np.zeros((bags.entries, module.dims[0]), dtype=np.float32)
-            for p in bags.parts:
-                rows = module.store.lookup(p.name, p.indices)
+            looked = module.store.lookup_many([(p.name, p.indices) for p in bags.parts])
+            for p, rows in zip(bags.parts, looked):
                 if p.keep is None:
                     out[p.lo : p.lo + p.n] = rows
                 else:
@@ -384,8 +384,8 @@ class _PooledFunction(torch.autograd.Function):
                 # before this step: read them before stepping. A pad's
                 # weight gets none.
                 gw = np.zeros(bags.entries, dtype=np.float32)
-                for p, gb in zip(bags.parts, grads):
-                    rows = module.store.lookup(p.name, p.indices)
+                looked = module.store.lookup_many([(p.name, p.indices) for p in bags.parts])
+                for p, gb, rows in zip(bags.parts, grads, looked):
                     bag_of = np.repeat(np.arange(p.offsets.shape[0] - 1), np.diff(p.offsets))
                     part = (rows * gb[bag_of]).sum(axis=1)
                     if p.keep is None:

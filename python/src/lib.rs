@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use embtier::{PooledBatch, PooledGrad, PoolingMode, Store, StoreConfig};
+use embtier::{PooledBatch, PooledGrad, PoolingMode, Store, StoreConfig, TableBatch};
 use numpy::{
     PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArray,
     PyUntypedArrayMethods,
@@ -400,6 +400,49 @@ impl PyStore {
         let out = out_2d(py, out, ids.len(), dim)?;
         fill_out(py, &out, |o| s.lookup(table, ids, o))?;
         Ok(out)
+    }
+
+    /// Lookups of several tables, their misses read in one queue:
+    /// `batches` is a list of `(table, ids)`; returns one `(len(ids),
+    /// dim)` array per batch. Every part is checked before any is read.
+    fn lookup_many<'py>(
+        &self,
+        py: Python<'py>,
+        batches: &Bound<'py, PyAny>,
+    ) -> PyResult<Vec<Bound<'py, PyArray2<f32>>>> {
+        let s = self.get(py)?;
+        type Item<'py> = (String, Bound<'py, PyAny>);
+        let items: Vec<Item<'py>> = batches_of(batches, "(table, ids)")?;
+        let mut held = Vec::with_capacity(items.len());
+        for (table, i) in &items {
+            let dim = Self::dim(py, &s, table)?;
+            let ids = ids(i, "ids")?;
+            let out = zeros(py, ids.slice().len(), dim)?;
+            held.push((table.as_str(), ids, out));
+        }
+        let mut outs: Vec<_> = held
+            .iter()
+            .map(|h| h.2.try_readwrite())
+            .collect::<Result<_, _>>()
+            .map_err(|e| type_error(py, "out", format!("out: {e}")))?;
+        {
+            let mut parts: Vec<TableBatch<'_>> = held
+                .iter()
+                .zip(outs.iter_mut())
+                .map(|(h, o)| {
+                    TableBatch::new(
+                        h.0,
+                        h.1.slice(),
+                        o.as_slice_mut()
+                            .expect("zeros() made it contiguous and aligned"),
+                    )
+                })
+                .collect();
+            py.detach(|| s.lookup_many(&mut parts))
+                .map_err(|e| to_py(py, e))?;
+        }
+        drop(outs);
+        Ok(held.into_iter().map(|h| h.2).collect())
     }
 
     fn update(

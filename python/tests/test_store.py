@@ -159,6 +159,27 @@ def test_many_forms_equal_single_table_calls(small_store):
     assert not np.array_equal(s.export_rows("a", 0, 1000), before)
 
 
+def test_lookup_many_equals_lookup_table_by_table(small_store):
+    s = small_store
+    s.update("b", ids(7), np.full((1, 3), 2.5, np.float32))
+    ia, ib = ids(5, 999, 5, 0), ids(7, 7, 49)
+    outs = s.lookup_many([("a", ia), ("b", ib), ("a", ids())])
+    assert [o.shape for o in outs] == [(4, 8), (3, 3), (0, 8)]
+    assert np.array_equal(outs[0], s.lookup("a", ia))
+    assert np.array_equal(outs[1], s.lookup("b", ib))
+    assert outs[1][0].tolist() == [2.5] * 3
+    assert s.lookup_many([]) == []
+    # A bad part is named, whichever it is, and nothing is read.
+    with pytest.raises(IndexError) as e:
+        s.lookup_many([("a", ia), ("b", ids(50))])
+    assert (e.value.table, e.value.id, e.value.rows) == ("b", 50, 50)
+    with pytest.raises(KeyError) as e:
+        s.lookup_many([("a", ia), ("nope", ids(1))])
+    assert e.value.table == "nope"
+    with pytest.raises(TypeError):
+        s.lookup_many([("a",)])
+
+
 def test_export_and_import_stream_a_table(small_store):
     s = small_store
     whole = np.concatenate([s.export_rows("a", st, 300) for st in (0, 300, 600)] + [s.export_rows("a", 900, 100)])
