@@ -1096,6 +1096,67 @@ mod tests {
         assert!(pooled <= 1 << 20, "{pooled} bytes of read buffers kept");
     }
 
+    /// A batch whose misses read more than the pool keeps (64 MiB) reads
+    /// them through one bounded buffer, left in the pool for the next
+    /// batch: a lookup of several tables' misses (32 K groups of 4 KiB,
+    /// 128 MiB) allocated, faulted in and dropped a buffer of the whole
+    /// batch each call, a third more CPU than the same tables looked up
+    /// one by one.
+    #[test]
+    fn a_batch_of_many_misses_reads_through_one_bounded_buffer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let rb = TableConfig::new("t", 1, 16).row_bytes();
+        let tables = ["a", "b"];
+        let mut b = StoreConfig::builder();
+        for t in tables {
+            b = b.table(TableConfig::new(t, 1_300_000, 16));
+        }
+        let cfg = b
+            .tiers(vec![TierConfig::dram(4_000 * rb, PolicyKind::Lru)])
+            .warm_rows(false)
+            .build();
+        let s = Store::create(&path, cfg).unwrap();
+        // Ids a group apart, written home: each a read of its own.
+        let ids: Vec<u64> = (0..10_000u64).map(|i| i * 128).collect();
+        for t in tables {
+            s.apply_sgd(t, &ids, &vec![1.0; ids.len() * 16], 0.1)
+                .unwrap();
+        }
+        s.merge_row_log().unwrap();
+        drop(s);
+        let cold = super::OpenOptionsExt {
+            cold: true,
+            ..Default::default()
+        };
+        let s = Store::open_ext(&path, cold).unwrap();
+        let mut outs = [vec![0f32; ids.len() * 16], vec![0f32; ids.len() * 16]];
+        let [oa, ob] = &mut outs;
+        s.lookup_many(&mut [
+            super::TableBatch::new("a", &ids, oa),
+            super::TableBatch::new("b", &ids, ob),
+        ])
+        .unwrap();
+        let reads: u64 = tables
+            .iter()
+            .map(|t| s.stats().table(t).unwrap().ssd.read_ops)
+            .sum();
+        assert!(reads >= 20_000, "{reads} reads");
+        let pooled = s.ssd.pooled_bytes();
+        assert!(
+            pooled > 0 && pooled <= crate::tier::ssd::READ_CHUNK_BYTES,
+            "{pooled} bytes of read buffers kept"
+        );
+        // And the rows are the rows.
+        let mut one = vec![0f32; 16];
+        for (t, o) in tables.iter().zip(&outs) {
+            for k in [0usize, 4_999, 9_999] {
+                s.lookup(t, &ids[k..k + 1], &mut one).unwrap();
+                assert_eq!(&o[k * 16..(k + 1) * 16], &one[..], "{t} row {}", ids[k]);
+            }
+        }
+    }
+
     /// A call past the limit is refused as unsupported, naming its size
     /// and the limit; at the limit it passes.
     #[test]

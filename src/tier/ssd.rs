@@ -58,6 +58,10 @@ pub(crate) enum Loc {
 const KEPT_BUFS: usize = 4;
 /// The largest read buffer [`Ssd`] keeps.
 const KEPT_BUF_BYTES: usize = 64 << 20;
+/// [`Ssd::read_extents_each`] reads at most this many bytes at a time
+/// (one extent at least), reusing the buffer: a batch of many misses no
+/// longer allocates, faults in and drops a buffer of all of them.
+pub(crate) const READ_CHUNK_BYTES: usize = 16 << 20;
 
 impl Ssd {
     /// The SSD tier over `engine` (the data file at `path`, opened as
@@ -255,7 +259,10 @@ impl Ssd {
     }
 
     /// Read `len` bytes at each of `offsets` into `buf` (poisoned first),
-    /// calling `done(i, bytes)` for each extent as soon as it has been read.
+    /// calling `done(i, bytes)` for each extent as soon as it has been read;
+    /// at most [`READ_CHUNK_BYTES`] (or one extent) at a time, so that `buf`
+    /// stays small enough for the pool to keep. Each chunk's reads fill the
+    /// engine's queue; only its last few wait for the next chunk to start.
     pub fn read_extents_each(
         &self,
         offsets: &[u64],
@@ -263,10 +270,14 @@ impl Ssd {
         buf: &mut AlignedBuf,
         done: &mut dyn FnMut(usize, &[u8]),
     ) -> Result<()> {
-        buf.poison(offsets.len() * len);
-        self.engine
-            .read_extents_each(offsets, len, buf, done)
-            .map_err(|f| self.err(f))
+        let per = (READ_CHUNK_BYTES / len.max(1)).max(1);
+        for (c, chunk) in offsets.chunks(per).enumerate() {
+            buf.poison(chunk.len() * len);
+            self.engine
+                .read_extents_each(chunk, len, buf, &mut |i, b| done(c * per + i, b))
+                .map_err(|f| self.err(f))?;
+        }
+        Ok(())
     }
 
     /// A round of misses: [`Ssd::read_extents_windowed`] when `windowed`
