@@ -433,6 +433,28 @@ fn optimizer_state_leaves_and_enters_with_the_weights() {
             neg[at..at + 4].copy_from_slice(&(-1.0f32).to_le_bytes());
             let e = b.import_state("t", 5, &neg).unwrap_err();
             assert!(matches!(e, Error::NegativeState { id: 5, .. }), "{e}");
+            // A sum of squares of +inf (a gradient's square overflowed:
+            // a step leaves it) is taken; -inf is not; the checks alone
+            // write nothing.
+            let mut inf = s[..sb].to_vec();
+            inf[at..at + 4].copy_from_slice(&f32::INFINITY.to_le_bytes());
+            b.check_import_state("t", 5, &inf).unwrap();
+            inf[at..at + 4].copy_from_slice(&f32::NEG_INFINITY.to_le_bytes());
+            let e = b.check_import_state("t", 5, &inf).unwrap_err();
+            assert!(matches!(e, Error::NonFinite { id: 5, .. }), "{e}");
+            let e = b.check_import_state("t", 0, &bad).unwrap_err();
+            assert!(matches!(e, Error::NonFinite { id: 1, .. }), "{e}");
+            let e = b
+                .check_import_rows("t", 0, &[1.0, f32::NAN][..])
+                .unwrap_err();
+            assert!(matches!(e, Error::LengthMismatch { .. }), "{e}");
+            let mut nan_row = w[..dim].to_vec();
+            nan_row[1] = f32::NAN;
+            let e = b.check_import_rows("t", 3, &nan_row).unwrap_err();
+            assert!(matches!(e, Error::NonFinite { id: 3, .. }), "{e}");
+            b.check_import_rows("t", 3, &w[..dim]).unwrap();
+            let e = b.check_import_rows("t", rows, &w[..dim]).unwrap_err();
+            assert!(matches!(e, Error::IdOutOfRange { .. }), "{e}");
             let e = b.import_state("t", rows - 1, &s[..2 * sb]).unwrap_err();
             assert!(matches!(e, Error::IdOutOfRange { .. }), "{e}");
             // Loaded in two pieces, as a state_dict's chunks load.

@@ -297,46 +297,15 @@ impl Store {
 
     /// Overwrite the optimizer state of rows `start .. start + n` of
     /// `table` with `state` (as [`Store::export_state`] gives it), leaving
-    /// their weights. Nothing is written unless every f32 of the state is
-    /// finite (or the table allows non-finite values: [`Error::NonFinite`])
-    /// and no sum of squares (Adagrad's, Adam's second moment) is negative
-    /// ([`Error::NegativeState`]).
+    /// their weights. Nothing is written unless the state passes
+    /// [`Store::check_import_state`].
     pub fn import_state(&self, table: &str, start: u64, state: &[u8]) -> Result<()> {
         let t = self.table(table)?;
         let (ids, sb) = Self::state_range(t, "state", start, state.len())?;
         if ids.is_empty() {
             return Ok(());
         }
-        // Every field is an f32 but Adam's step count, the last 4 bytes;
-        // the sums of squares (Adagrad's, Adam's `v`, after its `m`) must
-        // not be negative, or the next step takes a root of one.
-        let dim = t.dim;
-        let (floats, squares_from) = match t.cfg.optimizer {
-            crate::Optimizer::Adam { .. } => ((sb - 4) / 4, dim),
-            _ => (sb / 4, 0),
-        };
-        for (k, row) in state.chunks_exact(sb).enumerate() {
-            for (i, b) in row[..floats * 4].chunks_exact(4).enumerate() {
-                let value = f32::from_le_bytes(b.try_into().expect("4 bytes"));
-                if !value.is_finite() && !t.cfg.allow_non_finite {
-                    return Err(Error::NonFinite {
-                        table: t.name.clone(),
-                        what: "state",
-                        id: ids[k],
-                        element: i,
-                        value,
-                    });
-                }
-                if i >= squares_from && value < 0.0 {
-                    return Err(Error::NegativeState {
-                        table: t.name.clone(),
-                        id: ids[k],
-                        element: i,
-                        value,
-                    });
-                }
-            }
-        }
+        Self::check_state(t, &ids, sb, state)?;
         let wb = t.weight_bytes;
         let items: Vec<(u64, usize)> = ids.iter().enumerate().map(|(k, &id)| (id, k)).collect();
         t.throttle();
@@ -348,6 +317,69 @@ impl Store {
             |_| {},
             |row, k| row[wb..wb + sb].copy_from_slice(&state[k * sb..(k + 1) * sb]),
         )
+    }
+
+    /// Whether [`Store::import_state`] would take `state` for rows `start
+    /// ..`, without writing anything: its length is whole rows of the
+    /// table, every f32 is finite (unless the table allows non-finite
+    /// values: [`Error::NonFinite`]) but a sum of squares (Adagrad's,
+    /// Adam's second moment), which may be `+inf` (a step whose gradient's
+    /// square overflowed leaves one) and cannot be negative
+    /// ([`Error::NegativeState`]). A caller that loads several tables
+    /// checks them all first, so that a refused one leaves every table as
+    /// it was.
+    pub fn check_import_state(&self, table: &str, start: u64, state: &[u8]) -> Result<()> {
+        let t = self.table(table)?;
+        let (ids, sb) = Self::state_range(t, "state", start, state.len())?;
+        Self::check_state(t, &ids, sb, state)
+    }
+
+    /// Whether [`Store::import_rows`] would take `values` for rows `start
+    /// ..`, without writing anything: whole rows within the table, every
+    /// value finite unless the table allows non-finite values.
+    pub fn check_import_rows(&self, table: &str, start: u64, values: &[f32]) -> Result<()> {
+        let t = self.table(table)?;
+        let ids = Self::id_range(t, "values", start, values.len())?;
+        Self::check_finite(t, "values", &ids, values)
+    }
+
+    /// The checks of [`Store::check_import_state`] on the state of `ids`.
+    fn check_state(t: &Table, ids: &[u64], sb: usize, state: &[u8]) -> Result<()> {
+        // Every field is an f32 but Adam's step count, the last 4 bytes;
+        // the sums of squares (Adagrad's, Adam's `v`, after its `m`) must
+        // not be negative, or the next step takes a root of one.
+        let dim = t.dim;
+        let (floats, squares_from) = match t.cfg.optimizer {
+            crate::Optimizer::Adam { .. } => ((sb - 4) / 4, dim),
+            _ => (sb / 4, 0),
+        };
+        for (k, row) in state.chunks_exact(sb).enumerate() {
+            for (i, b) in row[..floats * 4].chunks_exact(4).enumerate() {
+                let value = f32::from_le_bytes(b.try_into().expect("4 bytes"));
+                let square = i >= squares_from;
+                let taken = value.is_finite()
+                    || t.cfg.allow_non_finite
+                    || (square && value == f32::INFINITY);
+                if !taken {
+                    return Err(Error::NonFinite {
+                        table: t.name.clone(),
+                        what: "state",
+                        id: ids[k],
+                        element: i,
+                        value,
+                    });
+                }
+                if square && value < 0.0 {
+                    return Err(Error::NegativeState {
+                        table: t.name.clone(),
+                        id: ids[k],
+                        element: i,
+                        value,
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The ids of `len` bytes of state from `start` in table `t`, and its
