@@ -203,6 +203,14 @@ class Store:
     def import_state(self, table: str, start: int, state: npt.NDArray[np.uint8]) -> None:
         """Overwrite the optimizer state of rows ``start .. start +
         len(state)`` (weights kept), from :meth:`export_state`'s bytes."""
+    def check_import_rows(self, table: str, start: int, values: F32Array) -> None:
+        """Raise what :meth:`import_rows` would raise for these arguments,
+        writing nothing: check every table's chunks before loading any, so
+        that a refused value leaves the store as it was."""
+    def check_import_state(self, table: str, start: int, state: npt.NDArray[np.uint8]) -> None:
+        """Raise what :meth:`import_state` would raise, writing nothing.
+        A sum of squares (Adagrad's, Adam's second moment) may be ``+inf``
+        (a step whose gradient's square overflowed leaves one)."""
     def checkpoint(self) -> Dict[str, Union[int, float]]:
         """Make the current state durable and atomic; a crash later recovers
         exactly it. Returns ``generation``, ``epoch``, ``groups_journaled``,

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import collections
 import operator
+import sys
 import weakref
 from typing import Any, Deque, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
@@ -315,10 +316,16 @@ class _PooledFunction(torch.autograd.Function):
     ) -> torch.Tensor:
         mode = module.mode
         ctx.maxes = None
+        ctx.rows = None
         if mode in ("sum", "mean"):
             outs = module.store.lookup_pooled_many(
                 [(p.name, p.indices, p.offsets, mode, p.weights) for p in bags.parts]
             )
+            if psw is not None and psw.requires_grad:
+                # The weights' gradient is the rows as this forward saw
+                # them: another forward's step in the same backward may
+                # change them before this one's runs.
+                ctx.rows = module.store.lookup_many([(p.name, p.indices) for p in bags.parts])
             y = torch.from_numpy(np.concatenate(outs, axis=1) if len(outs) > 1 else outs[0])
         elif mode == "max":
             outs, maxes = [], []
@@ -361,7 +368,12 @@ class _PooledFunction(torch.autograd.Function):
         _ = ctx.saved_tensors  # raises if the batch's tensors changed since the forward
         g = _host(grad_out, torch.float32)
         mode = ctx.mode
-        if mode == "none":
+        # Frozen tables (requires_grad_(False)) are not stepped; a backward
+        # then runs only for the per-sample weights' gradient.
+        step = ctx.needs_input_grad[0]
+        if mode == "none" and not step:
+            pass
+        elif mode == "none":
             # Each index its own bag of one: step_pooled_many checks every
             # table's ids and gradients before it steps any (a failure
             # leaves the store as it was), and steps as `step` would, bit
@@ -380,12 +392,10 @@ class _PooledFunction(torch.autograd.Function):
                 col += dim
             grad_psw = None
             if ctx.psw_grad:
-                # d out[b] / d w[k] = row(indices[k]), with the weights
-                # before this step: read them before stepping. A pad's
-                # weight gets none.
+                # d out[b] / d w[k] = row(indices[k]), the rows the
+                # forward read. A pad's weight gets none.
                 gw = np.zeros(bags.entries, dtype=np.float32)
-                looked = module.store.lookup_many([(p.name, p.indices) for p in bags.parts])
-                for p, gb, rows in zip(bags.parts, grads, looked):
+                for p, gb, rows in zip(bags.parts, grads, ctx.rows):
                     bag_of = np.repeat(np.arange(p.offsets.shape[0] - 1), np.diff(p.offsets))
                     part = (rows * gb[bag_of]).sum(axis=1)
                     if p.keep is None:
@@ -393,7 +403,9 @@ class _PooledFunction(torch.autograd.Function):
                     else:
                         gw[p.lo + p.keep] = part
                 grad_psw = torch.from_numpy(gw).to(ctx.device)
-            if mode == "max":
+            if not step:
+                pass
+            elif mode == "max":
                 module.store.step_pooled_many(
                     [
                         (
@@ -498,6 +510,16 @@ class TieredEmbeddingBags(nn.Module):
         # The pins of forwards whose step has not run (weakly: a batch's
         # pins go with its graph).
         self._in_use: "weakref.WeakSet[_Pins]" = weakref.WeakSet()
+
+    def requires_grad_(self, requires_grad: bool = True) -> "TieredEmbeddingBags":
+        """``requires_grad_(False)`` freezes the tables, as it freezes an
+        ``nn.EmbeddingBag``'s weight: the output records no gradient for
+        them and no backward steps them (per-sample weights that require a
+        gradient still get theirs). ``requires_grad_(True)`` trains them
+        again."""
+        self._anchor.requires_grad_(requires_grad)
+        super().requires_grad_(requires_grad)
+        return self
 
     @property
     def mode(self) -> str:
@@ -699,12 +721,29 @@ class TieredEmbeddingBags(nn.Module):
                     problems += 1
                     continue
             elif sb and with_state:
+                # The weights still load (non-strict): only the state,
+                # missing, stays as the store holds it.
                 missing_keys.append(skey)
                 problems += 1
-                continue
             plan.append((name, rows, w, st))
-        if strict and problems:
+        # torch passes strict=True here whatever the caller asked (it sorts
+        # the keys out after every module has loaded): the caller's own
+        # choice is read from its load_state_dict call.
+        strict = _caller_strict()
+        if (strict and problems) or error_msgs:
             return  # torch raises on them; nothing was written
+        # Every value checked before any is written (a NaN weight, a
+        # negative sum of squares), table after table, as the writes
+        # below will take them: a refused value leaves every table as it
+        # was.
+        for name, rows, w, st in plan:
+            for start in range(0, rows, CHUNK_ROWS):
+                n = min(CHUNK_ROWS, rows - start)
+                self.store.check_import_rows(name, start, _host(w[start : start + n], torch.float32))
+                if st is not None:
+                    self.store.check_import_state(
+                        name, start, _host(st[start : start + n], torch.uint8)
+                    )
         for name, rows, w, st in plan:
             for start in range(0, rows, CHUNK_ROWS):
                 n = min(CHUNK_ROWS, rows - start)
@@ -732,6 +771,20 @@ class TieredEmbeddingBags(nn.Module):
         if not self.include_last_offset:
             extra += ", include_last_offset=False"
         return f"tables={self.tables}, dims={self.dims}, mode={self.mode!r}{extra}"
+
+
+def _caller_strict() -> bool:
+    """The ``strict`` of the ``nn.Module.load_state_dict`` call this load
+    runs in (on this module or a model holding it); True where there is
+    none to read, so that a load in doubt writes nothing when a key is
+    missing."""
+    code = nn.Module.load_state_dict.__code__
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code is code:
+            return bool(f.f_locals.get("strict", True))
+        f = f.f_back
+    return True
 
 
 def _chunks(rows: int, chunk: int = CHUNK_ROWS) -> Iterator[Tuple[int, int]]:

@@ -37,6 +37,74 @@ struct PyStore {
 }
 
 impl PyStore {
+    /// `import_state`, or with `check` its checks alone.
+    fn state_in(
+        &self,
+        py: Python<'_>,
+        table: &str,
+        start: i128,
+        state: &Bound<'_, PyAny>,
+        check: bool,
+    ) -> PyResult<()> {
+        let start = non_negative(py, "start", start)?;
+        let s = self.get(py)?;
+        let sb = s.state_bytes(table).map_err(|e| to_py(py, e))?;
+        array(state, "state", 2)?;
+        let a = state
+            .cast::<PyArray2<u8>>()
+            .map_err(|_| type_error(py, "state", "state: expected dtype uint8".to_string()))?;
+        let r = a
+            .try_readonly()
+            .map_err(|e| type_error(py, "state", format!("state: {e}")))?;
+        if r.shape()[1] != sb {
+            return Err(invalid(
+                py,
+                "state",
+                format!(
+                    "state: expected {sb} bytes a row for table {table:?}, got {}",
+                    r.shape()[1]
+                ),
+            ));
+        }
+        let v = r
+            .as_slice()
+            .expect("array() checked contiguous and aligned");
+        py.detach(|| {
+            if check {
+                s.check_import_state(table, start, v)
+            } else {
+                s.import_state(table, start, v)
+            }
+        })
+        .map_err(|e| to_py(py, e))
+    }
+
+    /// `import_rows`, or with `check` its checks alone.
+    fn rows_in(
+        &self,
+        py: Python<'_>,
+        table: &str,
+        start: i128,
+        values: &Bound<'_, PyAny>,
+        check: bool,
+    ) -> PyResult<()> {
+        let start = non_negative(py, "start", start)?;
+        let s = self.get(py)?;
+        let dim = Self::dim(py, &s, table)?;
+        let n = array(values, "values", 2)?.shape()[0];
+        let v = f32_2d(values, "values", n, dim)?;
+        let v = v
+            .as_slice()
+            .expect("array() checked contiguous and aligned");
+        py.detach(|| {
+            if check {
+                s.check_import_rows(table, start, v)
+            } else {
+                s.import_rows(table, start, v)
+            }
+        })
+        .map_err(|e| to_py(py, e))
+    }
     fn get(&self, py: Python<'_>) -> PyResult<Arc<Store>> {
         self.inner
             .read()
@@ -89,6 +157,18 @@ fn fill_out(
         .as_slice_mut()
         .expect("array() checked contiguous and aligned");
     py.detach(|| fill(o)).map_err(|e| to_py(py, e))
+}
+
+/// The error of pickling or copying a store (with a model that holds one).
+fn not_copied(py: Python<'_>) -> PyErr {
+    type_error(
+        py,
+        "self",
+        "an embtier Store cannot be pickled or copied: it holds its files open. \
+         Save a model's weights with its state_dict (torch.save(model.state_dict(), ...)), \
+         and in another process open the store again by its path (Store.open(path))"
+            .to_string(),
+    )
 }
 
 /// Rows `start .. start + count` within a table of `rows`, checked before
@@ -350,6 +430,20 @@ impl PyStore {
     #[getter]
     fn closed(&self) -> bool {
         self.inner.read().is_none()
+    }
+
+    /// A store is its open files and threads: it is not pickled or
+    /// copied (with a model by `copy.deepcopy` or `torch.save(model)`).
+    fn __reduce__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Err(not_copied(py))
+    }
+
+    fn __copy__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Err(not_copied(py))
+    }
+
+    fn __deepcopy__(&self, py: Python<'_>, _memo: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        Err(not_copied(py))
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -727,31 +821,18 @@ impl PyStore {
         start: i128,
         state: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let start = non_negative(py, "start", start)?;
-        let s = self.get(py)?;
-        let sb = s.state_bytes(table).map_err(|e| to_py(py, e))?;
-        array(state, "state", 2)?;
-        let a = state
-            .cast::<PyArray2<u8>>()
-            .map_err(|_| type_error(py, "state", "state: expected dtype uint8".to_string()))?;
-        let r = a
-            .try_readonly()
-            .map_err(|e| type_error(py, "state", format!("state: {e}")))?;
-        if r.shape()[1] != sb {
-            return Err(invalid(
-                py,
-                "state",
-                format!(
-                    "state: expected {sb} bytes a row for table {table:?}, got {}",
-                    r.shape()[1]
-                ),
-            ));
-        }
-        let v = r
-            .as_slice()
-            .expect("array() checked contiguous and aligned");
-        py.detach(|| s.import_state(table, start, v))
-            .map_err(|e| to_py(py, e))
+        self.state_in(py, table, start, state, false)
+    }
+
+    /// Whether `import_state` would take `state`, writing nothing.
+    fn check_import_state(
+        &self,
+        py: Python<'_>,
+        table: &str,
+        start: i128,
+        state: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.state_in(py, table, start, state, true)
     }
 
     /// Overwrite rows `start .. start + len(values)` of `table`.
@@ -762,16 +843,18 @@ impl PyStore {
         start: i128,
         values: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let start = non_negative(py, "start", start)?;
-        let s = self.get(py)?;
-        let dim = Self::dim(py, &s, table)?;
-        let n = array(values, "values", 2)?.shape()[0];
-        let v = f32_2d(values, "values", n, dim)?;
-        let v = v
-            .as_slice()
-            .expect("array() checked contiguous and aligned");
-        py.detach(|| s.import_rows(table, start, v))
-            .map_err(|e| to_py(py, e))
+        self.rows_in(py, table, start, values, false)
+    }
+
+    /// Whether `import_rows` would take `values`, writing nothing.
+    fn check_import_rows(
+        &self,
+        py: Python<'_>,
+        table: &str,
+        start: i128,
+        values: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.rows_in(py, table, start, values, true)
     }
 
     /// Make the current state durable and atomic; returns what it did.
