@@ -4,11 +4,13 @@ Arrays: ids, indices and offsets are 1-D, C-contiguous, aligned
 ``int64`` or ``uint64`` numpy arrays, copied as they are read (so that
 another thread cannot change them mid-call); values, gradients and
 ``out`` are C-contiguous, aligned ``float32``, read and written in place.
-A wrong dtype, a non-array or an array not readable in place raises
-:class:`embtier.ArgumentTypeError` (a :class:`TypeError`); a wrong
-shape, length, offset or a NaN raises
+A wrong dtype, a non-array or an array another call holds raises
+:class:`embtier.ArgumentTypeError` (a :class:`TypeError`); a strided or
+unaligned array, a wrong shape, length, offset or a NaN raises
 :class:`embtier.InvalidArgumentError` (a :class:`ValueError`); both name
-the argument. Every call that reads, writes or
+the argument. A plain argument of the wrong Python type (a table name
+that is not a ``str``, a float ``start``) raises Python's own
+:class:`TypeError` from the binding. Every call that reads, writes or
 computes releases the GIL; a :class:`Store` may be shared between threads.
 """
 

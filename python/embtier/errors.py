@@ -109,7 +109,8 @@ class CorruptError(StorageError):
 
 
 class DiskFullError(StorageError):
-    """The file system is full (``path``, ``offset``)."""
+    """The file system is full (``path``, ``offset``; ``errno`` 28,
+    ENOSPC)."""
 
 
 class PoisonedError(StorageError):

@@ -163,7 +163,11 @@ pub(crate) fn to_py(py: Python<'_>, e: embtier::Error) -> PyErr {
             py,
             "DiskFullError",
             msg,
-            &[("path", path(p)), ("offset", obj(py, *offset))],
+            &[
+                ("path", path(p)),
+                ("offset", obj(py, *offset)),
+                ("errno", obj(py, libc_enospc())),
+            ],
         ),
         // A full file system is a DiskFullError (a StorageError) whichever
         // call met it, so that `except DiskFullError` catches every one.

@@ -6,6 +6,7 @@ load let through."""
 
 import collections
 import os
+import subprocess
 
 import numpy as np
 import pytest
@@ -30,6 +31,29 @@ def test_a_full_file_system_is_a_disk_full_error(tmp_path):
         pytest.skip(f"this file system refused 4 TiB with errno {e.value.errno}, not ENOSPC")
     assert isinstance(e.value, embtier.DiskFullError), repr(e.value)
     assert e.value.path and "pmem" in e.value.path
+
+
+def test_a_write_to_a_full_file_system_is_a_disk_full_error_with_its_errno(tmp_path):
+    # A store on an 8 MiB tmpfs, loaded past it: the write's DiskFullError
+    # carried errno None, where the docs promise 28.
+    fs = tmp_path / "small"
+    fs.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(fs)], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here (needs root): {r.stderr.decode().strip()}")
+    try:
+        s = embtier.Store.create(
+            str(fs / "s"), config([{"name": "a", "rows": 200_000, "dim": 16}], dram={"capacity": "1MiB"})
+        )
+        with pytest.raises(embtier.DiskFullError) as e:
+            for lo in range(0, 200_000, 20_000):
+                s.import_rows("a", lo, np.ones((20_000, 16), np.float32))
+            s.checkpoint()
+        assert e.value.errno == 28 and isinstance(e.value, OSError)
+        assert e.value.path.endswith("data.emb")
+        s.close()
+    finally:
+        subprocess.run(["umount", str(fs)], capture_output=True)
 
 
 def test_negative_starts_and_counts_are_the_store_s_errors(small_store):
