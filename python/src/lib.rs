@@ -341,7 +341,12 @@ fn config_value(py: Python<'_>, v: &Bound<'_, PyAny>, path: &str) -> PyResult<se
 
 #[pymethods]
 impl PyStore {
-    /// Create a store in `path` (see `_embtier.pyi`).
+    /// Create a store in `path` (which must not exist, or be empty).
+    ///
+    /// `config` is a dict with the schema of `store.toml` (`tables`:
+    /// a list of `{"name", "rows", "dim", ...}`; `dram`, `pmem`,
+    /// `ssd` sections; see the Rust docs of `StoreConfig`) or the path
+    /// of a `store.toml`. A failed create leaves nothing behind.
     #[staticmethod]
     fn create(py: Python<'_>, path: PathBuf, config: &Bound<'_, PyAny>) -> PyResult<PyStore> {
         let cfg = config_from(py, config)?;
@@ -427,6 +432,7 @@ impl PyStore {
         Ok(d)
     }
 
+    /// Whether `close` was called.
     #[getter]
     fn closed(&self) -> bool {
         self.inner.read().is_none()
@@ -461,17 +467,20 @@ impl PyStore {
         Ok(false)
     }
 
+    /// Table names, in catalog order.
     #[getter]
     fn tables(&self, py: Python<'_>) -> PyResult<Vec<String>> {
         let s = self.get(py)?;
         Ok(s.table_names().map(str::to_owned).collect())
     }
 
+    /// The store's directory.
     #[getter]
     fn path(&self, py: Python<'_>) -> PyResult<String> {
         Ok(self.get(py)?.dir().display().to_string())
     }
 
+    /// `(rows, dim)` of `table`.
     fn shape(&self, py: Python<'_>, table: &str) -> PyResult<(u64, usize)> {
         let s = self.get(py)?;
         s.table_shape(table)
@@ -479,6 +488,9 @@ impl PyStore {
             .map_err(|e| to_py(py, e))
     }
 
+    /// Rows `ids` as a `(len(ids), dim)` float32 array. With `out`
+    /// (C-contiguous float32 of that shape) the rows are written into it and
+    /// it is returned: no allocation. Duplicate ids are allowed.
     #[pyo3(signature = (table, ids, out=None))]
     fn lookup<'py>(
         &self,
@@ -539,6 +551,8 @@ impl PyStore {
         Ok(held.into_iter().map(|h| h.2).collect())
     }
 
+    /// Overwrite rows: row `ids[i]` becomes `values[i]` (shape
+    /// `(len(ids), dim)`); for a duplicate id the last wins.
     fn update(
         &self,
         py: Python<'_>,
@@ -551,6 +565,9 @@ impl PyStore {
         })
     }
 
+    /// The table's fused optimizer step with `grads` (`(len(ids),
+    /// dim)`); duplicate ids' gradients are summed in order, then applied
+    /// once.
     fn step(
         &self,
         py: Python<'_>,
@@ -561,6 +578,11 @@ impl PyStore {
         self.write_rows(py, table, ids, grads, "grads", |s, t, i, g| s.step(t, i, g))
     }
 
+    /// Pooled embedding bags in FBGEMM's TBE layout: `offsets` has
+    /// `B + 1` entries from 0 to `len(indices)`, bag `b` is
+    /// `indices[offsets[b]:offsets[b+1]]`. Returns `(B, dim)`: each
+    /// bag's sum (times `per_sample_weights`, sum mode only) or mean; an
+    /// empty bag pools to zeros.
     #[pyo3(signature = (table, indices, offsets, mode="sum", per_sample_weights=None, out=None))]
     #[allow(clippy::too_many_arguments)]
     fn lookup_pooled<'py>(
@@ -592,6 +614,10 @@ impl PyStore {
         Ok(out)
     }
 
+    /// The backward of `lookup_pooled` fused with the table's
+    /// optimizer: every index receives its bag's gradient (`grad` is
+    /// `(B, dim)`), times its weight or divided by the bag's length; the
+    /// same as `step` with the expanded gradients, bit for bit.
     #[pyo3(signature = (table, indices, offsets, grad, mode="sum", per_sample_weights=None))]
     #[allow(clippy::too_many_arguments)]
     fn step_pooled(
@@ -984,6 +1010,7 @@ impl PyPrefetch {
         py.detach(move || drop(p));
     }
 
+    /// Whether the reads have finished.
     #[getter]
     fn done(&self) -> bool {
         self.inner.lock().as_ref().is_none_or(|p| p.is_finished())

@@ -203,6 +203,18 @@ def test_the_stub_has_every_method_with_its_signature():
             assert f"{p}" in line, f"Store.{name}: parameter {p!r} missing from the stub: {line.strip()}"
 
 
+def test_help_shows_every_public_name_s_docs():
+    """help(Store.lookup) showed nothing: the text lived in the stub only."""
+    for cls in (embtier.Store, embtier.Prefetch, embtier.PendingCheckpoint):
+        for name in dir(cls):
+            if name.startswith("_"):
+                continue
+            doc = getattr(cls, name).__doc__ or ""
+            # A text signature alone (a first line "name(...)") is not docs.
+            text = "\n".join(l for l in doc.splitlines() if not l.startswith(f"{name}(")).strip()
+            assert len(text) > 20, f"{cls.__name__}.{name} has no docstring: {doc!r}"
+
+
 def test_type_errors_are_embtier_errors_naming_the_argument(small_store):
     cases = {
         "ids": lambda: small_store.lookup("a", np.array([1.0, 2.0])),
