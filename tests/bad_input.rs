@@ -521,3 +521,36 @@ fn a_table_s_tier_error_names_the_table_apart() {
         other => panic!("{:?}", other.map(|_| ())),
     }
 }
+
+/// A table whose rows (weights and optimizer state) pass 4 MiB, inside
+/// the documented dim limit of 2^20: `Store::create` panicked ("min >
+/// max") sizing the table's write-back batch. It is created, and its rows
+/// step and read back.
+#[test]
+fn a_row_past_4_mib_is_created_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let dim = 524_289u32;
+    let t = TableConfig::new("t", 3, dim).optimizer(embtier::Optimizer::Adagrad {
+        lr: 0.5,
+        eps: 1e-8,
+        weight_decay: 0.0,
+    });
+    let cfg = StoreConfig::builder()
+        .table(t)
+        .dram_capacity(64 << 20)
+        .build();
+    let s = Store::create(dir.path().join("s"), cfg).unwrap();
+    let mut before = vec![0f32; dim as usize];
+    s.lookup("t", &[2], &mut before).unwrap();
+    s.step("t", &[2], &vec![1.0; dim as usize]).unwrap();
+    s.checkpoint().unwrap();
+    let mut after = vec![0f32; dim as usize];
+    s.lookup("t", &[2], &mut after).unwrap();
+    // Adagrad's first step of a gradient of 1: w - lr * 1 / (1 + eps).
+    let moved = before
+        .iter()
+        .zip(&after)
+        .filter(|(b, a)| (*b - *a - 0.5).abs() < 1e-4)
+        .count();
+    assert_eq!(moved, dim as usize);
+}

@@ -456,7 +456,9 @@ impl Table {
             false => top_bytes / 4,
         }
         .max(64 * rb);
-        let wb_batch = (pending_limit / 4).clamp(rb, 4 << 20);
+        // At least a row, even where a row is past 4 MiB (`clamp` would
+        // panic with its bounds crossed).
+        let wb_batch = (pending_limit / 4).min(4 << 20).max(rb);
         // The log packs rows of cached tables whose groups are one block;
         // rows too large to share a log block gain nothing from it.
         let log_rows = match (&kind, e.layout.blocks_per_group) {
