@@ -284,12 +284,12 @@ fn a_dropped_store_takes_back_the_rows_its_checkpoint_holds() {
 /// values: stamps not kept through the last commit (a build without
 /// stamps opened the store and committed since), stamps of another boot
 /// of the machine (a power loss may have lost the tier file's writes from
-/// the page cache), a damaged header, a cold open.
+/// the page cache), a damaged header, a file cut short, a cold open.
 #[test]
 fn stamps_of_another_boot_or_damaged_take_nothing() {
     use embtier::format::stamps::StampHeader;
     type Spoil = fn(&Path);
-    let cases: [(&str, Spoil, bool); 4] = [
+    let cases: [(&str, Spoil, bool); 5] = [
         (
             "a commit they were not kept through (a build without stamps)",
             |p| {
@@ -321,6 +321,15 @@ fn stamps_of_another_boot_or_damaged_take_nothing() {
                 let mut b = std::fs::read(p).unwrap();
                 b[30] ^= 1;
                 std::fs::write(p, b).unwrap();
+            },
+            false,
+        ),
+        (
+            "a file cut short (every warm open failed on it)",
+            |p| {
+                let len = std::fs::metadata(p).unwrap().len();
+                let f = std::fs::OpenOptions::new().write(true).open(p).unwrap();
+                f.set_len(len / 2).unwrap();
             },
             false,
         ),

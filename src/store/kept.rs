@@ -121,7 +121,8 @@ pub(super) fn take(
 /// may take rows by them (a crash, or a store dropped without a close):
 /// the open found a superblock (`found`; None for a create or a cold
 /// open), the stamps name its store, this tier and this boot of the
-/// machine, and the tier's file has the tier's size. Otherwise the stamps
+/// machine, the tier's file has the tier's size and the stamps file the
+/// length its header needs. Otherwise the stamps
 /// are removed, before the tier's file is made anew, so that no later
 /// open reads them beside the new file's bytes.
 pub(super) fn stamps_found(
@@ -139,6 +140,9 @@ pub(super) fn stamps_found(
                 && h.tier as usize == tier
                 && h.file_len == capacity
                 && fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == capacity)
+                // A stamps file cut short (a full disk, a copy) is a hint
+                // lost, made anew, not an open that fails.
+                && fs::metadata(&sp).is_ok_and(|m| m.len() == h.file_len_needed())
         })
     });
     if h.is_none() {
