@@ -431,3 +431,42 @@ fn tiers_left_by_a_copy_that_parted_from_the_store_take_nothing() {
         );
     }
 }
+
+/// Two stores (two directories, one config template) naming the same
+/// tier file: the second truncated and remapped the file the first had
+/// mapped, the first then served zeros and the second's rows as its own,
+/// and checkpointed them. The second is refused, naming the tier file's
+/// lock and the holder; the first's rows are untouched; once the first
+/// is closed, the second opens.
+#[test]
+fn two_stores_naming_one_tier_file_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let shm = dir.path().join("dram.shm");
+    let a = Store::create(dir.path().join("a"), config(&shm, 1000)).unwrap();
+    let ids = spread(800);
+    a.apply_sgd("t", &ids, &vec![0.5; 800 * DIM as usize], 1.0)
+        .unwrap();
+    let before = look(&a, &ids);
+    let e = match Store::create(dir.path().join("b"), config(&shm, 1000)) {
+        Ok(_) => panic!("a second store over the same tier file"),
+        Err(e) => e,
+    };
+    match &e {
+        embtier::Error::Locked { path, pid } => {
+            assert_eq!(path, &with(&shm, ".lock"), "{e}");
+            assert_eq!(*pid, std::process::id(), "{e}");
+        }
+        _ => panic!("not Locked: {e}"),
+    }
+    assert!(
+        !dir.path().join("b").join("store.toml").exists(),
+        "the refused create left its store behind"
+    );
+    assert_eq!(look(&a, &ids), before, "the first store's rows");
+    a.checkpoint().unwrap();
+    a.close().unwrap();
+    let b = Store::create(dir.path().join("b"), config(&shm, 1000)).unwrap();
+    drop(b);
+    let a = Store::open(dir.path().join("a")).unwrap();
+    assert_eq!(look(&a, &ids), before, "reopened");
+}

@@ -4,7 +4,7 @@ use super::*;
 
 /// The store directories this process holds open, by (device, inode) of
 /// the directory, so that a path alias (a symlink, a bind mount) is the
-/// same store.
+/// same store; and the tier files outside them, by their lock file's.
 pub(super) static OPEN_STORES: parking_lot::Mutex<Vec<(u64, u64)>> =
     parking_lot::Mutex::new(Vec::new());
 
@@ -27,11 +27,33 @@ pub(super) struct LockFile {
 
 impl LockFile {
     pub(super) fn acquire(dir: &Path) -> Result<LockFile> {
-        use std::os::fd::AsRawFd;
         use std::os::unix::fs::MetadataExt;
-        let path = dir.join(LOCK_FILE);
         let meta = std::fs::metadata(dir).map_err(|e| Error::io(dir, "stat", e))?;
-        let key = (meta.dev(), meta.ino());
+        Self::acquire_keyed(dir.join(LOCK_FILE), (meta.dev(), meta.ino()))
+    }
+
+    /// The lock of a tier's file outside the store's directory
+    /// (`<tier file>.lock`, made if missing): two stores naming one tier
+    /// file (two trainers started from one config template) would each
+    /// truncate and map it, serving and checkpointing each other's bytes.
+    /// Keyed by the lock file's own (device, inode) in [`OPEN_STORES`].
+    pub(super) fn acquire_tier(file: &Path) -> Result<LockFile> {
+        use std::os::unix::fs::MetadataExt;
+        let mut name = file.as_os_str().to_owned();
+        name.push(".lock");
+        let path = PathBuf::from(name);
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| Error::io(&path, "open", e))?;
+        let meta = std::fs::metadata(&path).map_err(|e| Error::io(&path, "stat", e))?;
+        Self::acquire_keyed(path, (meta.dev(), meta.ino()))
+    }
+
+    fn acquire_keyed(path: PathBuf, key: (u64, u64)) -> Result<LockFile> {
+        use std::os::fd::AsRawFd;
         let mut open = OPEN_STORES.lock();
         if open.contains(&key) {
             return Err(Error::Locked {

@@ -167,6 +167,9 @@ pub struct Store {
     kept_through: Vec<crate::tier::stamps::KeptThrough>,
     /// How the open rebuilt the row log's map.
     row_log_at_open: RowLogAtOpen,
+    /// The locks of tier files outside the store's directory
+    /// (`<tier file>.lock`), released before the store's own.
+    _tier_locks: Vec<LockFile>,
     _lock: LockFile,
 }
 

@@ -417,6 +417,7 @@ impl Store {
             kept,
             stamps,
             paths,
+            locks: tier_locks,
         } = open_tier_memory(dir, &config, found)?;
         let policies: Vec<_> = config.tiers.iter().map(|t| t.policy).collect();
         let mut tables = Vec::with_capacity(catalog.tables.len());
@@ -506,6 +507,7 @@ impl Store {
             stamp_gen,
             kept_through,
             row_log_at_open: RowLogAtOpen::default(),
+            _tier_locks: tier_locks,
             _lock: lock,
         })
     }
@@ -547,7 +549,19 @@ fn open_tier_memory(
     found: Option<&Superblock>,
 ) -> Result<TierFiles> {
     let mut out = TierFiles::default();
+    let home = std::fs::canonicalize(dir).map_err(|e| Error::io(dir, "canonicalize", e))?;
     for (i, (t, path)) in config.tiers.iter().zip(tier_files(dir, config)).enumerate() {
+        // A tier file outside the store's directory is not covered by the
+        // store's lock: it gets its own, before anything reads or makes it.
+        if let Some(p) = &path {
+            let parent = p.parent().filter(|d| !d.as_os_str().is_empty());
+            let inside = parent
+                .and_then(|d| std::fs::canonicalize(d).ok())
+                .is_some_and(|d| d.starts_with(&home));
+            if !inside {
+                out.locks.push(LockFile::acquire_tier(p)?);
+            }
+        }
         let k = match &path {
             Some(p) => kept::take(p, i, t.capacity.0, found)?,
             None => None,
@@ -582,4 +596,6 @@ struct TierFiles {
     stamps: Vec<Option<embtier_format::stamps::StampHeader>>,
     /// Per tier, its file.
     paths: Vec<Option<PathBuf>>,
+    /// The locks of the tier files outside the store's directory.
+    locks: Vec<LockFile>,
 }
