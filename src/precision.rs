@@ -112,8 +112,17 @@ pub fn decode(elem: Elem, src: &[u8], out: &mut [f32]) {
             let d = out.len();
             let scale = f32::from_le_bytes(src[d..d + 4].try_into().expect("4 bytes"));
             let bias = f32::from_le_bytes(src[d + 4..d + 8].try_into().expect("4 bytes"));
-            for (o, &q) in out.iter_mut().zip(&src[..d]) {
-                *o = q as f32 * scale + bias;
+            if scale <= f32::MAX / 255.0 {
+                for (o, &q) in out.iter_mut().zip(&src[..d]) {
+                    *o = q as f32 * scale + bias;
+                }
+            } else {
+                // A row whose range passes f32's ([`encode`]): `q * scale`
+                // would overflow in f32.
+                for (o, &q) in out.iter_mut().zip(&src[..d]) {
+                    let v = q as f64 * scale as f64 + bias as f64;
+                    *o = v.clamp(-f32::MAX as f64, f32::MAX as f64) as f32;
+                }
             }
         }
     }
@@ -224,6 +233,12 @@ pub fn encode(elem: Elem, w: &[f32], dst: &mut [u8], rounding: Rounding) {
                 lo = lo.min(x);
                 hi = hi.max(x);
             }
+            if d > 0 && !(hi - lo).is_finite() {
+                // Values near ±f32::MAX (a range past f32's) or infinite
+                // ones (a step that overflowed): in f64, saturated.
+                int8_wide(w, dst, rounding);
+                return;
+            }
             if d == 0 || !lo.is_finite() || !hi.is_finite() {
                 lo = 0.0;
                 hi = 0.0;
@@ -241,6 +256,41 @@ pub fn encode(elem: Elem, w: &[f32], dst: &mut [u8], rounding: Rounding) {
             dst[d + 4..d + 8].copy_from_slice(&lo.to_le_bytes());
         }
     }
+}
+
+/// [`encode`] of an int8 row whose range passes f32's or that holds an
+/// infinite value: ±inf saturate to ±`f32::MAX`, NaN is stored as the
+/// row's low end (as in an ordinary row), and the range and each value's
+/// place in it are reckoned in f64, so that the finite values keep int8's
+/// precision (a 255th of the range) rather than reading back as NaN or
+/// zeros. [`decode`] reads such a row (its scale past `f32::MAX / 255`)
+/// in f64 too.
+fn int8_wide(w: &[f32], dst: &mut [u8], rounding: Rounding) {
+    let d = w.len();
+    let sat = |x: f32| x.clamp(-f32::MAX, f32::MAX); // NaN stays NaN
+    let (mut lo, mut hi) = (f32::INFINITY, f32::NEG_INFINITY);
+    for &x in w {
+        lo = lo.min(sat(x));
+        hi = hi.max(sat(x));
+    }
+    if !lo.is_finite() {
+        (lo, hi) = (0.0, 0.0); // every value NaN
+    }
+    let scale = (hi as f64 - lo as f64) / 255.0;
+    for (i, (q, &x)) in dst[..d].iter_mut().zip(w).enumerate() {
+        let v = if scale > 0.0 {
+            ((sat(x) as f64 - lo as f64) / scale) as f32
+        } else {
+            0.0
+        };
+        let r = match rounding {
+            Rounding::Nearest => v.round(),
+            Rounding::Stochastic(seed) => (v + unit(seed, i)).floor(),
+        };
+        *q = r.clamp(0.0, 255.0) as u8;
+    }
+    dst[d..d + 4].copy_from_slice(&(scale as f32).to_le_bytes());
+    dst[d + 4..d + 8].copy_from_slice(&lo.to_le_bytes());
 }
 
 /// Little-endian row bytes to f32s (one memcpy on little-endian targets).

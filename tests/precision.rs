@@ -347,3 +347,76 @@ fn stochastic_rounding_is_reproducible_across_a_restart() {
         );
     }
 }
+
+/// An int8 row whose range passes f32's (values near ±f32::MAX: a step
+/// that overflowed, or a user's update) read back as all NaN, and a row
+/// with an infinite value (a step's overflow) as all zeros, its finite
+/// values lost. Such a row now keeps its finite values to int8's
+/// precision (a 255th of the range), saturates ±inf to ±f32::MAX and
+/// stores NaN as the row's low end; a row of ordinary values is encoded
+/// bit for bit as before.
+#[test]
+fn int8_rows_past_f32_range_keep_their_finite_values() {
+    let step = |lo: f32, hi: f32| (hi as f64 - lo as f64) / 255.0;
+    let cases: [&[f32]; 6] = [
+        &[2.0e38, -2.0e38, 1.0, 5.0],
+        &[f32::INFINITY, f32::NEG_INFINITY, 1.0, 2.0],
+        &[f32::INFINITY, f32::INFINITY, f32::INFINITY, f32::INFINITY],
+        &[f32::MAX, -f32::MAX, 0.0, 1.0e38],
+        &[f32::INFINITY, 1.0, 2.0, 3.0],
+        &[f32::NEG_INFINITY, f32::NAN, 2.0, 3.0],
+    ];
+    for w in cases {
+        let out = narrow(Elem::Int8, w);
+        let sat: Vec<f32> = w
+            .iter()
+            .map(|&x| {
+                if x.is_nan() {
+                    f32::NAN
+                } else {
+                    x.clamp(-f32::MAX, f32::MAX)
+                }
+            })
+            .collect();
+        let finite: Vec<f32> = sat.iter().copied().filter(|x| x.is_finite()).collect();
+        let lo = finite.iter().copied().fold(f32::INFINITY, f32::min);
+        let hi = finite.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let tol = step(lo, hi) * 0.5 * 1.0001;
+        for (k, (&x, &o)) in sat.iter().zip(&out).enumerate() {
+            assert!(o.is_finite(), "{w:?}: element {k} read {o}");
+            let want = if x.is_nan() { lo } else { x };
+            assert!(
+                (o as f64 - want as f64).abs() <= tol,
+                "{w:?}: element {k} read {o}, want {want} within {tol}"
+            );
+        }
+    }
+    // Ordinary rows: the same bytes as the plain formula gives.
+    let w = [0.25f32, -1.5, 3.0, 0.0, 7.5];
+    let mut b = vec![0u8; Elem::Int8.weight_bytes(w.len())];
+    encode(Elem::Int8, &w, &mut b, Rounding::Nearest);
+    let (lo, hi) = (-1.5f32, 7.5f32);
+    let scale = (hi - lo) / 255.0;
+    for (k, &x) in w.iter().enumerate() {
+        assert_eq!(b[k], ((x - lo) / scale).round() as u8);
+    }
+    assert_eq!(&b[5..9], &scale.to_le_bytes());
+    assert_eq!(&b[9..13], &lo.to_le_bytes());
+    // Through a store: a step that overflows leaves a row of finite values.
+    let dir = tempfile::tempdir().unwrap();
+    let t = TableConfig::new("t", 10, 4)
+        .elem(Elem::Int8)
+        .init(Init::Zeros);
+    let s = Store::create(
+        dir.path().join("s"),
+        StoreConfig::builder().table(t).build(),
+    )
+    .unwrap();
+    s.update("t", &[2], &[3.0e38, 1.0, 2.0, 3.0]).unwrap();
+    s.apply_sgd("t", &[2], &[-1.0e38, 0.0, 0.0, 0.0], 1.0)
+        .unwrap();
+    let mut out = [0f32; 4];
+    s.lookup("t", &[2], &mut out).unwrap();
+    assert!(out.iter().all(|x| x.is_finite()), "{out:?}");
+    assert!(out[0] > 3.0e38, "{out:?}");
+}
