@@ -13,6 +13,22 @@ use crate::densify::{FastHash, IdTable};
 
 /// Bytes read from the file at a time (a longer line grows the buffer).
 const BLOCK: usize = 4 << 20;
+/// The longest line a text trace may have: a line past it (a binary file,
+/// `/dev/zero`, a trace with no newlines) is refused rather than held
+/// whole, whatever its length.
+pub(super) const MAX_LINE: usize = 16 << 20;
+
+/// The error of a line past [`MAX_LINE`], line `index` (from 0).
+fn too_long(path: &Path, index: u64) -> TraceError {
+    TraceError::BadRecord {
+        path: path.into(),
+        record: index + 1,
+        reason: format!(
+            "a line longer than {} MiB: not a text trace (is --format right?)",
+            MAX_LINE >> 20
+        ),
+    }
+}
 
 /// The UTF-8 byte-order mark some tools (Excel, PowerShell) write
 /// before a file's first line: not part of it.
@@ -60,6 +76,10 @@ pub(super) fn for_each_line(
     let mut filled = 0usize;
     let mut index = 0u64;
     loop {
+        if filled > MAX_LINE {
+            // Bytes of one unended line past the limit.
+            return Err(too_long(path, index));
+        }
         if filled == buf.len() {
             // A line longer than the buffer.
             buf.resize(buf.len() * 2, 0);
@@ -88,6 +108,9 @@ pub(super) fn for_each_line(
         };
         let mut start = 0;
         for nl in memchr::memchr_iter(b'\n', &buf[..=last]) {
+            if nl - start > MAX_LINE {
+                return Err(too_long(path, index));
+            }
             let mut line = &buf[start..nl];
             if index == 0 {
                 line = line.strip_prefix(BOM).unwrap_or(line);
@@ -118,8 +141,12 @@ pub(super) fn first_lines(
     let mut index = 0u64;
     while out.len() < n {
         line.clear();
-        if r.read_until(b'\n', &mut line).map_err(io_err(path))? == 0 {
+        let mut within = (&mut r).take(MAX_LINE as u64 + 1);
+        if within.read_until(b'\n', &mut line).map_err(io_err(path))? == 0 {
             break;
+        }
+        if line.len() > MAX_LINE {
+            return Err(too_long(path, index));
         }
         let mut l = line
             .strip_suffix(b"\n")
@@ -586,6 +613,55 @@ mod tests {
             .enumerate()
             .map(|(i, l)| (i as u64, l.unwrap().into_bytes()))
             .collect()
+    }
+
+    /// A file with no newline (a binary file, `/dev/zero`) was held
+    /// whole, whatever its length (1.5 GB of RSS for a 300 MB file, and
+    /// `/dev/zero` grew until killed): a line past [`MAX_LINE`] is refused
+    /// with its number, by both readers, plain or gzipped.
+    #[test]
+    fn a_line_past_the_limit_is_refused_not_held() {
+        let dir = tempfile::tempdir().unwrap();
+        for gz in [false, true] {
+            let p = dir.path().join(if gz { "t.txt.gz" } else { "t.txt" });
+            let mut bytes = b"1\n2\n".to_vec();
+            bytes.resize(bytes.len() + MAX_LINE + 10, b'7');
+            let mut f = std::fs::File::create(&p).unwrap();
+            if gz {
+                let mut e = flate2::write::GzEncoder::new(f, flate2::Compression::fast());
+                e.write_all(&bytes).unwrap();
+                e.finish().unwrap();
+            } else {
+                f.write_all(&bytes).unwrap();
+            }
+            let mut seen = 0;
+            let e = for_each_line(&p, |_, _| {
+                seen += 1;
+                Ok(())
+            })
+            .unwrap_err();
+            assert!(
+                matches!(&e, TraceError::BadRecord { record: 3, .. }),
+                "gz {gz}: {e}"
+            );
+            assert_eq!(seen, 2, "gz {gz}: the lines before it");
+            let e = first_lines(&p, 5, false).unwrap_err();
+            assert!(
+                matches!(&e, TraceError::BadRecord { record: 3, .. }),
+                "gz {gz}: {e}"
+            );
+            // At the limit, a line is a line.
+            let mut ok = b"1\n".to_vec();
+            ok.resize(ok.len() + MAX_LINE, b'7');
+            std::fs::write(dir.path().join("ok.txt"), &ok).unwrap();
+            assert_eq!(lines_of(&ok, false).len(), 2);
+            assert_eq!(
+                first_lines(&dir.path().join("ok.txt"), 5, false)
+                    .unwrap()
+                    .len(),
+                2
+            );
+        }
     }
 
     #[test]
