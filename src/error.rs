@@ -115,8 +115,9 @@ pub enum Error {
         /// The pooling mode given.
         mode: &'static str,
     },
-    /// A non-finite learning rate.
-    #[error("non-finite learning rate {lr}")]
+    /// A learning rate that is not finite, or negative (a step with it
+    /// would climb the loss).
+    #[error("learning rate {lr}: must be finite and not negative")]
     BadLearningRate {
         /// The rate given.
         lr: f32,

@@ -123,6 +123,14 @@ fn non_finite_rejected_unless_allowed() {
         s.apply_sgd("t", &[3], &[1.0; DIM], f32::NAN),
         Err(Error::BadLearningRate { .. })
     ));
+    // A negative rate climbs the loss: refused, as a table's optimizer
+    // with one is (and as torch.optim.SGD refuses it).
+    let e = s.apply_sgd("t", &[3], &[1.0; DIM], -1.0).unwrap_err();
+    assert!(
+        matches!(e, Error::BadLearningRate { lr } if lr == -1.0),
+        "{e}"
+    );
+    assert!(e.to_string().contains("-1"), "{e}");
     assert_eq!(row(&s, 3), vec![0.0; DIM], "no partial update");
     drop(s);
 

@@ -118,7 +118,8 @@ impl Store {
 
     /// SGD: `row -= lr * grad`. Gradients of duplicate ids are summed first,
     /// in the order given, and applied once (FBGEMM's semantics). Nothing is
-    /// written unless every id and gradient is valid.
+    /// written unless every id and gradient is valid and `lr` is finite and
+    /// not negative ([`Error::BadLearningRate`]).
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -136,7 +137,7 @@ impl Store {
         Self::check_len(t, "grads", ids.len(), grads.len())?;
         Self::check_ids(t, ids)?;
         Self::check_finite(t, "grads", ids, grads)?;
-        if !lr.is_finite() {
+        if !lr.is_finite() || lr < 0.0 {
             return Err(Error::BadLearningRate { lr });
         }
         let sgd = crate::Optimizer::Sgd {
