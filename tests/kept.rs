@@ -462,6 +462,13 @@ fn two_stores_naming_one_tier_file_are_refused() {
         !dir.path().join("b").join("store.toml").exists(),
         "the refused create left its store behind"
     );
+    // The refusal did not release the first store's record lock (closing
+    // any descriptor of a record-locked file releases it): another
+    // process is still refused.
+    assert!(
+        !another_process_can_lock(&with(&shm, ".lock")),
+        "the first store's tier lock was released by the refused create"
+    );
     assert_eq!(look(&a, &ids), before, "the first store's rows");
     a.checkpoint().unwrap();
     a.close().unwrap();
@@ -469,4 +476,31 @@ fn two_stores_naming_one_tier_file_are_refused() {
     drop(b);
     let a = Store::open(dir.path().join("a")).unwrap();
     assert_eq!(look(&a, &ids), before, "reopened");
+}
+
+/// Whether a forked child process can take a write record lock on `path`.
+fn another_process_can_lock(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: fork in a multi-threaded test process; the child calls only
+    // async-signal-safe functions (open, fcntl, _exit) on memory prepared
+    // before the fork.
+    let child = unsafe { libc::fork() };
+    if child == 0 {
+        // SAFETY: see above; `c` outlives the calls, `lock` is a plain C
+        // struct for which zeros are valid, and _exit skips destructors.
+        unsafe {
+            let fd = libc::open(c.as_ptr(), libc::O_RDWR);
+            let mut lock: libc::flock = std::mem::zeroed();
+            lock.l_type = libc::F_WRLCK as _;
+            lock.l_whence = libc::SEEK_SET as _;
+            let rc = libc::fcntl(fd, libc::F_SETLK, &lock);
+            libc::_exit(if fd >= 0 && rc == 0 { 0 } else { 1 });
+        }
+    }
+    assert!(child > 0, "fork failed");
+    let mut status = 0;
+    // SAFETY: waitpid on our own child's pid, into a local.
+    unsafe { libc::waitpid(child, &mut status, 0) };
+    libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
 }

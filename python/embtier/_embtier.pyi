@@ -89,7 +89,8 @@ class Store:
         ``config`` is a dict with the schema of ``store.toml`` (``tables``:
         a list of ``{"name", "rows", "dim", ...}``; ``dram``, ``pmem``,
         ``ssd`` sections; see the Rust docs of ``StoreConfig``) or the path
-        of a ``store.toml``. A failed create leaves nothing behind."""
+        of a ``store.toml``. A failed create leaves nothing behind (but a
+        tier file's ``.lock`` outside the store's directory)."""
     @staticmethod
     def open(path: Union[str, os.PathLike[str]], cold: bool = False) -> Store:
         """Open the store in ``path``, recovering its last checkpoint.

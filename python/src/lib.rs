@@ -346,7 +346,8 @@ impl PyStore {
     /// `config` is a dict with the schema of `store.toml` (`tables`:
     /// a list of `{"name", "rows", "dim", ...}`; `dram`, `pmem`,
     /// `ssd` sections; see the Rust docs of `StoreConfig`) or the path
-    /// of a `store.toml`. A failed create leaves nothing behind.
+    /// of a `store.toml`. A failed create leaves nothing behind (but a
+    /// tier file's `.lock` outside the store's directory).
     #[staticmethod]
     fn create(py: Python<'_>, path: PathBuf, config: &Bound<'_, PyAny>) -> PyResult<PyStore> {
         let cfg = config_from(py, config)?;

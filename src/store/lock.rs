@@ -36,24 +36,39 @@ impl LockFile {
     /// (`<tier file>.lock`, made if missing): two stores naming one tier
     /// file (two trainers started from one config template) would each
     /// truncate and map it, serving and checkpointing each other's bytes.
-    /// Keyed by the lock file's own (device, inode) in [`OPEN_STORES`].
+    /// Keyed by the lock file's own (device, inode) in [`OPEN_STORES`],
+    /// which is checked before the file is opened: opening and closing a
+    /// descriptor of a file this process holds a record lock on would
+    /// release that lock.
     pub(super) fn acquire_tier(file: &Path) -> Result<LockFile> {
         use std::os::unix::fs::MetadataExt;
         let mut name = file.as_os_str().to_owned();
         name.push(".lock");
         let path = PathBuf::from(name);
-        OpenOptions::new()
+        let mut open = OPEN_STORES.lock();
+        let held =
+            |m: &std::fs::Metadata, open: &Vec<(u64, u64)>| open.contains(&(m.dev(), m.ino()));
+        if std::fs::metadata(&path).is_ok_and(|m| held(&m, &open)) {
+            return Err(Error::Locked {
+                path,
+                pid: std::process::id(),
+            });
+        }
+        let file = OpenOptions::new()
+            .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .open(&path)
             .map_err(|e| Error::io(&path, "open", e))?;
-        let meta = std::fs::metadata(&path).map_err(|e| Error::io(&path, "stat", e))?;
-        Self::acquire_keyed(path, (meta.dev(), meta.ino()))
+        let meta = file.metadata().map_err(|e| Error::io(&path, "stat", e))?;
+        // (Not held: the registry's mutex is held since the check above,
+        // and a file made since is another inode.)
+        debug_assert!(!held(&meta, &open));
+        Self::lock(path, file, (meta.dev(), meta.ino()), &mut open)
     }
 
     fn acquire_keyed(path: PathBuf, key: (u64, u64)) -> Result<LockFile> {
-        use std::os::fd::AsRawFd;
         let mut open = OPEN_STORES.lock();
         if open.contains(&key) {
             return Err(Error::Locked {
@@ -61,13 +76,25 @@ impl LockFile {
                 pid: std::process::id(),
             });
         }
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .open(&path)
             .map_err(|e| Error::io(&path, "open", e))?;
+        Self::lock(path, file, key, &mut open)
+    }
+
+    /// Take the record lock on `file` (at `path`), write this process's
+    /// pid into it and register `key`; the registry's mutex is held.
+    fn lock(
+        path: PathBuf,
+        mut file: File,
+        key: (u64, u64),
+        open: &mut Vec<(u64, u64)>,
+    ) -> Result<LockFile> {
+        use std::os::fd::AsRawFd;
         // SAFETY: `flock` is a plain C struct for which all-zero bytes are
         // valid; the fields that matter are set below.
         let mut lock: libc::flock = unsafe { std::mem::zeroed() };

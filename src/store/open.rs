@@ -56,6 +56,9 @@ impl Store {
     /// A create that fails leaves nothing behind: the directories, files and
     /// the PMem file it made are removed again (a directory that existed
     /// empty before stays), so it can be retried with a corrected config.
+    /// A tier file's lock outside the directory (`<tier file>.lock`) stays,
+    /// as lock files do: removing one another process may be opening would
+    /// let two processes lock two files of one name.
     pub fn create(dir: impl AsRef<Path>, config: StoreConfig) -> Result<Store> {
         Store::create_with(dir, config, OpenOptionsExt::default())
     }
