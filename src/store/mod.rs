@@ -1178,9 +1178,10 @@ mod tests {
             .sum();
         assert!(reads >= 20_000, "{reads} reads");
         let pooled = s.ssd.pooled_bytes();
-        assert!(
-            pooled > 0 && pooled <= crate::tier::ssd::READ_CHUNK_BYTES,
-            "{pooled} bytes of read buffers kept"
+        assert_eq!(
+            pooled,
+            crate::tier::ssd::READ_CHUNK_BYTES,
+            "bytes of read buffers kept"
         );
         // And the rows are the rows.
         let mut one = vec![0f32; 16];

@@ -58,10 +58,12 @@ pub(crate) enum Loc {
 const KEPT_BUFS: usize = 4;
 /// The largest read buffer [`Ssd`] keeps.
 const KEPT_BUF_BYTES: usize = 64 << 20;
-/// [`Ssd::read_extents_each`] reads at most this many bytes at a time
-/// (one extent at least), reusing the buffer: a batch of many misses no
+/// [`Ssd::read_extents_each`] reads a batch past [`KEPT_BUF_BYTES`] at
+/// most this many bytes at a time (8 extents at least), reusing the buffer: a batch of many misses no
 /// longer allocates, faults in and drops a buffer of all of them.
 pub(crate) const READ_CHUNK_BYTES: usize = 16 << 20;
+/// The fewest extents a chunk of [`Ssd::read_extents_each`] holds.
+const READ_CHUNK_MIN_EXTENTS: usize = 8;
 
 impl Ssd {
     /// The SSD tier over `engine` (the data file at `path`, opened as
@@ -259,10 +261,12 @@ impl Ssd {
     }
 
     /// Read `len` bytes at each of `offsets` into `buf` (poisoned first),
-    /// calling `done(i, bytes)` for each extent as soon as it has been read;
-    /// at most [`READ_CHUNK_BYTES`] (or one extent) at a time, so that `buf`
-    /// stays small enough for the pool to keep. Each chunk's reads fill the
-    /// engine's queue; only its last few wait for the next chunk to start.
+    /// calling `done(i, bytes)` for each extent as soon as it has been read.
+    /// A batch past what the pool keeps is read [`READ_CHUNK_BYTES`] at a
+    /// time (at least [`READ_CHUNK_MIN_EXTENTS`] extents, so that large
+    /// rows still fill the queue), so that `buf` stays small enough for the
+    /// pool to keep. Each chunk's reads fill the engine's queue; only its
+    /// last few wait for the next chunk to start.
     pub fn read_extents_each(
         &self,
         offsets: &[u64],
@@ -270,7 +274,10 @@ impl Ssd {
         buf: &mut AlignedBuf,
         done: &mut dyn FnMut(usize, &[u8]),
     ) -> Result<()> {
-        let per = (READ_CHUNK_BYTES / len.max(1)).max(1);
+        let per = match offsets.len().saturating_mul(len) <= KEPT_BUF_BYTES {
+            true => offsets.len().max(1),
+            false => (READ_CHUNK_BYTES / len.max(1)).max(READ_CHUNK_MIN_EXTENTS),
+        };
         for (c, chunk) in offsets.chunks(per).enumerate() {
             buf.poison(chunk.len() * len);
             self.engine
