@@ -126,7 +126,12 @@ pub struct TableConfig {
     /// This table's share of the first PMem tier, split like `dram_bytes`.
     #[serde(default)]
     pub pmem_bytes: Option<ByteSize>,
-    /// Accept NaN and infinities in values and gradients.
+    /// Accept NaN and infinities in values and gradients. Off, they are
+    /// refused on the way in; a step's own result is not checked, so a
+    /// finite gradient or rate large enough to overflow f32 leaves an
+    /// infinite weight or optimizer state (as torch's optimizers do), and
+    /// an f16 row holds `inf` for a value past ±65504. Int8 rows saturate
+    /// such values to ±`f32::MAX` (`store-format/FORMAT.md`).
     #[serde(default)]
     pub allow_non_finite: bool,
     /// The fused optimizer of [`crate::Store::step`]; its state is stored in
@@ -190,7 +195,8 @@ impl TableConfig {
         self
     }
 
-    /// Accept non-finite values.
+    /// Accept non-finite values and gradients ([`TableConfig::allow_non_finite`]'s
+    /// field: what it checks and what it does not).
     pub fn allow_non_finite(mut self, yes: bool) -> Self {
         self.allow_non_finite = yes;
         self
