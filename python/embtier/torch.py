@@ -34,6 +34,7 @@ Importing this module needs ``torch``; importing :mod:`embtier` does not.
 from __future__ import annotations
 
 import collections
+import inspect
 import operator
 import sys
 import weakref
@@ -120,6 +121,9 @@ class _Bags:
     ) -> None:
         #: The pins of the prefetch this batch consumes (see _Pins).
         self.pins: Optional[_Pins] = None
+        # Whether the per-sample weights will get a gradient (set by the
+        # module's forward): the forward then keeps the rows it read.
+        self.psw_grad = False
         for arg, v in (("indices", indices), ("offsets", offsets)):
             if not isinstance(v, torch.Tensor):
                 raise ArgumentTypeError(
@@ -321,7 +325,7 @@ class _PooledFunction(torch.autograd.Function):
             outs = module.store.lookup_pooled_many(
                 [(p.name, p.indices, p.offsets, mode, p.weights) for p in bags.parts]
             )
-            if psw is not None and psw.requires_grad:
+            if bags.psw_grad:
                 # The weights' gradient is the rows as this forward saw
                 # them: another forward's step in the same backward may
                 # change them before this one's runs.
@@ -516,7 +520,9 @@ class TieredEmbeddingBags(nn.Module):
         ``nn.EmbeddingBag``'s weight: the output records no gradient for
         them and no backward steps them (per-sample weights that require a
         gradient still get theirs). ``requires_grad_(True)`` trains them
-        again."""
+        again. Call it on this module: the module has no ``nn.Parameter``,
+        so a model's ``requires_grad_(False)``, or a loop over
+        ``model.parameters()``, does not reach the tables."""
         self._anchor.requires_grad_(requires_grad)
         super().requires_grad_(requires_grad)
         return self
@@ -604,6 +610,13 @@ class TieredEmbeddingBags(nn.Module):
             per_sample_weights,
             self.include_last_offset,
             self._pads,
+        )
+        # (Autograd's forward runs without grad: whether the weights will
+        # get a gradient is known here.)
+        bags.psw_grad = (
+            per_sample_weights is not None
+            and per_sample_weights.requires_grad
+            and torch.is_grad_enabled()
         )
         # The rows a prefetch brought in stay pinned until this batch's
         # step; a forward that records no graph has no step, and a graph
@@ -728,9 +741,10 @@ class TieredEmbeddingBags(nn.Module):
             plan.append((name, rows, w, st))
         # torch passes strict=True here whatever the caller asked (it sorts
         # the keys out after every module has loaded): the caller's own
-        # choice is read from its load_state_dict call.
-        strict = _caller_strict()
-        if (strict and problems) or error_msgs:
+        # choice is read from its load_state_dict call, and can only relax
+        # a strict given here.
+        enforce = strict and _caller_strict()
+        if (enforce and problems) or error_msgs:
             return  # torch raises on them; nothing was written
         # Every value checked before any is written (a NaN weight, a
         # negative sum of squares), table after table, as the writes
@@ -773,16 +787,19 @@ class TieredEmbeddingBags(nn.Module):
         return f"tables={self.tables}, dims={self.dims}, mode={self.mode!r}{extra}"
 
 
+# torch's own load_state_dict, under any wrapper installed over it.
+_LOAD_STATE_DICT = inspect.unwrap(nn.Module.load_state_dict).__code__
+
+
 def _caller_strict() -> bool:
     """The ``strict`` of the ``nn.Module.load_state_dict`` call this load
     runs in (on this module or a model holding it); True where there is
     none to read, so that a load in doubt writes nothing when a key is
     missing."""
-    code = nn.Module.load_state_dict.__code__
     f = sys._getframe(1)
     while f is not None:
-        if f.f_code is code:
-            return bool(f.f_locals.get("strict", True))
+        if f.f_code is _LOAD_STATE_DICT and "strict" in f.f_locals:
+            return bool(f.f_locals["strict"])
         f = f.f_back
     return True
 

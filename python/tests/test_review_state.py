@@ -155,3 +155,52 @@ def test_a_store_is_not_pickled_or_copied_by_accident(store_dir):
     torch.save(model.state_dict(), io.BytesIO())
     assert s.lookup("a", np.array([1])).shape == (1, 4)
     s.close()
+
+
+def test_non_strict_is_read_through_wrappers_and_direct_calls(store_dir, monkeypatch):
+    """The review of the mend: a load_state_dict wrapped by another
+    library, or a loader calling _load_from_state_dict with strict=False
+    itself, loaded nothing; a non-strict load did not report the module's
+    unexpected keys."""
+    import functools
+
+    s, emb = two_tables(store_dir)
+    model = torch.nn.Sequential(emb)
+    sd = model.state_dict()
+    sd["0.a.weight"].fill_(0.125)
+    del sd["0.b.optimizer_state"]
+    sd["0.bogus"] = torch.zeros(1)
+    orig = torch.nn.Module.load_state_dict
+
+    @functools.wraps(orig)
+    def wrapped(self, *args, **kwargs):
+        return orig(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.Module, "load_state_dict", wrapped)
+    res = model.load_state_dict(sd, strict=False)
+    assert (s.export_rows("a", 0, 100) == 0.125).all(), "the wrapped non-strict load"
+    assert res.missing_keys == ["0.b.optimizer_state"]
+    assert res.unexpected_keys == ["0.bogus"]
+    monkeypatch.undo()
+    sd["0.a.weight"].fill_(0.375)
+    missing, unexpected, errors = [], [], []
+    emb._load_from_state_dict(sd, "0.", {"version": 2}, False, missing, unexpected, errors)
+    assert (s.export_rows("a", 0, 100) == 0.375).all(), "a direct strict=False"
+    assert missing == ["0.b.optimizer_state"] and not errors
+    s.close()
+
+
+def test_weights_without_a_gradient_cost_no_second_lookup(store_dir):
+    s = embtier.Store.create(store_dir, config([{"name": "a", "rows": 10, "dim": 2}]))
+    m = TieredEmbeddingBags(s, ["a"])
+    i, o = torch.tensor([3, 4]), torch.tensor([0, 2])
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    lookups = lambda: s.stats()["tables"]["a"]["lookups"]  # noqa: E731
+    before = lookups()
+    with torch.no_grad():
+        m(i, o, w)
+    assert lookups() - before == 2
+    before = lookups()
+    m(i, o, w).sum().backward()
+    assert lookups() - before == 4  # the forward's rows kept for w's gradient
+    s.close()
