@@ -593,7 +593,8 @@ fn cache_cap(rows: u64) -> u64 {
 
 /// Split one tier's capacity among tables, in rows: pinned tables take their
 /// whole size, explicit shares are honoured, and what is left goes to the
-/// other cached tables in proportion to their size in bytes.
+/// other cached tables in proportion to their size in bytes, each at least
+/// a row in the first tier.
 fn split_budget(cfg: &StoreConfig, tier_index: usize) -> Result<Vec<u64>> {
     let tier = cfg.tiers[tier_index].kind.name();
     let first = tier_index == 0;
@@ -670,10 +671,38 @@ fn split_budget(cfg: &StoreConfig, tier_index: usize) -> Result<Vec<u64>> {
         let size = t.rows as u128 * t.row_bytes() as u128;
         let share = (left as u128 * size / total.max(1)) as u64;
         out[i] = (share / cost(t)).min(cache_cap(t.rows));
-        // Every cached table needs at least one row in the first tier to
-        // stage rows through.
-        if out[i] == 0 && first {
-            return Err(too_small(t, share, cost(t)));
+    }
+    // Every cached table needs at least one row in the first tier to
+    // stage rows through. A table whose share rounds to none (a small
+    // table beside a huge one) gets one from what the split left over,
+    // else from the largest share that keeps a row of its own.
+    if first {
+        let used: u64 = auto.iter().map(|&i| out[i] * cost(&cfg.tables[i])).sum();
+        let mut spare = left - used;
+        for &z in &auto {
+            if out[z] > 0 {
+                continue;
+            }
+            let need = cost(&cfg.tables[z]);
+            if spare < need {
+                let donor = auto
+                    .iter()
+                    .copied()
+                    .filter(|&d| out[d] >= 2)
+                    .max_by_key(|&d| out[d] * cost(&cfg.tables[d]));
+                let Some(d) = donor else {
+                    return Err(too_small(&cfg.tables[z], spare, need));
+                };
+                let per = cost(&cfg.tables[d]);
+                let k = (need - spare).div_ceil(per);
+                if out[d] <= k {
+                    return Err(too_small(&cfg.tables[z], spare, need));
+                }
+                out[d] -= k;
+                spare += k * per;
+            }
+            spare -= need;
+            out[z] = 1;
         }
     }
     Ok(out)

@@ -232,6 +232,47 @@ fn tier_too_small_is_an_error() {
     ));
 }
 
+/// A small cached table beside a huge one: the first tier's split by
+/// size gave the small one 0 rows, and a store of the two could not be
+/// made with any capacity short of exabytes without an explicit share
+/// ("dram budget of 0 bytes for table \"t1\""). A table whose share
+/// rounds to no row takes one from the largest share; the split is as
+/// before where every share holds a row, and a tier that cannot give
+/// each cached table a row is still refused.
+#[test]
+fn a_small_table_beside_a_huge_one_gets_a_row() {
+    let cfg = |dram: u64| {
+        StoreConfig::builder()
+            .table(TableConfig::new("t0", 1 << 60, 64))
+            .table(TableConfig::new("t1", 1000, 64))
+            .table(TableConfig::new("t2", 10, 64))
+            .dram_capacity(dram)
+            .build()
+    };
+    let first = |c: StoreConfig| {
+        c.plan()
+            .unwrap()
+            .iter()
+            .map(|p| p.rows[0])
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(first(cfg(64 << 10)), vec![256 - 2, 1, 1]);
+    // Every share a row already: untouched.
+    let two = StoreConfig::builder()
+        .table(TableConfig::new("a", 3000, 64))
+        .table(TableConfig::new("b", 1000, 64))
+        .dram_capacity(400 * 256)
+        .build();
+    assert_eq!(first(two), vec![300, 100]);
+    // Two rows of room for three tables: refused, naming a table left out.
+    match cfg(2 * 256).plan() {
+        Err(Error::TierTooSmall { table, needed, .. }) => {
+            assert_eq!((table.as_str(), needed), ("t2", 256))
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 /// `[ssd] overhead_in_budget` charges a cached row of the first DRAM
 /// tier its bytes, 16 of bookkeeping and 5/24 of its bytes; a pinned
 /// table and the PMem tier pay only their rows' bytes; a capacity that
