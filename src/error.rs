@@ -30,7 +30,8 @@ pub enum Error {
     },
     /// A buffer's length does not match `ids.len() * dim`.
     #[error(
-        "table {table:?}: {what} has {got} elements, expected {expected} ({ids} ids x dim {dim})"
+        "table {table:?}: {what} has {got} elements, expected {expected} ({})",
+        per_id(*ids, *dim, what)
     )]
     LengthMismatch {
         /// Table name.
@@ -322,5 +323,14 @@ fn id_kind(what: &str) -> &'static str {
         "bag"
     } else {
         "id"
+    }
+}
+
+/// How [`Error::LengthMismatch`] says what was expected: `ids x dim`, or
+/// for an argument with one value an id, `one an id`.
+fn per_id(ids: usize, dim: u32, what: &str) -> String {
+    match what {
+        "per_sample_weights" => format!("{ids} ids, one weight each"),
+        _ => format!("{ids} ids x dim {dim}"),
     }
 }

@@ -173,8 +173,8 @@ class _Bags:
                     f"per_sample_weights: expected shape ({idx.shape[0]},), one weight an "
                     f"index, got {tuple(per_sample_weights.shape)}",
                     argument="per_sample_weights",
-                    expected=idx.shape[0],
-                    got=tuple(per_sample_weights.shape),
+                    expected=int(idx.shape[0]),
+                    got=int(per_sample_weights.numel()),
                 )
             w = _host(per_sample_weights, torch.float32)
         negative = np.flatnonzero(off < 0)

@@ -204,3 +204,18 @@ def test_weights_without_a_gradient_cost_no_second_lookup(store_dir):
     m(i, o, w).sum().backward()
     assert lookups() - before == 4  # the forward's rows kept for w's gradient
     s.close()
+
+
+def test_per_sample_weight_length_errors_count_elements(small_store):
+    """The module's error gave `got` as a shape tuple beside an int
+    `expected`, and the store's said "(3 ids x dim 1)"."""
+    with pytest.raises(embtier.InvalidArgumentError) as e:
+        small_store.lookup_pooled(
+            "a", np.array([1, 2, 3]), np.array([0, 3]), per_sample_weights=np.ones(2, np.float32)
+        )
+    assert (e.value.expected, e.value.got) == (3, 2)
+    assert "3 ids, one weight each" in str(e.value), str(e.value)
+    m = TieredEmbeddingBags(small_store, ["a"])
+    with pytest.raises(embtier.InvalidArgumentError) as e:
+        m(torch.tensor([1, 2, 3]), torch.tensor([0, 3]), torch.ones(2))
+    assert (e.value.expected, e.value.got) == (3, 2)
