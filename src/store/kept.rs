@@ -339,7 +339,14 @@ impl Store {
     /// What the files cost while the store is closed: a tmpfs file holds
     /// its tier's memory until the next open takes it (or removes it) or
     /// the machine restarts.
+    ///
+    /// A close (and a drop) first waits for the reads of prefetches still
+    /// running ([`Store::prefetch_detached`]'s handles may outlive the
+    /// store), which install rows and evict others.
     pub fn close(self) -> Result<()> {
+        // A detached prefetch's thread (its handle may outlive the store)
+        // ends first: it installs rows and evicts others.
+        self.prefetching.wait_idle();
         self.checkpoint()?;
         // Nothing may change a cache from here on: the warm-up's
         // read-back and the background threads stop.

@@ -149,6 +149,9 @@ pub struct Store {
     log_merges: std::sync::atomic::AtomicU64,
     /// Checkpoints that moved the log's start past a background pass.
     log_passes: std::sync::atomic::AtomicU64,
+    /// The prefetch threads still running (waited for when the store is
+    /// dropped, before the background threads stop and the lock goes).
+    prefetching: prefetch::Prefetching,
     /// The warm restart's read-back, while it runs (cancelled and joined
     /// when the store is dropped, before anything else is).
     warm: parking_lot::Mutex<Option<warm::Warm>>,

@@ -503,6 +503,7 @@ impl Store {
             recovery,
             log_merges: 0.into(),
             log_passes: 0.into(),
+            prefetching: Default::default(),
             warm: parking_lot::Mutex::new(None),
             sweep: parking_lot::Mutex::new(None),
             merger: parking_lot::Mutex::new(None),

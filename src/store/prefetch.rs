@@ -46,6 +46,54 @@ impl Drop for Prefetch<'_> {
     }
 }
 
+/// The store's prefetch threads still running: a drop or a close waits
+/// for them, since their reads install rows and evict others, writing
+/// dirty ones back through the store. (A detached handle may outlive the
+/// store; the thread behind it may not, or it would write into the store
+/// opened next, and move rows in a tier a close has kept.)
+#[derive(Default)]
+pub(super) struct Prefetching(Arc<Running>);
+
+#[derive(Default)]
+struct Running {
+    threads: parking_lot::Mutex<usize>,
+    idle: parking_lot::Condvar,
+}
+
+/// One prefetch thread, counted until it ends (or unwinds).
+struct Counted(Arc<Running>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        let mut n = self.0.threads.lock();
+        *n -= 1;
+        if *n == 0 {
+            self.0.idle.notify_all();
+        }
+    }
+}
+
+impl Prefetching {
+    fn enter(&self) -> Counted {
+        *self.0.threads.lock() += 1;
+        Counted(Arc::clone(&self.0))
+    }
+
+    /// Wait until no prefetch thread of the store runs.
+    pub(super) fn wait_idle(&self) {
+        let mut n = self.0.threads.lock();
+        while *n > 0 {
+            self.0.idle.wait(&mut n);
+        }
+    }
+}
+
+impl Drop for Prefetching {
+    fn drop(&mut self) {
+        self.wait_idle();
+    }
+}
+
 impl Store {
     /// Start reading `ids`' rows into DRAM on a background thread (the SSD
     /// reads go through the store's engine, io_uring where available) and
@@ -82,8 +130,9 @@ impl Store {
 
     /// [`Store::prefetch`] whose handle does not borrow the store, for
     /// owners that cannot hold a borrow (the Python binding). The handle
-    /// keeps the table's memory alive until it is dropped; dropping the
-    /// store first is safe, and its pins then go with the table.
+    /// keeps the table's memory alive until it is dropped; dropping or
+    /// closing the store first is safe: that waits for the prefetch's
+    /// reads to end, and its pins then go with the table.
     pub fn prefetch_detached(&self, table: &str, ids: &[u64]) -> Result<Prefetch<'static>> {
         self.start_prefetch(table, ids)
     }
@@ -94,9 +143,11 @@ impl Store {
         let ssd = Arc::clone(&self.ssd);
         let ids = ids.to_vec();
         let worker = Arc::clone(&t);
+        let counted = self.prefetching.enter();
         let handle = std::thread::Builder::new()
             .name("embtier-prefetch".into())
             .spawn(move || {
+                let _counted = counted;
                 let mut pins = Vec::new();
                 let mut out = vec![0f32; ids.len() * worker.dim];
                 let _gate = ssd.read_gate();
