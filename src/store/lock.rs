@@ -29,48 +29,30 @@ impl LockFile {
     pub(super) fn acquire(dir: &Path) -> Result<LockFile> {
         use std::os::unix::fs::MetadataExt;
         let meta = std::fs::metadata(dir).map_err(|e| Error::io(dir, "stat", e))?;
-        Self::acquire_keyed(dir.join(LOCK_FILE), (meta.dev(), meta.ino()))
+        Self::acquire_at(dir.join(LOCK_FILE), Some((meta.dev(), meta.ino())))
     }
 
     /// The lock of a tier's file outside the store's directory
     /// (`<tier file>.lock`, made if missing): two stores naming one tier
     /// file (two trainers started from one config template) would each
     /// truncate and map it, serving and checkpointing each other's bytes.
-    /// Keyed by the lock file's own (device, inode) in [`OPEN_STORES`],
-    /// which is checked before the file is opened: opening and closing a
-    /// descriptor of a file this process holds a record lock on would
-    /// release that lock.
+    /// Keyed by the lock file's own (device, inode) in [`OPEN_STORES`].
     pub(super) fn acquire_tier(file: &Path) -> Result<LockFile> {
-        use std::os::unix::fs::MetadataExt;
         let mut name = file.as_os_str().to_owned();
         name.push(".lock");
-        let path = PathBuf::from(name);
-        let mut open = OPEN_STORES.lock();
-        let held =
-            |m: &std::fs::Metadata, open: &Vec<(u64, u64)>| open.contains(&(m.dev(), m.ino()));
-        if std::fs::metadata(&path).is_ok_and(|m| held(&m, &open)) {
-            return Err(Error::Locked {
-                path,
-                pid: std::process::id(),
-            });
-        }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| Error::io(&path, "open", e))?;
-        let meta = file.metadata().map_err(|e| Error::io(&path, "stat", e))?;
-        // (Not held: the registry's mutex is held since the check above,
-        // and a file made since is another inode.)
-        debug_assert!(!held(&meta, &open));
-        Self::lock(path, file, (meta.dev(), meta.ino()), &mut open)
+        Self::acquire_at(PathBuf::from(name), None)
     }
 
-    fn acquire_keyed(path: PathBuf, key: (u64, u64)) -> Result<LockFile> {
+    /// Lock the file at `path`, registered under `key`, or where None,
+    /// the file's own (device, inode). The registry is checked before the
+    /// file is opened: opening and closing a descriptor of a file this
+    /// process holds a record lock on would release that lock.
+    fn acquire_at(path: PathBuf, key: Option<(u64, u64)>) -> Result<LockFile> {
+        use std::os::unix::fs::MetadataExt;
+        let id = |m: std::fs::Metadata| (m.dev(), m.ino());
         let mut open = OPEN_STORES.lock();
-        if open.contains(&key) {
+        let known = key.or_else(|| std::fs::metadata(&path).ok().map(id));
+        if known.is_some_and(|k| open.contains(&k)) {
             return Err(Error::Locked {
                 path,
                 pid: std::process::id(),
@@ -83,6 +65,12 @@ impl LockFile {
             .truncate(false)
             .open(&path)
             .map_err(|e| Error::io(&path, "open", e))?;
+        // A file made since the check is another inode, not registered:
+        // the registry's mutex is held throughout.
+        let key = match key {
+            Some(k) => k,
+            None => id(file.metadata().map_err(|e| Error::io(&path, "stat", e))?),
+        };
         Self::lock(path, file, key, &mut open)
     }
 
