@@ -235,6 +235,28 @@ fn concurrent_pipelines_match_a_serial_run() {
     );
 }
 
+/// The detached-prefetch tests' table: 20,000 rows of 16, over 64 KiB of
+/// DRAM (and 128 KiB of PMem with `pmem`), so that a prefetch of 8,000
+/// rows evicts all the while.
+const N: u64 = 20_000;
+const D: usize = 16;
+
+fn detached_config(pmem: bool) -> StoreConfig {
+    let b = StoreConfig::builder()
+        .table(TableConfig::new("t", N, D as u32).init(Init::Zeros))
+        .dram_capacity(64 << 10);
+    match pmem {
+        true => b.pmem(None, 128 << 10, PolicyKind::Lru),
+        false => b,
+    }
+    .build()
+}
+
+/// A prefetch's ids in round `round`: 8,000 rows spread over the table.
+fn far(round: u64) -> Vec<u64> {
+    (0..8000).map(|i| (i * 7919 + round * 31) % N).collect()
+}
+
 /// A detached prefetch (the Python binding's) still reading when its
 /// store is dropped: its evictions wrote back through the dropped store
 /// into the one opened after it, over that store's row log, and the open
@@ -242,15 +264,9 @@ fn concurrent_pipelines_match_a_serial_run() {
 /// block"). A drop now waits for the store's prefetch threads.
 #[test]
 fn a_dropped_stores_detached_prefetch_does_not_write_into_the_next_open() {
-    const N: u64 = 20_000;
-    const D: usize = 16;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
-    let cfg = StoreConfig::builder()
-        .table(TableConfig::new("t", N, D as u32).init(Init::Zeros))
-        .dram_capacity(64 << 10)
-        .build();
-    let mut store = Store::create(&path, cfg).unwrap();
+    let mut store = Store::create(&path, detached_config(false)).unwrap();
     let ids: Vec<u64> = (0..N).collect();
     store.update("t", &ids, &vec![1.0; N as usize * D]).unwrap();
     store.checkpoint().unwrap();
@@ -259,8 +275,7 @@ fn a_dropped_stores_detached_prefetch_does_not_write_into_the_next_open() {
         store
             .update("t", &dirty, &vec![-1.0; dirty.len() * D])
             .unwrap();
-        let far: Vec<u64> = (0..8000).map(|i| (i * 7919 + round * 31) % N).collect();
-        let pf = store.prefetch_detached("t", &far).unwrap();
+        let pf = store.prefetch_detached("t", &far(round)).unwrap();
         drop(store);
         store = Store::open(&path).unwrap();
         for k in 0..4 {
@@ -289,16 +304,9 @@ fn a_dropped_stores_detached_prefetch_does_not_write_into_the_next_open() {
 /// waits for the store's prefetch threads first.
 #[test]
 fn a_detached_prefetch_across_a_close_leaves_the_kept_tier_right() {
-    const N: u64 = 20_000;
-    const D: usize = 16;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
-    let cfg = StoreConfig::builder()
-        .table(TableConfig::new("t", N, D as u32).init(Init::Zeros))
-        .dram_capacity(64 << 10)
-        .pmem(None, 128 << 10, PolicyKind::Lru)
-        .build();
-    let store = Store::create(&path, cfg).unwrap();
+    let store = Store::create(&path, detached_config(true)).unwrap();
     let ids: Vec<u64> = (0..N).collect();
     let vals: Vec<f32> = ids.iter().flat_map(|&id| [id as f32; D]).collect();
     store.update("t", &ids, &vals).unwrap();
@@ -320,8 +328,7 @@ fn a_detached_prefetch_across_a_close_leaves_the_kept_tier_right() {
             wrong[0],
             out[wrong[0] as usize * D]
         );
-        let far: Vec<u64> = (0..8000).map(|i| (i * 7919 + round * 31) % N).collect();
-        let pf = store.prefetch_detached("t", &far).unwrap();
+        let pf = store.prefetch_detached("t", &far(round)).unwrap();
         store.close().unwrap();
         drop(pf);
     }
