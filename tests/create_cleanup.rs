@@ -142,6 +142,13 @@ fn pmem_path_in_a_missing_directory() {
         io_err("open", libc::ENOENT),
         with_pmem(Some(d.path().join("pmem.emb")), 64 << 10),
     );
+    // The error names the tier file the config gave, not its lock.
+    let pmem = d.path().join("missing/pmem.emb");
+    match Store::create(d.path().join("c"), with_pmem(Some(pmem.clone()), 64 << 10)) {
+        Err(Error::Io { path, .. }) => assert_eq!(path, pmem),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("created"),
+    }
     // The same into a directory the user made and left empty: it stays.
     let mine = d.path().join("mine");
     fs::create_dir(&mine).unwrap();

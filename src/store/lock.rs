@@ -38,6 +38,14 @@ impl LockFile {
     /// truncate and map it, serving and checkpointing each other's bytes.
     /// Keyed by the lock file's own (device, inode) in [`OPEN_STORES`].
     pub(super) fn acquire_tier(file: &Path) -> Result<LockFile> {
+        // A tier file in a directory that does not exist is the config's
+        // mistake: named as the tier file, not as its lock.
+        if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if !dir.is_dir() {
+                let e = std::io::Error::from_raw_os_error(libc::ENOENT);
+                return Err(Error::io(file, "open", e));
+            }
+        }
         let mut name = file.as_os_str().to_owned();
         name.push(".lock");
         Self::acquire_at(PathBuf::from(name), None)
