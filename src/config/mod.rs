@@ -364,8 +364,8 @@ impl StoreConfigBuilder {
 /// Largest row count a table may have: ids must leave the top two bits of a
 /// u64 free for cache flags.
 pub const MAX_ROWS: u64 = 1 << 62;
-/// Largest dimension.
-pub const MAX_DIM: u32 = 1 << 20;
+/// Largest dimension (the catalog's limit).
+pub const MAX_DIM: u32 = embtier_format::MAX_DIM;
 
 /// What the config gives one table: its budgets in each tier, in rows.
 #[derive(Debug, Clone, PartialEq, Eq)]

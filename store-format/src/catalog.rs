@@ -43,6 +43,8 @@ pub mod te {
 
 /// Longest table name, in bytes.
 pub const MAX_NAME_LEN: usize = 64;
+/// Largest `dim` a catalog entry may have (2^20 elements).
+pub const MAX_DIM: u32 = 1 << 20;
 
 /// One table of the catalog.
 #[derive(Debug, Clone, PartialEq)]
@@ -112,6 +114,14 @@ impl TableEntry {
         };
         let raw = &b[te::NAME..te::NAME + MAX_NAME_LEN];
         let len = raw.iter().position(|&c| c == 0).unwrap_or(MAX_NAME_LEN);
+        // Zero padded, no NUL inside: "a\0c" is refused, not read as "a".
+        if raw[len..].iter().any(|&c| c != 0) {
+            return Err(bad(
+                "name",
+                te::NAME,
+                format!("{:02x?}: bytes after the name's end are not zero", raw),
+            ));
+        }
         let name = std::str::from_utf8(&raw[..len])
             .map_err(|_| bad("name", te::NAME, format!("{:02x?}", &raw[..len])))?
             .to_string();
@@ -123,8 +133,8 @@ impl TableEntry {
         let init =
             InitKind::try_from(b[te::INIT]).map_err(|v| bad("init", te::INIT, v.to_string()))?;
         let dim = get_u32(b, te::DIM);
-        if dim == 0 {
-            return Err(bad("dim", te::DIM, "0".into()));
+        if dim == 0 || dim > MAX_DIM {
+            return Err(bad("dim", te::DIM, format!("{dim}, not 1 ..= 2^20")));
         }
         let state_bytes = get_u32(b, te::STATE_BYTES);
         let optimizer = OptimizerCode::try_from(b[te::OPTIMIZER])

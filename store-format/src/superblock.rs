@@ -314,9 +314,10 @@ impl Superblock {
                 ),
             });
         }
-        // Ring blocks are u32 indices, and the two highest mean "not
-        // logged" and "merged" in a reader's map.
-        if v5 && rowlog_ring > (u32::MAX - 2) as u64 {
+        // Ring blocks are u32 indices below the ring's size, and the two
+        // highest u32 values mean "not logged" and "merged" in a reader's
+        // map: the largest ring is u32::MAX - 1 blocks (2^32 - 2).
+        if v5 && rowlog_ring > (u32::MAX - 1) as u64 {
             return Err(FormatError::InvalidField {
                 field: "rowlog_ring",
                 offset: at + sb::ROWLOG_RING as u64,

@@ -497,6 +497,33 @@ fn superblock_and_catalog_round_trip_and_reject() {
         other => panic!("{other:?}"),
     }
 
+    // A dim past the spec's 2^20 is refused by the catalog itself.
+    let mut bad = bytes.clone();
+    bad[te::DIM..te::DIM + 4].copy_from_slice(&((1u32 << 20) + 1).to_le_bytes());
+    let c = crc32c::crc32c(&bad);
+    match Catalog::decode(&bad, 2, 4096, c) {
+        Err(FormatError::InvalidField {
+            field: "dim",
+            offset,
+            ..
+        }) => assert_eq!(offset, 4096 + te::DIM as u64),
+        other => panic!("{other:?}"),
+    }
+
+    // A name is zero padded with no NUL inside: bytes after its first NUL
+    // are refused, not cut off ("a\0c" must not read as "a").
+    let mut bad = bytes.clone();
+    bad[te::NAME + 2] = b'c';
+    let c = crc32c::crc32c(&bad);
+    match Catalog::decode(&bad, 2, 4096, c) {
+        Err(FormatError::InvalidField {
+            field: "name",
+            offset,
+            ..
+        }) => assert_eq!(offset, 4096 + te::NAME as u64),
+        other => panic!("{other:?}"),
+    }
+
     let s = Superblock {
         version: FormatVersion::V5,
         store_id: 7,
@@ -559,19 +586,32 @@ fn superblock_and_catalog_round_trip_and_reject() {
             other => panic!("{start} of {ring}: {other:?}"),
         }
     }
-    let huge = Superblock {
-        rowlog_ring: 1 << 32,
+    // The ring's largest size is the spec's 2^32 - 2 (its blocks are u32
+    // indices below it; the two highest u32 values are a reader's
+    // sentinels); one more is refused.
+    let largest = Superblock {
+        rowlog_ring: (1 << 32) - 2,
         ..s.clone()
+    };
+    assert_eq!(Superblock::decode(&largest.encode()).unwrap(), largest);
+    for ring in [(1u64 << 32) - 1, 1 << 32] {
+        let huge = Superblock {
+            rowlog_ring: ring,
+            ..s.clone()
+        }
+        .encode();
+        assert!(
+            matches!(
+                Superblock::decode(&huge),
+                Err(FormatError::InvalidField {
+                    field: "rowlog_ring",
+                    offset: 4080,
+                    ..
+                })
+            ),
+            "{ring}"
+        );
     }
-    .encode();
-    assert!(matches!(
-        Superblock::decode(&huge),
-        Err(FormatError::InvalidField {
-            field: "rowlog_ring",
-            offset: 4080,
-            ..
-        })
-    ));
     // Version 4 has no ring: the bytes are not read.
     let mut v4 = Superblock {
         version: FormatVersion::V4,
