@@ -376,6 +376,39 @@ pub(crate) struct TablePlan {
 }
 
 impl StoreConfig {
+    /// Every configured file path (`[ssd] path`, each tier's `path`).
+    fn paths_mut(&mut self) -> impl Iterator<Item = &mut PathBuf> {
+        self.ssd
+            .path
+            .iter_mut()
+            .chain(self.tiers.iter_mut().filter_map(|t| t.path.as_mut()))
+    }
+
+    /// The config with each relative file path made absolute against the
+    /// working directory, as [`crate::Store::create`] writes it to
+    /// `store.toml`: a later open from another directory names the same
+    /// files.
+    pub(crate) fn with_absolute_paths(mut self) -> Result<StoreConfig> {
+        for p in self.paths_mut() {
+            if p.is_relative() {
+                *p = std::path::absolute(&*p).map_err(|e| Error::io(&*p, "absolute", e))?;
+            }
+        }
+        Ok(self)
+    }
+
+    /// The config of a `store.toml` with each relative file path taken as
+    /// relative to the store directory `dir`, where the file lives, not to
+    /// the opening process's working directory.
+    pub(crate) fn with_paths_under(mut self, dir: &std::path::Path) -> StoreConfig {
+        for p in self.paths_mut() {
+            if p.is_relative() {
+                *p = dir.join(&*p);
+            }
+        }
+        self
+    }
+
     /// Each table's rows in each tier, as the store splits the tiers: the
     /// cache capacity of a cached table there, or a pinned table's whole
     /// size in the tier it is pinned to (tables and tiers in config order).

@@ -85,6 +85,11 @@ pub struct TierConfig {
     /// the file and the next open of that checkpoint takes them where they
     /// lie, with no read (a warm restart as CacheLib's across a process
     /// restart; `docs/tuning.md`, "Warm restarts").
+    ///
+    /// A relative path given here is relative to the working directory, as
+    /// any path is; [`crate::Store::create`] writes it to `store.toml`
+    /// made absolute. A relative path in a `store.toml` edited by hand is
+    /// relative to the store's directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<PathBuf>,
     /// For a DRAM tier, back each cache shard's rows of 4 MiB or more with
@@ -140,7 +145,10 @@ impl TierConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SsdConfig {
-    /// The data file or block device; by default `data.emb` in the store directory.
+    /// The data file or block device; by default `data.emb` in the store
+    /// directory. Relative paths as for [`TierConfig::path`]: the working
+    /// directory's through the API (written to `store.toml` made
+    /// absolute), the store directory's in a hand-edited `store.toml`.
     #[serde(default)]
     pub path: Option<PathBuf>,
     /// I/O engine; `EMBTIER_IO_ENGINE` overrides it.

@@ -71,6 +71,9 @@ impl Store {
     ) -> Result<Store> {
         let dir = dir.as_ref();
         config.plan()?;
+        // store.toml names the files absolutely: an open from another
+        // working directory finds the same ones.
+        let config = config.with_absolute_paths()?;
         let mut undo = CreateUndo::new(dir);
         if dir.exists() {
             let mut it = fs::read_dir(dir).map_err(|e| Error::io(dir, "read_dir", e))?;
@@ -212,7 +215,11 @@ impl Store {
             },
             other => other,
         };
-        let cfg = StoreConfig::from_toml(&text).map_err(name_file)?;
+        // A relative path there is the store directory's, not the working
+        // directory's.
+        let cfg = StoreConfig::from_toml(&text)
+            .map_err(name_file)?
+            .with_paths_under(dir);
         cfg.plan().map_err(name_file)?;
         Store::open_with(dir, cfg, opts)
     }
