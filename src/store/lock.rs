@@ -48,7 +48,19 @@ impl LockFile {
         }
         let mut name = file.as_os_str().to_owned();
         name.push(".lock");
-        Self::acquire_at(PathBuf::from(name), None)
+        let lock = PathBuf::from(name);
+        Self::acquire_at(lock.clone(), None).map_err(|e| match e {
+            // A lock that cannot be made beside the file (a read-only or
+            // unwritable directory): the file cannot be either, and it is
+            // the one the config named.
+            Error::Io {
+                path,
+                op: "open",
+                source,
+                ..
+            } if path == lock => Error::io(file, "open", source),
+            e => e,
+        })
     }
 
     /// Lock the file at `path`, registered under `key`, or where None,

@@ -35,6 +35,7 @@ pub use crate::files::{
     META_FILE, PMEM_FILE,
 };
 
+mod claims;
 mod kept;
 mod lock;
 mod merger;
@@ -171,7 +172,8 @@ pub struct Store {
     /// How the open rebuilt the row log's map.
     row_log_at_open: RowLogAtOpen,
     /// The locks of tier files outside the store's directory
-    /// (`<tier file>.lock`), released before the store's own.
+    /// (`<file>.lock`, `claims::lock_outside`), released before the
+    /// store's own.
     _tier_locks: Vec<LockFile>,
     _lock: LockFile,
 }

@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicU64;
 
 use crate::tier::stamps::Gen;
 
-use super::kept;
+use super::{claims, kept};
 
 pub(super) fn now_unix() -> u64 {
     std::time::SystemTime::now()
@@ -127,11 +127,21 @@ impl Store {
             counters_generation: 0,
             dead_epochs: Vec::new(),
         };
+        // The configured files, before any is made: locked where outside
+        // the directory, and a data file there must be new (or a device):
+        // a file another store wrote would serve its rows as this one's.
+        let claimed = claims::check(dir, &config)?;
+        let outside = claims::lock_outside(dir, &claimed)?;
         let data_path = config
             .ssd
             .path
             .clone()
             .unwrap_or_else(|| dir.join(DATA_FILE));
+        if let Ok(m) = fs::metadata(&data_path) {
+            if m.is_file() && m.len() > 0 {
+                return Err(Error::AlreadyExists { path: data_path });
+            }
+        }
         if config.ssd.path.is_some() {
             undo.outside_file(&data_path);
         }
@@ -173,7 +183,7 @@ impl Store {
             undo.outside_file(&kept::stamps_path(p));
         }
         let faults = opts.faults.clone();
-        let mut store = Store::assemble(dir, config, sb, catalog, lock, true, opts)?;
+        let mut store = Store::assemble(dir, config, sb, catalog, (lock, outside), true, opts)?;
         store.row_log_at_open = restore_row_log(
             dir,
             &store.ssd,
@@ -319,9 +329,12 @@ impl Store {
             }
         }
         let lock = LockFile::acquire(dir)?;
+        // The configured files, before any is opened.
+        let claimed = claims::check(dir, &config)?;
+        let outside = claims::lock_outside(dir, &claimed)?;
         let cold = opts.cold;
         let faults = opts.faults.clone();
-        let mut store = Store::assemble(dir, config, sb, catalog, lock, false, opts)?;
+        let mut store = Store::assemble(dir, config, sb, catalog, (lock, outside), false, opts)?;
         // The row log's map and the hot rows are independent (each row's
         // hot copy and its newest logged copy are the same checkpoint's),
         // so the log's reads, which wait on the disk, and the hot rows'
@@ -385,7 +398,7 @@ impl Store {
         config: StoreConfig,
         superblock: Superblock,
         catalog: Catalog,
-        lock: LockFile,
+        (lock, tier_locks): (LockFile, Vec<LockFile>),
         fresh: bool,
         opts: OpenOptionsExt,
     ) -> Result<Store> {
@@ -427,7 +440,6 @@ impl Store {
             kept,
             stamps,
             paths,
-            locks: tier_locks,
         } = open_tier_memory(dir, &config, found)?;
         let policies: Vec<_> = config.tiers.iter().map(|t| t.policy).collect();
         let mut tables = Vec::with_capacity(catalog.tables.len());
@@ -560,19 +572,9 @@ fn open_tier_memory(
     found: Option<&Superblock>,
 ) -> Result<TierFiles> {
     let mut out = TierFiles::default();
-    let home = std::fs::canonicalize(dir).map_err(|e| Error::io(dir, "canonicalize", e))?;
+    // (A tier file outside the store's directory was locked before:
+    // `claims::lock_outside`.)
     for (i, (t, path)) in config.tiers.iter().zip(tier_files(dir, config)).enumerate() {
-        // A tier file outside the store's directory is not covered by the
-        // store's lock: it gets its own, before anything reads or makes it.
-        if let Some(p) = &path {
-            let parent = p.parent().filter(|d| !d.as_os_str().is_empty());
-            let inside = parent
-                .and_then(|d| std::fs::canonicalize(d).ok())
-                .is_some_and(|d| d.starts_with(&home));
-            if !inside {
-                out.locks.push(LockFile::acquire_tier(p)?);
-            }
-        }
         let k = match &path {
             Some(p) => kept::take(p, i, t.capacity.0, found)?,
             None => None,
@@ -607,6 +609,4 @@ struct TierFiles {
     stamps: Vec<Option<embtier_format::stamps::StampHeader>>,
     /// Per tier, its file.
     paths: Vec<Option<PathBuf>>,
-    /// The locks of the tier files outside the store's directory.
-    locks: Vec<LockFile>,
 }
