@@ -206,7 +206,8 @@ pub enum Error {
         what: String,
     },
     /// The config given to [`crate::Store::open_with`] does not match what
-    /// the store was created with (shape, element type or optimizer state).
+    /// the store was created with (a table more or less, shape, element
+    /// type or optimizer state).
     #[error("table {table:?}: the store holds {stored}, the config says {given}")]
     ConfigMismatch {
         /// Table name (the config's, when names differ).

@@ -562,3 +562,31 @@ fn a_row_past_4_mib_is_created_not_a_panic() {
         .count();
     assert_eq!(moved, dim as usize);
 }
+
+/// A config with a table more or less than the store's is a mismatch
+/// naming the table (typed, as a changed shape is), not a bare config
+/// error.
+#[test]
+fn a_config_with_a_table_more_or_less_is_a_mismatch_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(new_store(dir.path()));
+    let d = dir.path().join("s");
+    let mut more = cfg();
+    more.tables.push(TableConfig::new("extra", 10, DIM as u32));
+    match Store::open_with(&d, more, OpenOptionsExt::default()) {
+        Err(Error::ConfigMismatch { table, stored, .. }) => {
+            assert_eq!(table, "extra");
+            assert!(stored.contains("no table \"extra\""), "{stored}");
+        }
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+    let mut fewer = cfg();
+    let gone = fewer.tables.pop().unwrap();
+    match Store::open_with(&d, fewer, OpenOptionsExt::default()) {
+        Err(Error::ConfigMismatch { table, given, .. }) => {
+            assert_eq!(table, gone.name);
+            assert!(given.contains("no table"), "{given}");
+        }
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+}

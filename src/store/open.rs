@@ -288,12 +288,30 @@ impl Store {
             }));
         }
         config.plan()?;
-        if config.tables.len() != catalog.tables.len() {
-            return Err(Error::config(format!(
-                "config has {} tables, the store has {}",
-                config.tables.len(),
-                catalog.tables.len()
-            )));
+        // A table more or less: a mismatch naming the first table only
+        // one side has.
+        let (given, stored) = (config.tables.len(), catalog.tables.len());
+        if given > stored {
+            let t = &config.tables[stored];
+            return Err(Error::ConfigMismatch {
+                table: t.name.clone(),
+                stored: format!("no table {:?} ({stored} tables)", t.name),
+                given: format!(
+                    "table {:?} of {} x {} ({given} tables)",
+                    t.name, t.rows, t.dim
+                ),
+            });
+        }
+        if given < stored {
+            let e = &catalog.tables[given];
+            return Err(Error::ConfigMismatch {
+                table: e.name.clone(),
+                stored: format!(
+                    "table {:?} of {} x {} ({stored} tables)",
+                    e.name, e.rows, e.dim
+                ),
+                given: format!("no table {:?} ({given} tables)", e.name),
+            });
         }
         for (t, e) in config.tables.iter().zip(&catalog.tables) {
             let mismatch = |stored: String, given: String| Error::ConfigMismatch {
