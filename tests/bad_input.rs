@@ -590,3 +590,21 @@ fn a_config_with_a_table_more_or_less_is_a_mismatch_naming_it() {
         other => panic!("{:?}", other.map(|_| ())),
     }
 }
+
+/// A reopen's config with another initialiser or seed: never-written rows
+/// still follow the catalog's, and `config()` says so rather than
+/// reporting the one not used.
+#[test]
+fn a_reopen_with_another_initialiser_reports_the_one_that_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(new_store(dir.path()));
+    let d = dir.path().join("s");
+    let mut other = cfg();
+    other.tables[0].init = Init::Uniform { scale: 0.5 };
+    other.tables[0].seed = Some(99);
+    let s = Store::open_with(&d, other, OpenOptionsExt::default()).unwrap();
+    assert_eq!(row(&s, 7), vec![0.0; DIM], "a never-written row");
+    let t = &s.config().tables[0];
+    assert_eq!(t.init, Init::Zeros, "config() of the reopened store");
+    assert_eq!(t.effective_seed(), cfg().tables[0].effective_seed());
+}

@@ -56,7 +56,7 @@ impl Store {
     /// A create that fails leaves nothing behind: the directories, files and
     /// the PMem file it made are removed again (a directory that existed
     /// empty before stays), so it can be retried with a corrected config.
-    /// A tier file's lock outside the directory (`<tier file>.lock`) stays,
+    /// A configured file's lock outside the directory (`<file>.lock`) stays,
     /// as lock files do: removing one another process may be opening would
     /// let two processes lock two files of one name.
     pub fn create(dir: impl AsRef<Path>, config: StoreConfig) -> Result<Store> {
@@ -236,7 +236,9 @@ impl Store {
 
     /// Open the store in `dir` with new tier settings. The tables of `config`
     /// must match the store's catalog (name, rows, dim); placements, budgets,
-    /// policies and engine may differ.
+    /// policies and engine may differ. A table's initialiser and seed are
+    /// the catalog's whatever `config` says (never-written rows follow
+    /// them), and [`Store::config`] reports the catalog's.
     pub fn open_with(
         dir: impl AsRef<Path>,
         config: StoreConfig,
@@ -344,6 +346,28 @@ impl Store {
                     format!("{} bytes of optimizer state per row", e.state_bytes),
                     format!("an optimizer with {need} bytes of optimizer state per row"),
                 ));
+            }
+        }
+        // A table's initialiser is the catalog's (never-written rows
+        // follow it): a config that says otherwise is not used, and
+        // `config()` reports what holds.
+        let mut config = config;
+        for (t, e) in config.tables.iter_mut().zip(&catalog.tables) {
+            if t.effective_seed() != e.seed {
+                // None where the catalog's is the name's own seed.
+                t.seed = None;
+                if t.effective_seed() != e.seed {
+                    t.seed = Some(e.seed);
+                }
+            }
+            let init = match e.init {
+                InitKind::Uniform => Init::Uniform {
+                    scale: e.init_scale,
+                },
+                _ => Init::Zeros,
+            };
+            if t.init != init {
+                t.init = init;
             }
         }
         let lock = LockFile::acquire(dir)?;
