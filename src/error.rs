@@ -257,6 +257,16 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The store was opened by another process, which this one was forked
+    /// from (a PyTorch DataLoader worker with the fork start method,
+    /// `os.fork`): the copy a fork made shares the opener's io_uring
+    /// queues and has none of its threads, so it takes no calls. Do the
+    /// store's calls in the process that opened it.
+    #[error("the store was opened by process {pid}, which this process was forked from: a forked copy takes no calls (make the store's calls in process {pid}; a DataLoader worker should leave them to the training process)")]
+    Forked {
+        /// The process that opened the store.
+        pid: u32,
+    },
     /// A flush, journal or commit fsync failed earlier: what reached the
     /// disk is unknown, so the store takes no more writes. Reopening it
     /// recovers the last checkpoint.

@@ -43,6 +43,7 @@ pub mod config;
 mod durable;
 pub mod error;
 mod files;
+mod fork;
 mod hash;
 pub mod hint;
 pub mod init;

@@ -26,6 +26,7 @@ __all__ = [
     "DiskFullError",
     "PoisonedError",
     "LockedError",
+    "ForkedError",
     "AlreadyExistsError",
     "NotAStoreError",
 ]
@@ -119,6 +120,16 @@ class PoisonedError(StorageError):
 
 class LockedError(StorageError):
     """Another process holds the store open (``path``, ``pid``)."""
+
+    pid: Optional[int] = None
+
+
+class ForkedError(Error, RuntimeError):
+    """The store was opened by another process, which this one was forked
+    from (a DataLoader worker with the fork start method, ``os.fork``):
+    the fork's copy of a store takes no calls (``pid``, the opener). Make
+    the store's calls in the process that opened it; a ``close()`` or the
+    copy's collection in the child does nothing."""
 
     pid: Optional[int] = None
 

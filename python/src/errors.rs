@@ -188,6 +188,7 @@ pub(crate) fn to_py(py: Python<'_>, e: embtier::Error) -> PyErr {
             ],
         ),
         E::Poisoned { .. } => raise(py, "PoisonedError", msg, &[]),
+        E::Forked { pid } => raise(py, "ForkedError", msg, &[("pid", obj(py, *pid))]),
         E::Io {
             path: p,
             offset,

@@ -389,6 +389,13 @@ impl PyStore {
         let Some(mut s) = self.inner.write().take() else {
             return Ok(());
         };
+        // A forked copy (a DataLoader worker): the calls the opener had in
+        // flight at the fork hold references that never go, and nothing
+        // of the copy is this process's to close.
+        if s.is_forked_copy() {
+            std::mem::forget(s);
+            return Ok(());
+        }
         // Calls that began before the take hold their own reference; new
         // ones find the store closed. The wait is without the GIL, which
         // a call takes again before it returns.

@@ -343,7 +343,13 @@ impl Store {
     /// A close (and a drop) first waits for the reads of prefetches still
     /// running ([`Store::prefetch_detached`]'s handles may outlive the
     /// store), which install rows and evict others.
+    ///
+    /// In a process forked from the one that opened the store, a close
+    /// only lets go of the copy: nothing is waited for or written.
     pub fn close(self) -> Result<()> {
+        if self.is_forked_copy() {
+            return Ok(());
+        }
         // A detached prefetch's thread (its handle may outlive the store)
         // ends first: it installs rows and evicts others.
         self.prefetching.wait_idle();

@@ -23,6 +23,8 @@ pub(super) static OPEN_STORES: parking_lot::Mutex<Vec<(u64, u64)>> =
 pub(super) struct LockFile {
     file: Option<File>,
     key: (u64, u64),
+    /// The fork generation it was taken in ([`crate::fork`]).
+    generation: u64,
 }
 
 impl LockFile {
@@ -133,12 +135,19 @@ impl LockFile {
         Ok(LockFile {
             file: Some(file),
             key,
+            generation: crate::fork::generation(),
         })
     }
 }
 
 impl Drop for LockFile {
     fn drop(&mut self) {
+        // A forked copy holds no record lock (they are not inherited),
+        // and the registry's mutex may have been held by a thread at the
+        // fork: only the descriptor goes.
+        if crate::fork::forked_since(self.generation) {
+            return;
+        }
         // Release the record lock (by closing its descriptor) before the
         // registry lets this process open the store again: the other order
         // would let a new open's lock be released by this close.

@@ -176,6 +176,9 @@ pub struct Store {
     /// store's own.
     _tier_locks: Vec<LockFile>,
     _lock: LockFile,
+    /// The fork generation ([`crate::fork`]) and process the store was
+    /// opened in: a forked copy takes no calls, and its drop does nothing.
+    opened_in: (u64, u32),
 }
 
 /// A call of more than `limit` ids ([`crate::hash::MAX_CALL_IDS`]: a
@@ -482,7 +485,27 @@ impl Store {
         Ok(())
     }
 
+    /// Refuses a call from a process forked since the open (a DataLoader
+    /// worker): its copy shares the opener's io_uring queues and has none
+    /// of its threads ([`crate::fork`]).
+    pub(crate) fn check_process(&self) -> Result<()> {
+        let (generation, pid) = self.opened_in;
+        if crate::fork::forked_since(generation) {
+            return Err(Error::Forked { pid });
+        }
+        Ok(())
+    }
+
+    /// Whether this is a forked copy of the store: this process was forked
+    /// from the one that opened it (a DataLoader worker with the fork start
+    /// method). Such a copy refuses every call with [`Error::Forked`], and
+    /// its close and drop do nothing but let go of the memory.
+    pub fn is_forked_copy(&self) -> bool {
+        crate::fork::forked_since(self.opened_in.0)
+    }
+
     pub(crate) fn table(&self, name: &str) -> Result<&Arc<Table>> {
+        self.check_process()?;
         self.by_name
             .get(name)
             .map(|&i| &self.tables[i])
@@ -720,6 +743,7 @@ impl Store {
     }
 
     fn begin(&self, force: bool, what: &'static str) -> Result<CheckpointInProgress<'_>> {
+        self.check_process()?;
         // One checkpoint (or bulk import) at a time.
         let one = self.ssd.checkpointing(what)?;
         for t in &self.tables {
@@ -1080,6 +1104,27 @@ impl Window<'_> {
 impl Drop for Window<'_> {
     fn drop(&mut self) {
         self.close(false);
+    }
+}
+
+impl Drop for Store {
+    /// In a forked copy only: the opener's threads are not in this
+    /// process, its files and io_uring queues are the opener's, and its
+    /// locks may have been held by a thread at the fork. So nothing is
+    /// joined, written, waited for or locked: the parts whose drops would
+    /// do so are leaked (the process's memory is a copy the opener keeps).
+    fn drop(&mut self) {
+        if !self.is_forked_copy() {
+            return;
+        }
+        std::mem::forget(Arc::clone(&self.ssd));
+        for t in &self.tables {
+            std::mem::forget(Arc::clone(t));
+        }
+        std::mem::forget(self.warm.get_mut().take());
+        std::mem::forget(self.sweep.get_mut().take());
+        std::mem::forget(self.merger.get_mut().take());
+        std::mem::forget(std::mem::take(&mut self.prefetching));
     }
 }
 

@@ -574,6 +574,7 @@ impl Store {
             row_log_at_open: RowLogAtOpen::default(),
             _tier_locks: tier_locks,
             _lock: lock,
+            opened_in: (crate::fork::generation(), std::process::id()),
         })
     }
 }

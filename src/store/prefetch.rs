@@ -10,6 +10,8 @@ pub struct Prefetch<'a> {
     table: Arc<Table>,
     handle: Option<std::thread::JoinHandle<(Vec<u64>, Result<()>)>>,
     pins: Vec<u64>,
+    /// The store's fork generation and opener ([`Store::check_process`]).
+    opened_in: (u64, u32),
     _store: std::marker::PhantomData<&'a Store>,
 }
 
@@ -24,6 +26,12 @@ impl Prefetch<'_> {
     /// leaves the rows it concerns out of DRAM, and a later lookup of them
     /// reports it again. The pins last until the handle is dropped.
     pub fn wait(&mut self) -> Result<usize> {
+        // A forked copy: the thread is the opener's.
+        if crate::fork::forked_since(self.opened_in.0) {
+            return Err(Error::Forked {
+                pid: self.opened_in.1,
+            });
+        }
         let Some(h) = self.handle.take() else {
             return Ok(self.pins.len());
         };
@@ -41,6 +49,13 @@ impl Prefetch<'_> {
 
 impl Drop for Prefetch<'_> {
     fn drop(&mut self) {
+        if crate::fork::forked_since(self.opened_in.0) {
+            // A forked copy: neither the thread nor the pins are this
+            // process's to wait for or release (see `Store`'s drop).
+            std::mem::forget(self.handle.take());
+            std::mem::forget(Arc::clone(&self.table));
+            return;
+        }
         let _ = self.wait();
         self.table.unpin(&self.pins);
     }
@@ -159,6 +174,7 @@ impl Store {
             table: t,
             handle: Some(handle),
             pins: Vec::new(),
+            opened_in: self.opened_in,
             _store: std::marker::PhantomData,
         })
     }

@@ -56,6 +56,7 @@ impl Store {
     /// checkpoint counted on that never reached the disk (a dropped
     /// fsync): the store is then poisoned, and a read of that group fails.
     pub fn check_written(&self) -> Result<u64> {
+        self.check_process()?;
         let _gate = self.ssd.read_gate();
         self.ssd.finish_written()?;
         Ok(self.ssd.durable().written_unchecked())

@@ -428,6 +428,7 @@ impl Store {
     /// error is the read-back's (a failed or corrupt read): the rows
     /// concerned were not brought in, and a lookup of them reports it.
     pub fn wait_warm(&self) -> Result<u64> {
+        self.check_process()?;
         match self.warm.lock().as_mut() {
             Some(w) => w.join(),
             None => Ok(0),

@@ -1,0 +1,117 @@
+//! A child forked while a store is open (a PyTorch DataLoader worker with
+//! the fork start method, `os.fork`): its copy of the store refuses every
+//! call with `Forked` and its drop does nothing, and the parent's store
+//! goes on as if the child had never been. Its own test binary, so that
+//! few threads run beside the fork.
+
+mod common;
+
+use std::panic::AssertUnwindSafe;
+use std::time::{Duration, Instant};
+
+use embtier::{Error, IoEngineKind, PolicyKind, Store, StoreConfig, TableConfig, TierConfig};
+
+const ROWS: u64 = 20_000;
+const DIM: usize = 16;
+
+fn config(engine: IoEngineKind) -> StoreConfig {
+    StoreConfig::builder()
+        .table(TableConfig::new("t", ROWS, DIM as u32))
+        .tiers(vec![TierConfig::dram(64 << 10, PolicyKind::Lru)])
+        .io_engine(engine)
+        .build()
+}
+
+fn value(id: u64, j: usize) -> f32 {
+    (id * 7 + j as u64) as f32 * 0.125
+}
+
+fn check_rows(s: &Store, what: &str) {
+    let ids: Vec<u64> = (0..ROWS).step_by(3).collect();
+    let mut out = vec![0f32; ids.len() * DIM];
+    s.lookup("t", &ids, &mut out).unwrap();
+    for (i, &id) in ids.iter().enumerate() {
+        for j in 0..DIM {
+            assert_eq!(out[i * DIM + j], value(id, j), "{what}: row {id}");
+        }
+    }
+}
+
+/// Wait for `child` to exit, at most 60 s (a child stuck on the parent's
+/// rings never would): its exit status, or None if it was killed.
+fn wait_exit(child: libc::pid_t) -> Option<i32> {
+    let start = Instant::now();
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid on our own child's pid, into a local.
+        let r = unsafe { libc::waitpid(child, &mut status, libc::WNOHANG) };
+        if r == child {
+            return libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            // SAFETY: kill and reap our own child.
+            unsafe {
+                libc::kill(child, libc::SIGKILL);
+                libc::waitpid(child, std::ptr::null_mut(), 0);
+            }
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_forked_child_cannot_use_the_store_and_the_parent_goes_on() {
+    for engine in common::engines() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("s");
+        let store = Store::create(&d, config(engine)).unwrap();
+        let ids: Vec<u64> = (0..ROWS).collect();
+        let vals: Vec<f32> = (0..ROWS)
+            .flat_map(|id| (0..DIM).map(move |j| value(id, j)))
+            .collect();
+        store.update("t", &ids, &vals).unwrap();
+        store.checkpoint().unwrap();
+        let parent = std::process::id();
+        // SAFETY: fork in a test process; the child uses the store only
+        // through calls that must refuse at their first check, allocates
+        // through glibc's malloc (made safe across fork by glibc), writes
+        // nothing to stdout, and leaves with _exit.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            let code = std::panic::catch_unwind(AssertUnwindSafe(move || {
+                let forked = |r: embtier::Result<()>| matches!(r, Err(Error::Forked { pid }) if pid == parent);
+                let mut out = vec![0f32; 256 * DIM];
+                let mut ok = forked(store.lookup("t", &ids[..256], &mut out));
+                ok &= forked(store.update("t", &ids[..4], &vals[..4 * DIM]));
+                ok &= forked(store.checkpoint().map(|_| ()));
+                ok &= forked(store.flush());
+                // A close there only lets go of the copy.
+                ok &= store.close().is_ok();
+                ok
+            }));
+            let status = match code {
+                Ok(true) => 0,
+                Ok(false) => 1,
+                Err(_) => 2,
+            };
+            // SAFETY: leaves the child without running the parent's
+            // destructors or flushing its buffers twice.
+            unsafe { libc::_exit(status) };
+        }
+        assert!(child > 0, "fork failed");
+        match wait_exit(child) {
+            Some(0) => {}
+            Some(1) => panic!("{engine:?}: a call in the child was not refused with Forked"),
+            Some(2) => panic!("{engine:?}: the child panicked"),
+            other => panic!("{engine:?}: the child ended as {other:?}"),
+        }
+        // The parent's store: its rows, a checkpoint, a reopen.
+        check_rows(&store, "after the child");
+        store.update("t", &ids[..8], &vals[..8 * DIM]).unwrap();
+        store.checkpoint().unwrap();
+        store.close().unwrap();
+        let store = Store::open(&d).unwrap();
+        check_rows(&store, "reopened");
+    }
+}
