@@ -303,6 +303,48 @@ def _max_grads(rows: int, g: np.ndarray, full: np.ndarray, first: np.ndarray) ->
     return grads
 
 
+def _one_step_a_table(steps: List[Tuple[Any, ...]]) -> List[Tuple[Any, ...]]:
+    """``step_pooled_many``'s parts with each table's features in one part:
+    a table listed twice (two features sharing it, FBGEMM's
+    ``feature_table_map=[0, 1, 0]``) gets the bags of both in one call, so
+    each row's gradients are summed and the row stepped once, as autograd
+    over one shared ``nn.EmbeddingBag`` weight and an optimizer step
+    would. (Stepped once a feature, row-wise Adagrad, Adagrad and Adam
+    moved a shared row further, and Adam counted two steps a batch.)"""
+    by_table: Dict[str, List[Tuple[Any, ...]]] = {}
+    for st in steps:
+        by_table.setdefault(st[0], []).append(st)
+    if len(by_table) == len(steps):
+        return steps
+    out = []
+    for name, group in by_table.items():
+        if len(group) == 1:
+            out.append(group[0])
+            continue
+        offsets = [group[0][2]]
+        base = int(group[0][1].shape[0])
+        for st in group[1:]:
+            offsets.append(st[2][1:] + base)
+            base += int(st[1].shape[0])
+        ws = [st[5] for st in group]
+        weights = None
+        if any(w is not None for w in ws):
+            weights = np.concatenate(
+                [np.ones(st[1].shape[0], np.float32) if w is None else w for st, w in zip(group, ws)]
+            )
+        out.append(
+            (
+                name,
+                np.concatenate([st[1] for st in group]),
+                np.concatenate(offsets),
+                np.concatenate([st[3] for st in group]),
+                group[0][4],
+                weights,
+            )
+        )
+    return out
+
+
 class _PooledFunction(torch.autograd.Function):
     """Forward: every table's lookups, pooled by the module's mode.
     Backward: the fused step."""
@@ -387,7 +429,7 @@ class _PooledFunction(torch.autograd.Function):
                 gp = g[p.lo : p.lo + p.n]
                 gp = gp[p.keep] if p.keep is not None else np.ascontiguousarray(gp)
                 steps.append((p.name, p.indices, _singles(p), gp, "sum", None))
-            module.store.step_pooled_many(steps)
+            module.store.step_pooled_many(_one_step_a_table(steps))
         else:
             grads = []
             col = 0
@@ -411,24 +453,28 @@ class _PooledFunction(torch.autograd.Function):
                 pass
             elif mode == "max":
                 module.store.step_pooled_many(
-                    [
-                        (
-                            p.name,
-                            p.indices,
-                            _singles(p),
-                            _max_grads(p.indices.shape[0], gb, full, first),
-                            "sum",
-                            None,
-                        )
-                        for p, gb, (full, first) in zip(bags.parts, grads, ctx.maxes)
-                    ]
+                    _one_step_a_table(
+                        [
+                            (
+                                p.name,
+                                p.indices,
+                                _singles(p),
+                                _max_grads(p.indices.shape[0], gb, full, first),
+                                "sum",
+                                None,
+                            )
+                            for p, gb, (full, first) in zip(bags.parts, grads, ctx.maxes)
+                        ]
+                    )
                 )
             else:
                 module.store.step_pooled_many(
-                    [
-                        (p.name, p.indices, p.offsets, gb, mode, p.weights)
-                        for p, gb in zip(bags.parts, grads)
-                    ]
+                    _one_step_a_table(
+                        [
+                            (p.name, p.indices, p.offsets, gb, mode, p.weights)
+                            for p, gb in zip(bags.parts, grads)
+                        ]
+                    )
                 )
         if bags.pins is not None:
             bags.pins.release()
@@ -667,7 +713,7 @@ class TieredEmbeddingBags(nn.Module):
     # --- state_dict: tables streamed in and out in chunks ---------------
 
     def _save_to_state_dict(self, destination: Dict[str, Any], prefix: str, keep_vars: bool) -> None:
-        for name, dim in zip(self.tables, self.dims):
+        for name, dim in dict(zip(self.tables, self.dims)).items():
             rows = self.store.shape(name)[0]
             w = torch.empty((rows, dim), dtype=torch.float32)
             wn = w.numpy()
@@ -705,7 +751,7 @@ class TieredEmbeddingBags(nn.Module):
         # durable, so a load that fails must leave it as it was.
         plan = []
         problems = 0
-        for name, dim in zip(self.tables, self.dims):
+        for name, dim in dict(zip(self.tables, self.dims)).items():
             rows = self.store.shape(name)[0]
             key = prefix + name + ".weight"
             if key not in state_dict:

@@ -350,3 +350,52 @@ def test_forwards_without_a_backward_release_their_prefetch_pins(tmp_path):
     assert len(m._in_use) == 0
     m.release_prefetches()
     assert pinnable() >= fresh - 5
+
+
+@pytest.mark.parametrize("kind", ["sgd", "rowwise_adagrad"])
+@pytest.mark.parametrize("mode,weights", [("sum", False), ("sum", True), ("mean", False), ("max", False)])
+def test_a_table_listed_twice_is_stepped_once_with_the_features_summed(tmp_path, kind, mode, weights):
+    """Two features of one table (FBGEMM's ``feature_table_map=[0, 1,
+    0]``): as one ``nn.EmbeddingBag`` weight shared by both, each row's
+    gradients from the two are summed and it is stepped once. Before,
+    each feature stepped the table in turn: row-wise Adagrad moved a row
+    both features used 1.7x as far as one step with the summed gradient.
+    (FBGEMM's CPU TBE steps such features in turn too; its GPU kernels
+    and autograd over a shared weight sum them.)"""
+    s = make_store(tmp_path / "s", kind, 0.05)
+    m = TieredEmbeddingBags(s, ["user", "item", "user"], mode=mode)
+    ws = weights_of(s)
+    bags = [torch.nn.EmbeddingBag.from_pretrained(w.clone(), freeze=False, mode=mode) for w in ws]
+    state = [torch.zeros(w.shape[0]) for w in ws]
+    feature_table = [0, 1, 0]
+    rng = np.random.default_rng(5)
+    for step in range(30):
+        idx, offs = [], [0]
+        for t in feature_table:
+            for _ in range(B):
+                # Few rows, so that the two features share many.
+                idx.extend(rng.integers(0, 20, size=int(rng.integers(0, 4))).tolist())
+                offs.append(len(idx))
+        idx, off = torch.tensor(idx), torch.tensor(offs)
+        w = torch.tensor(rng.random(len(idx)), dtype=torch.float32) if weights else None
+        target = torch.tensor(rng.standard_normal((B, 32)), dtype=torch.float32)
+        outs = []
+        for f, t in enumerate(feature_table):
+            o = off[f * B : (f + 1) * B + 1]
+            lo, hi = int(o[0]), int(o[-1])
+            pw = None if w is None else w[lo:hi]
+            outs.append(bags[t](idx[lo:hi], (o - lo)[:-1], per_sample_weights=pw))
+        want = torch.cat(outs, dim=1)
+        out = m(idx, off, w)
+        assert close(out, want.detach()), f"step {step}: forward"
+        ((out - target) ** 2).mean().backward()
+        ((want - target) ** 2).mean().backward()
+        with torch.no_grad():
+            for t, bag in enumerate(bags):
+                used = [idx[int(off[f * B]) : int(off[(f + 1) * B])] for f, ft in enumerate(feature_table) if ft == t]
+                rows = torch.unique(torch.cat(used))
+                if bag.weight.grad is None:
+                    continue
+                reference_step(bag.weight, state[t], rows, kind, 0.05)
+    for got, bag in zip(weights_of(s), bags):
+        assert close(got, bag.weight.detach())
