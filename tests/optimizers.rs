@@ -489,3 +489,25 @@ fn optimizer_state_leaves_and_enters_with_the_weights() {
     s.export_state("t", 0, &mut []).unwrap();
     assert!(s.import_state("t", 0, &[0u8; 4]).is_err());
 }
+
+/// A table with no optimizer state (SGD): its state is empty, and the
+/// checks take what `export_state` gives (no bytes a row). They panicked
+/// on a zero chunk size where `import_state` returned at once.
+#[test]
+fn a_table_without_state_checks_and_imports_empty_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = StoreConfig::builder()
+        .table(TableConfig::new("t", 100, 4).optimizer(Optimizer::Sgd {
+            lr: 0.1,
+            weight_decay: 0.0,
+        }))
+        .io_engine(IoEngineKind::Psync)
+        .build();
+    let s = Store::create(dir.path().join("s"), cfg).unwrap();
+    assert_eq!(s.state_bytes("t").unwrap(), 0);
+    let mut state = vec![];
+    s.export_state("t", 0, &mut state).unwrap();
+    s.check_import_state("t", 0, &state).unwrap();
+    s.check_import_state("t", 99, &[]).unwrap();
+    s.import_state("t", 0, &state).unwrap();
+}
