@@ -504,3 +504,33 @@ fn another_process_can_lock(path: &Path) -> bool {
     unsafe { libc::waitpid(child, &mut status, 0) };
     libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
 }
+
+/// Reading or copying an open store's files (`cp -r`, `shutil.copytree`,
+/// a backup tool) opens and closes its `LOCK` in the store's process. A
+/// POSIX record lock is released by any close of the file in the
+/// process that holds it, so a second process could then open the store
+/// beside the first and lose one's checkpoints.
+#[test]
+fn reading_an_open_stores_lock_file_keeps_it_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    let shm = dir.path().join("dram.shm");
+    let s = Store::create(dir.path().join("a"), config(&shm, 1000)).unwrap();
+    let lock = dir.path().join("a").join("LOCK");
+    let pid = std::fs::read_to_string(&lock).unwrap();
+    assert_eq!(pid, std::process::id().to_string());
+    assert!(
+        !another_process_can_lock(&lock),
+        "the store's lock, after a read of it"
+    );
+    assert!(
+        !another_process_can_lock(&with(&shm, ".lock")),
+        "the tier file's lock"
+    );
+    let _ = std::fs::read(with(&shm, ".lock")).unwrap();
+    assert!(
+        !another_process_can_lock(&with(&shm, ".lock")),
+        "the tier file's lock, after a read"
+    );
+    drop(s);
+    assert!(another_process_can_lock(&lock), "released by the drop");
+}

@@ -134,3 +134,26 @@ def test_a_dataloader_worker_gets_forked_error_and_training_goes_on(store_dir):
     check(s, vals)
     s.checkpoint()
     s.close()
+
+
+def test_copying_an_open_store_keeps_it_locked(store_dir, tmp_path):
+    """A copy of the open store's files (``shutil.copytree``) opened and
+    closed its LOCK in the training process, which released a POSIX
+    record lock: a second process could then open the store beside it."""
+    import shutil
+    import subprocess
+
+    s, vals = make_store(store_dir)
+    shutil.copytree(store_dir, tmp_path / "copy")
+    probe = (
+        "import embtier, sys\n"
+        "try:\n"
+        "    embtier.Store.open(sys.argv[1])\n"
+        "except embtier.LockedError as e:\n"
+        "    sys.exit(0 if e.pid == int(sys.argv[2]) else 3)\n"
+        "sys.exit(1)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", probe, store_dir, str(os.getpid())], timeout=120)
+    assert r.returncode == 0, "another process opened the store after a copy of it"
+    check(s, vals)
+    s.close()

@@ -8,23 +8,28 @@ use super::*;
 pub(super) static OPEN_STORES: parking_lot::Mutex<Vec<(u64, u64)>> =
     parking_lot::Mutex::new(Vec::new());
 
-/// The store's exclusive lock: a POSIX record lock (`fcntl(F_SETLK)`) on
-/// the LOCK file against other processes, and [`OPEN_STORES`] against a
-/// second open in this one. Released when dropped or when the process dies
-/// (so a dead process's lock never blocks).
+/// The store's exclusive lock: an open-file-description lock
+/// (`fcntl(F_OFD_SETLK)`, Linux 3.15 on; a POSIX record lock elsewhere)
+/// on the LOCK file against other processes, and [`OPEN_STORES`] against
+/// a second open in this one. Released when dropped or when the process
+/// dies (so a dead process's lock never blocks).
 ///
-/// Not `flock`: a child forked while the store is open (a DataLoader
-/// worker, or any subprocess between its fork and its exec) inherits the
-/// descriptor, and an `flock` stays held until every copy is closed, so the
-/// store stayed locked after its owner closed it. A record lock belongs to
-/// the process and is not inherited. Its one hazard, that closing *any*
-/// descriptor of the file releases it, is why a second open in this
-/// process is refused by the registry before the file is opened again.
+/// Not a record lock (`F_SETLK`): closing *any* descriptor of the file in
+/// the holding process releases one, and a user's `cp -r` or
+/// `shutil.copytree` of the open store from the training process did,
+/// letting a second process open the store beside it. An OFD lock goes
+/// only with the description it was taken on. Like an `flock`, that
+/// description is shared with a child forked while the store is open (a
+/// DataLoader worker), which kept the store locked after its owner closed
+/// it: the fork handler ([`crate::fork::lock_fd`]) closes the child's copy
+/// of the descriptor at the fork.
 pub(super) struct LockFile {
     file: Option<File>,
     key: (u64, u64),
     /// The fork generation it was taken in ([`crate::fork`]).
     generation: u64,
+    /// Its slot among the descriptors a forked child closes.
+    fork_slot: Option<usize>,
 }
 
 impl LockFile {
@@ -110,10 +115,20 @@ impl LockFile {
         let mut lock: libc::flock = unsafe { std::mem::zeroed() };
         lock.l_type = libc::F_WRLCK as _;
         lock.l_whence = libc::SEEK_SET as _;
-        // l_start = 0, l_len = 0: the whole file.
-        // SAFETY: fcntl(F_SETLK) on a valid open descriptor with a pointer
-        // to an initialised `flock` that outlives the call.
-        let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLK, &lock) };
+        // l_start = 0, l_len = 0: the whole file; l_pid = 0, as an OFD
+        // lock requires.
+        #[cfg(target_os = "linux")]
+        let cmd = libc::F_OFD_SETLK;
+        #[cfg(not(target_os = "linux"))]
+        let cmd = libc::F_SETLK;
+        // SAFETY: fcntl on a valid open descriptor with a pointer to an
+        // initialised `flock` that outlives the call.
+        let mut rc = unsafe { libc::fcntl(file.as_raw_fd(), cmd, &lock) };
+        if rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+            // A kernel before OFD locks (3.15): a record lock.
+            // SAFETY: as above.
+            rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLK, &lock) };
+        }
         if rc != 0 {
             let err = std::io::Error::last_os_error();
             if matches!(err.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EACCES)) {
@@ -132,23 +147,34 @@ impl LockFile {
             .map_err(|e| Error::io(&path, "truncate", e))?;
         write!(file, "{}", std::process::id()).map_err(|e| Error::io(&path, "write", e))?;
         open.push(key);
+        let fork_slot = crate::fork::lock_fd(file.as_raw_fd());
         Ok(LockFile {
             file: Some(file),
             key,
             generation: crate::fork::generation(),
+            fork_slot,
         })
     }
 }
 
 impl Drop for LockFile {
     fn drop(&mut self) {
-        // A forked copy holds no record lock (they are not inherited),
-        // and the registry's mutex may have been held by a thread at the
-        // fork: only the descriptor goes.
+        // A forked copy: the registry's mutex may have been held by a
+        // thread at the fork, so only the descriptor goes. The fork
+        // handler closed it already where it had a slot (its number may
+        // name another file now); else closing this copy leaves the
+        // opener's lock, on its own descriptor, as it is.
         if crate::fork::forked_since(self.generation) {
+            let file = self.file.take();
+            if self.fork_slot.is_some() {
+                std::mem::forget(file);
+            }
             return;
         }
-        // Release the record lock (by closing its descriptor) before the
+        if let Some(slot) = self.fork_slot {
+            crate::fork::unlock_fd(slot);
+        }
+        // Release the lock (by closing its descriptor) before the
         // registry lets this process open the store again: the other order
         // would let a new open's lock be released by this close.
         let mut open = OPEN_STORES.lock();
