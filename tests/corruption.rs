@@ -645,3 +645,68 @@ fn every_file_damaged_by_byte_class_under_both_procedures() {
         "the damages exercise nothing: {total:?}"
     );
 }
+
+/// A damaged data block is repaired by importing its group's rows whole:
+/// the import journals the damaged image as it is (a restore after a
+/// crash puts back what the checkpoint had) instead of refusing it. Before,
+/// the import failed, and a row of the group updated before it left every
+/// later checkpoint failing: no update to any row became durable again.
+#[test]
+fn importing_a_damaged_groups_rows_repairs_it() {
+    use embtier::IoEngineKind;
+    const R: u64 = 2000;
+    const D: usize = 8;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("s");
+    let cfg = StoreConfig::builder()
+        .table(TableConfig::new("t", R, D as u32))
+        .dram_capacity(16 << 10)
+        .row_log(Some(0))
+        .io_engine(IoEngineKind::Psync)
+        .build();
+    let want: Vec<f32> = (0..R as usize * D).map(|i| i as f32).collect();
+    let s = Store::create(&d, cfg).unwrap();
+    s.import_rows("t", 0, &want).unwrap();
+    s.checkpoint().unwrap();
+    s.close().unwrap();
+    // Block 3 holds rows 381 ..= 507 (8 f32 a row, 127 rows a block).
+    let (lo, hi) = (381u64, 508u64);
+    let mut b = fs::read(d.join("data.emb")).unwrap();
+    b[3 * BLOCK_SIZE + 100] ^= 0xff;
+    fs::write(d.join("data.emb"), b).unwrap();
+    let s = Store::open_ext(
+        &d,
+        OpenOptionsExt {
+            cold: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut out = vec![0f32; D];
+    assert!(
+        s.lookup("t", &[400], &mut out).is_err(),
+        "the damage is found"
+    );
+    s.update("t", &[400], &[-1.0; D]).unwrap();
+    s.update("t", &[10], &[7.0; D]).unwrap();
+    assert!(
+        s.checkpoint().is_err(),
+        "the damaged group's row cannot be written home"
+    );
+    // The repair: the group's rows, whole.
+    s.import_rows("t", lo, &want[lo as usize * D..hi as usize * D])
+        .unwrap_or_else(|e| panic!("importing the damaged group's rows: {e}"));
+    s.checkpoint().unwrap();
+    s.close().unwrap();
+    let s = Store::open(&d).unwrap();
+    let mut all = vec![0f32; R as usize * D];
+    s.export_rows("t", 0, &mut all).unwrap();
+    for id in 0..R as usize {
+        let expect = if id == 10 {
+            vec![7.0; D]
+        } else {
+            want[id * D..(id + 1) * D].to_vec()
+        };
+        assert_eq!(all[id * D..(id + 1) * D], expect[..], "row {id}");
+    }
+}

@@ -282,11 +282,16 @@ impl Durable {
     /// journal the old image of those not yet journaled in this epoch, and
     /// make it durable. The images are `known` (the groups' current bytes,
     /// which the caller has read) or, without it, read through `data`.
+    /// With `whole`, the caller overwrites every row of the groups: a
+    /// damaged image is journaled as it is (a restore puts back what the
+    /// committed checkpoint has, damage and all) rather than refused, so
+    /// that importing a damaged group's rows repairs it.
     pub(crate) fn before_write(
         &self,
         firsts: &[u64],
         nblocks: u32,
         known: Option<&[u8]>,
+        whole: bool,
         data: &dyn IoEngine,
         data_path: &Path,
     ) -> Result<()> {
@@ -342,12 +347,17 @@ impl Durable {
                 for k in 0..nblocks as usize {
                     let at = (j * nblocks as usize + k) * BLOCK_SIZE;
                     let no = firsts[i] + k as u64;
-                    let state = check_block(&old.as_slice()[at..at + BLOCK_SIZE], no).map_err(
-                        |source| Error::Format {
-                            path: data_path.into(),
-                            source,
-                        },
-                    )?;
+                    let state = match check_block(&old.as_slice()[at..at + BLOCK_SIZE], no) {
+                        Ok(state) => state,
+                        // Damaged, and overwritten whole: copied as it is.
+                        Err(_) if whole => BlockState::Sealed,
+                        Err(source) => {
+                            return Err(Error::Format {
+                                path: data_path.into(),
+                                source,
+                            })
+                        }
+                    };
                     hole[j] &= state == BlockState::Hole;
                 }
             }

@@ -62,7 +62,9 @@ impl Table {
         // load of fresh tables: one header block per 253 groups, no image).
         // Nothing is written yet if this fails.
         let (g, last) = (l.locate(start).group, l.locate(end - 1).group);
-        ssd.journal(e, &(g..=last).collect::<Vec<u64>>(), None)?;
+        // Every row of these groups is overwritten: a damaged group's old
+        // image is journaled as it is, and the import repairs it.
+        ssd.journal(e, &(g..=last).collect::<Vec<u64>>(), None, true)?;
         let mut stale = false;
         let mut freed = 0usize;
         let mut ctx = Ctx::new();

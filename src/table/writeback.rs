@@ -801,7 +801,12 @@ impl Table {
             return self.write_rows_as(ssd, rows, buf, false, what);
         }
         let states = states.into_iter().collect::<Result<Vec<_>>>()?;
-        ssd.journal(e, &groups[..nread], Some(&buf.as_slice()[..nread * gb]))?;
+        ssd.journal(
+            e,
+            &groups[..nread],
+            Some(&buf.as_slice()[..nread * gb]),
+            false,
+        )?;
         let mut tmp = vec![0u8; self.row_bytes];
         for (gi, (g, run)) in runs.iter().enumerate() {
             let blocks = &mut buf.as_mut_slice()[gi * gb..(gi + 1) * gb];

@@ -330,7 +330,7 @@ impl Ssd {
         let offsets = Self::offsets(e, groups);
         let firsts: Vec<u64> = offsets.iter().map(|o| o / BLOCK_SIZE as u64).collect();
         self.dur
-            .before_write(&firsts, bpg, None, &*self.engine, &self.path)?;
+            .before_write(&firsts, bpg, None, false, &*self.engine, &self.path)?;
         let epoch = self.dur.seal_epoch();
         for (gi, &first) in firsts.iter().enumerate() {
             for k in 0..bpg as usize {
@@ -368,7 +368,16 @@ impl Ssd {
     /// without, read from the file as it would, or journaled as holes
     /// where the file holds no data there (a bulk load journals a call's
     /// groups once instead of once per chunk it writes).
-    pub fn journal(&self, e: &TableEntry, groups: &[u64], images: Option<&[u8]>) -> Result<()> {
+    /// With `whole`, the caller overwrites every row of `groups`: a damaged
+    /// image is journaled as it is instead of refused (an import of a
+    /// damaged group's rows repairs it).
+    pub fn journal(
+        &self,
+        e: &TableEntry,
+        groups: &[u64],
+        images: Option<&[u8]>,
+        whole: bool,
+    ) -> Result<()> {
         if groups.is_empty() {
             return Ok(());
         }
@@ -378,7 +387,7 @@ impl Ssd {
             .collect();
         let bpg = e.layout.blocks_per_group;
         self.dur
-            .before_write(&firsts, bpg, images, &*self.engine, &self.path)
+            .before_write(&firsts, bpg, images, whole, &*self.engine, &self.path)
     }
 
     /// [`check_group`], and that every sealed block was written by a
