@@ -132,7 +132,10 @@ impl TierStats {
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct SsdStats {
-    /// Rows read from SSD (cache misses of the whole hierarchy).
+    /// Rows read from SSD (the data file or the row log): the misses of
+    /// the whole hierarchy that needed a read. Not every miss does: a row
+    /// an `update` overwrites whole is not read, and a row still waiting
+    /// in memory for its write-back (pending) is served from there.
     pub rows_read: u64,
     /// Rows written to SSD (dirty write-backs and flushes).
     pub rows_written: u64,

@@ -558,10 +558,17 @@ fn a_warm_up_whose_reads_fail_reports_it_and_serves_committed_rows() {
             Ok(s) => s,
             Err(e) => panic!("k {k}: open failed: {e}"),
         };
+        // The first wait reports the read's own error, typed, with its
+        // file; a later one its text.
         let w = s.wait_warm();
         assert!(
-            matches!(w, Err(Error::Warm { .. })),
+            matches!(&w, Err(Error::Io { path, .. }) if path.ends_with("data.emb")),
             "k {k}: the warm-up's failed reads are reported: {w:?}"
+        );
+        let again = s.wait_warm();
+        assert!(
+            matches!(again, Err(Error::Warm { .. })),
+            "k {k}: a second wait: {again:?}"
         );
         plan.heal();
         let mut out = vec![0f32; vals.len()];

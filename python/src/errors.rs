@@ -129,8 +129,20 @@ pub(crate) fn to_py(py: Python<'_>, e: embtier::Error) -> PyErr {
             ],
         ),
         E::BadLearningRate { .. } => raise(py, "InvalidArgumentError", msg, &[]),
-        E::NotAStore { path: p, .. } => raise(py, "NotAStoreError", msg, &[("path", path(p))]),
-        E::AlreadyExists { path: p } => raise(py, "AlreadyExistsError", msg, &[("path", path(p))]),
+        // Their OSError bases' errno, as FileNotFoundError and
+        // FileExistsError carry it (ENOENT, EEXIST: 2 and 17 on Linux).
+        E::NotAStore { path: p, .. } => raise(
+            py,
+            "NotAStoreError",
+            msg,
+            &[("path", path(p)), ("errno", obj(py, 2i32))],
+        ),
+        E::AlreadyExists { path: p } => raise(
+            py,
+            "AlreadyExistsError",
+            msg,
+            &[("path", path(p)), ("errno", obj(py, 17i32))],
+        ),
         E::Locked { path: p, pid } => raise(
             py,
             "LockedError",

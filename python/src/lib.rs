@@ -216,7 +216,17 @@ fn config_from(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<StoreConfi
             ],
         )
     })?;
-    StoreConfig::from_toml(&text).map_err(|e| to_py(py, e))
+    // A config error names the file it came from.
+    StoreConfig::from_toml(&text).map_err(|e| match e {
+        embtier::Error::Config { reason, table } => to_py(
+            py,
+            embtier::Error::Config {
+                reason: format!("{}: {reason}", p.display()),
+                table,
+            },
+        ),
+        e => to_py(py, e),
+    })
 }
 
 /// The key a deserialization error's `path` names, spelled as the dict

@@ -422,9 +422,19 @@ impl StoreConfig {
         StoreConfigBuilder::default()
     }
 
-    /// Parse `store.toml` text.
+    /// Parse `store.toml` text. An error is one line: where (line and
+    /// column) and what, without the toml crate's excerpt of the text.
     pub fn from_toml(s: &str) -> Result<StoreConfig> {
-        toml::from_str(s).map_err(|e| Error::config(e.to_string()))
+        toml::from_str(s).map_err(|e| {
+            let at = e.span().map(|span| {
+                let before = &s[..span.start.min(s.len())];
+                let line = before.matches('\n').count() + 1;
+                let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+                format!("line {line}, column {column}: ")
+            });
+            let what = e.message().trim().replace('\n', "; ");
+            Error::config(format!("{}{what}", at.unwrap_or_default()))
+        })
     }
 
     /// Render as `store.toml` text.

@@ -89,7 +89,8 @@ const HOT_ROWS_PUSH: u64 = 8 << 20;
 pub(super) struct Warm {
     cancel: Arc<AtomicBool>,
     handle: Option<std::thread::JoinHandle<Result<u64>>>,
-    /// The outcome once joined.
+    /// The outcome once joined (an error as its text: the first wait
+    /// returned the error itself).
     done: Option<std::result::Result<u64, String>>,
 }
 
@@ -98,7 +99,14 @@ impl Warm {
     fn join(&mut self) -> Result<u64> {
         if let Some(h) = self.handle.take() {
             self.done = Some(match h.join() {
-                Ok(r) => r.map_err(|e| e.to_string()),
+                Ok(Ok(n)) => Ok(n),
+                // The first wait gets the read's own error (a
+                // `CorruptError` with its file, offset, table and row);
+                // later ones its text.
+                Ok(Err(e)) => {
+                    self.done = Some(Err(e.to_string()));
+                    return Err(e);
+                }
                 Err(_) => Err("the warm-up thread panicked".into()),
             });
         }
