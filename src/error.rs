@@ -137,8 +137,9 @@ pub enum Error {
         /// The directory.
         path: PathBuf,
     },
-    /// Another live process holds the store open.
-    #[error("{path}: store is locked by pid {pid}")]
+    /// Another live process holds the store open, or this one does
+    /// through another handle (`pid` is then this process's).
+    #[error("{path}: store is locked by {}", locked_by(*pid))]
     Locked {
         /// The lock file.
         path: PathBuf,
@@ -343,5 +344,15 @@ fn per_id(ids: usize, dim: u32, what: &str) -> String {
     match what {
         "per_sample_weights" => format!("{ids} ids, one weight each"),
         _ => format!("{ids} ids x dim {dim}"),
+    }
+}
+
+/// Who holds a lock, for [`Error::Locked`]'s message: this process (an
+/// open handle not yet closed or dropped) or another's pid.
+fn locked_by(pid: u32) -> String {
+    if pid == std::process::id() {
+        format!("this process (pid {pid}): a handle of it is still open; close or drop it first")
+    } else {
+        format!("pid {pid}")
     }
 }
