@@ -645,28 +645,11 @@ class TieredEmbeddingBags(nn.Module):
         offsets: torch.Tensor,
         per_sample_weights: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
-        if per_sample_weights is not None and self.mode != "sum":
-            raise InvalidArgumentError(
-                "per_sample_weights need mode 'sum'", argument="per_sample_weights"
-            )
-        bags = _Bags(
-            self.tables,
-            indices,
-            offsets,
-            per_sample_weights,
-            self.include_last_offset,
-            self._pads,
-        )
-        # (Autograd's forward runs without grad: whether the weights will
-        # get a gradient is known here.)
-        bags.psw_grad = (
-            per_sample_weights is not None
-            and per_sample_weights.requires_grad
-            and torch.is_grad_enabled()
-        )
         # The rows a prefetch brought in stay pinned until this batch's
         # step; a forward that records no graph has no step, and a graph
-        # freed without a backward never steps: both release them.
+        # freed without a backward never steps: both release them. A
+        # forward refused for its input consumes its prefetch too, so that
+        # the next forward takes the next batch's.
         pins = None
         if self._prefetched:
             handles = self._prefetched.popleft()
@@ -674,6 +657,25 @@ class TieredEmbeddingBags(nn.Module):
                 h.wait()
             pins = _Pins(handles, self._in_use)
         try:
+            if per_sample_weights is not None and self.mode != "sum":
+                raise InvalidArgumentError(
+                    "per_sample_weights need mode 'sum'", argument="per_sample_weights"
+                )
+            bags = _Bags(
+                self.tables,
+                indices,
+                offsets,
+                per_sample_weights,
+                self.include_last_offset,
+                self._pads,
+            )
+            # (Autograd's forward runs without grad: whether the weights
+            # will get a gradient is known here.)
+            bags.psw_grad = (
+                per_sample_weights is not None
+                and per_sample_weights.requires_grad
+                and torch.is_grad_enabled()
+            )
             y = _PooledFunction.apply(
                 self._anchor, self, bags, per_sample_weights, indices.device, indices, offsets
             )

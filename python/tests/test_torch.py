@@ -179,6 +179,31 @@ def test_prefetch_overlaps_and_releases_its_pins(tmp_path):
     m.release_prefetches()
 
 
+@pytest.mark.parametrize("bad", ["offsets", "id", "weights"])
+def test_a_refused_forward_consumes_its_prefetch(tmp_path, bad):
+    """A forward refused for its input consumes the prefetch queued for
+    it, whatever was wrong, so that the next forward takes the next
+    batch's. Before, bad offsets or weights left it queued and every later
+    forward took the batch before's prefetch; a bad id consumed it."""
+    s = make_store(tmp_path / "s", "sgd", 0.1, tiers="tiny")
+    m = TieredEmbeddingBags(s, [n for n, _, _ in TABLES])
+    (idx, off, _, _), (idx2, off2, _, target2) = batches(2, seed=8)
+    m.prefetch(idx, off)
+    m.prefetch(idx2, off2)
+    with pytest.raises(embtier.Error):
+        if bad == "offsets":
+            m(idx, off[:-1])
+        elif bad == "id":
+            m(torch.full_like(idx, 10_000), off)
+        else:
+            m(idx, off, torch.ones(3))
+    # The next forward takes the second batch's prefetch: its rows hit.
+    assert len(m._prefetched) == 1, "the refused forward's prefetch is still queued"
+    ((m(idx2, off2) - target2) ** 2).sum().backward()
+    assert len(m._prefetched) == 0
+    m.release_prefetches()
+
+
 def test_bad_input_to_the_module(tmp_path):
     s = make_store(tmp_path / "s", "sgd", 0.1)
     m = TieredEmbeddingBags(s, [n for n, _, _ in TABLES])
