@@ -611,3 +611,25 @@ fn a_reopen_with_another_initialiser_reports_the_one_that_holds() {
     assert_eq!(t.init, Init::Zeros, "config() of the reopened store");
     assert_eq!(t.effective_seed(), cfg().tables[0].effective_seed());
 }
+
+/// A range past a table's end names the first id out of range, as the
+/// error's doc says, not the range's last.
+#[test]
+fn a_range_past_the_end_names_its_first_id_out_of_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = new_store(dir.path());
+    let e = s.import_rows("t", 995, &[0.0; 10 * DIM]).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::IdOutOfRange {
+                id: 1000,
+                rows: 1000,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let e = s.import_rows("t", 1003, &[0.0; 2 * DIM]).unwrap_err();
+    assert!(matches!(e, Error::IdOutOfRange { id: 1003, .. }), "{e:?}");
+}

@@ -178,7 +178,8 @@ fn in_table(py: Python<'_>, table: &str, rows: u64, start: u64, count: u64) -> P
     if count > 0 && start.checked_add(count).is_none_or(|e| e > rows) {
         let e = embtier::Error::IdOutOfRange {
             table: table.to_string(),
-            id: start.saturating_add(count - 1),
+            // The first id of the range out of it, as the store says.
+            id: start.max(rows),
             rows,
         };
         return Err(to_py(py, e));

@@ -257,7 +257,7 @@ impl Store {
         if end.is_none() && n > 0 {
             return Err(Error::IdOutOfRange {
                 table: t.name.clone(),
-                id: start.saturating_add(n as u64 - 1),
+                id: start.max(t.entry.rows),
                 rows: t.entry.rows,
             });
         }
