@@ -633,3 +633,40 @@ fn a_range_past_the_end_names_its_first_id_out_of_range() {
     let e = s.import_rows("t", 1003, &[0.0; 2 * DIM]).unwrap_err();
     assert!(matches!(e, Error::IdOutOfRange { id: 1003, .. }), "{e:?}");
 }
+
+/// A child this process spawns shares the lock's open file description
+/// from its clone until its exec closes it: a drop and reopen of the store
+/// in that window found the store locked by this very process (seen as a
+/// flaky `tests/crash.rs` beside the SIGKILL tests' children). The open
+/// now waits such a holder out.
+#[test]
+fn reopening_beside_spawned_children_is_not_refused() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    drop(new_store(dir.path()));
+    let d = dir.path().join("s");
+    let stop = Arc::new(AtomicBool::new(false));
+    let spawner = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut n = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(mut c) = std::process::Command::new("true").spawn() {
+                    let _ = c.wait();
+                    n += 1;
+                }
+            }
+            n
+        })
+    };
+    let start = std::time::Instant::now();
+    let mut opens = 0;
+    while start.elapsed() < std::time::Duration::from_secs(3) {
+        let s = Store::open(&d).unwrap_or_else(|e| panic!("open {opens} beside spawns: {e}"));
+        drop(s);
+        opens += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let spawned = spawner.join().unwrap();
+    assert!(spawned > 0 && opens > 0, "{spawned} spawns, {opens} opens");
+}

@@ -121,27 +121,47 @@ impl LockFile {
         let cmd = libc::F_OFD_SETLK;
         #[cfg(not(target_os = "linux"))]
         let cmd = libc::F_SETLK;
-        // SAFETY: fcntl on a valid open descriptor with a pointer to an
-        // initialised `flock` that outlives the call.
-        let mut rc = unsafe { libc::fcntl(file.as_raw_fd(), cmd, &lock) };
-        if rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
-            // A kernel before OFD locks (3.15): a record lock.
-            // SAFETY: as above.
-            rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLK, &lock) };
-        }
-        if rc != 0 {
-            let err = std::io::Error::last_os_error();
-            if matches!(err.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EACCES)) {
-                // Another process holds it. Closing this descriptor is
-                // harmless: this process holds no lock on the file.
-                let mut s = String::new();
-                let _ = file.read_to_string(&mut s);
-                return Err(Error::Locked {
-                    path,
-                    pid: s.trim().parse().unwrap_or(0),
-                });
+        let fd = file.as_raw_fd();
+        let try_lock = || {
+            // SAFETY: fcntl on a valid open descriptor with a pointer to
+            // an initialised `flock` that outlives the call.
+            let mut rc = unsafe { libc::fcntl(fd, cmd, &lock) };
+            if rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+                // A kernel before OFD locks (3.15): a record lock.
+                // SAFETY: as above.
+                rc = unsafe { libc::fcntl(fd, libc::F_SETLK, &lock) };
             }
-            return Err(Error::io(&path, "fcntl(F_SETLK)", err));
+            if rc == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        };
+        // A child this process spawns (`posix_spawn`, which runs no fork
+        // handler) shares the lock's description from its clone until its
+        // exec closes it (close-on-exec): a close and reopen of the store
+        // in that window finds the file locked, and naming this process.
+        // Such a holder goes within milliseconds; another process that
+        // holds the lock wrote its own pid, and is reported at once.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        loop {
+            let err = match try_lock() {
+                Ok(()) => break,
+                Err(err) => err,
+            };
+            if !matches!(err.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EACCES)) {
+                return Err(Error::io(&path, "fcntl(F_OFD_SETLK)", err));
+            }
+            // Another holder. Closing this descriptor is harmless: this
+            // process holds no lock on the file.
+            let mut s = String::new();
+            let _ = std::io::Seek::seek(&mut &file, std::io::SeekFrom::Start(0));
+            let _ = (&file).read_to_string(&mut s);
+            let pid: u32 = s.trim().parse().unwrap_or(0);
+            if pid != std::process::id() || std::time::Instant::now() >= deadline {
+                return Err(Error::Locked { path, pid });
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
         }
         file.set_len(0)
             .map_err(|e| Error::io(&path, "truncate", e))?;
