@@ -669,4 +669,9 @@ fn reopening_beside_spawned_children_is_not_refused() {
     stop.store(true, Ordering::Relaxed);
     let spawned = spawner.join().unwrap();
     assert!(spawned > 0 && opens > 0, "{spawned} spawns, {opens} opens");
+    // The pid at the file's start, and nothing else.
+    let s = Store::open(&d).unwrap();
+    let lock = fs::read(d.join("LOCK")).unwrap();
+    assert_eq!(lock, std::process::id().to_string().into_bytes());
+    drop(s);
 }

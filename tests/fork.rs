@@ -115,3 +115,48 @@ fn a_forked_child_cannot_use_the_store_and_the_parent_goes_on() {
         check_rows(&store, "reopened");
     }
 }
+
+/// A child forked while the parent held a store open can open it itself
+/// once the parent has closed it: the parent's entries in the registry of
+/// open stores are not the child's. Before, the child was refused for
+/// ever, with `Locked` naming its own pid.
+#[test]
+fn a_forked_child_opens_the_store_once_the_parent_closed_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("s");
+    let store = Store::create(&d, config(IoEngineKind::Psync)).unwrap();
+    // SAFETY: as in the test above; the child retries an open for up to
+    // 20 s and leaves with _exit.
+    let child = unsafe { libc::fork() };
+    if child == 0 {
+        let start = Instant::now();
+        let status = loop {
+            match Store::open(&d) {
+                Ok(s) => {
+                    drop(s);
+                    break 0;
+                }
+                Err(Error::Locked { pid, .. }) if pid == std::process::id() => break 1,
+                Err(Error::Locked { .. }) if start.elapsed() < Duration::from_secs(20) => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                Err(_) => break 2,
+            }
+        };
+        // SAFETY: leaves the child without the parent's destructors.
+        unsafe { libc::_exit(status) };
+    }
+    assert!(child > 0, "fork failed");
+    std::thread::sleep(Duration::from_millis(100));
+    drop(store);
+    match wait_exit(child) {
+        Some(0) => {}
+        Some(1) => panic!("the child was refused as if it held the store"),
+        other => panic!("the child ended as {other:?}"),
+    }
+    let pid = std::fs::read_to_string(d.join("LOCK")).unwrap();
+    assert!(
+        pid.bytes().all(|b| b.is_ascii_digit()),
+        "LOCK holds {pid:?}"
+    );
+}

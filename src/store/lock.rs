@@ -4,15 +4,19 @@ use super::*;
 
 /// The store directories this process holds open, by (device, inode) of
 /// the directory, so that a path alias (a symlink, a bind mount) is the
-/// same store; and the tier files outside them, by their lock file's.
-pub(super) static OPEN_STORES: parking_lot::Mutex<Vec<(u64, u64)>> =
+/// same store; and the files outside them, by their lock file's. Each
+/// entry carries the fork generation it was made in: a forked child
+/// inherits the parent's entries, which are not its own (it holds no
+/// store), and takes no notice of them.
+pub(super) static OPEN_STORES: parking_lot::Mutex<Vec<((u64, u64), u64)>> =
     parking_lot::Mutex::new(Vec::new());
 
 /// The store's exclusive lock: an open-file-description lock
 /// (`fcntl(F_OFD_SETLK)`, Linux 3.15 on; a POSIX record lock elsewhere)
 /// on the LOCK file against other processes, and [`OPEN_STORES`] against
-/// a second open in this one. Released when dropped or when the process
-/// dies (so a dead process's lock never blocks).
+/// a second open in this one. Released when dropped (explicitly, `F_UNLCK`,
+/// then the descriptor closed) or when the process dies (so a dead
+/// process's lock never blocks).
 ///
 /// Not a record lock (`F_SETLK`): closing *any* descriptor of the file in
 /// the holding process releases one, and a user's `cp -r` or
@@ -20,9 +24,10 @@ pub(super) static OPEN_STORES: parking_lot::Mutex<Vec<(u64, u64)>> =
 /// letting a second process open the store beside it. An OFD lock goes
 /// only with the description it was taken on. Like an `flock`, that
 /// description is shared with a child forked while the store is open (a
-/// DataLoader worker), which kept the store locked after its owner closed
-/// it: the fork handler ([`crate::fork::lock_fd`]) closes the child's copy
-/// of the descriptor at the fork.
+/// DataLoader worker) or being spawned: the fork handler
+/// ([`crate::fork::lock_fd`]) closes a forked child's copy of the
+/// descriptor, and the drop unlocks the description itself, which
+/// releases the lock whatever copies of it live on.
 pub(super) struct LockFile {
     file: Option<File>,
     key: (u64, u64),
@@ -30,6 +35,35 @@ pub(super) struct LockFile {
     generation: u64,
     /// Its slot among the descriptors a forked child closes.
     fork_slot: Option<usize>,
+}
+
+/// `fcntl` lock or unlock (`l_type`) of the whole file at `fd`: an OFD
+/// lock where the kernel has them, else a record lock.
+fn set_lock(fd: i32, l_type: i32) -> std::io::Result<()> {
+    // SAFETY: `flock` is a plain C struct for which all-zero bytes are
+    // valid; the fields that matter are set below.
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = l_type as _;
+    lock.l_whence = libc::SEEK_SET as _;
+    // l_start = 0, l_len = 0: the whole file; l_pid = 0, as an OFD lock
+    // requires.
+    #[cfg(target_os = "linux")]
+    let cmd = libc::F_OFD_SETLK;
+    #[cfg(not(target_os = "linux"))]
+    let cmd = libc::F_SETLK;
+    // SAFETY: fcntl on a descriptor the caller holds open, with a pointer
+    // to an initialised `flock` that outlives the call.
+    let mut rc = unsafe { libc::fcntl(fd, cmd, &lock) };
+    if rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+        // A kernel before OFD locks (3.15): a record lock.
+        // SAFETY: as above.
+        rc = unsafe { libc::fcntl(fd, libc::F_SETLK, &lock) };
+    }
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 impl LockFile {
@@ -78,8 +112,12 @@ impl LockFile {
         use std::os::unix::fs::MetadataExt;
         let id = |m: std::fs::Metadata| (m.dev(), m.ino());
         let mut open = OPEN_STORES.lock();
+        // Entries a parent made before this process was forked from it are
+        // not this process's.
+        let now = crate::fork::generation();
+        open.retain(|&(_, g)| g == now);
         let known = key.or_else(|| std::fs::metadata(&path).ok().map(id));
-        if known.is_some_and(|k| open.contains(&k)) {
+        if known.is_some_and(|k| open.iter().any(|&(o, _)| o == k)) {
             return Err(Error::Locked {
                 path,
                 pid: std::process::id(),
@@ -101,77 +139,55 @@ impl LockFile {
         Self::lock(path, file, key, &mut open)
     }
 
-    /// Take the record lock on `file` (at `path`), write this process's
-    /// pid into it and register `key`; the registry's mutex is held.
+    /// Take the lock on `file` (at `path`), write this process's pid into
+    /// it and register `key`; the registry's mutex is held.
     fn lock(
         path: PathBuf,
-        mut file: File,
+        file: File,
         key: (u64, u64),
-        open: &mut Vec<(u64, u64)>,
+        open: &mut Vec<((u64, u64), u64)>,
     ) -> Result<LockFile> {
         use std::os::fd::AsRawFd;
-        // SAFETY: `flock` is a plain C struct for which all-zero bytes are
-        // valid; the fields that matter are set below.
-        let mut lock: libc::flock = unsafe { std::mem::zeroed() };
-        lock.l_type = libc::F_WRLCK as _;
-        lock.l_whence = libc::SEEK_SET as _;
-        // l_start = 0, l_len = 0: the whole file; l_pid = 0, as an OFD
-        // lock requires.
-        #[cfg(target_os = "linux")]
-        let cmd = libc::F_OFD_SETLK;
-        #[cfg(not(target_os = "linux"))]
-        let cmd = libc::F_SETLK;
-        let fd = file.as_raw_fd();
-        let try_lock = || {
-            // SAFETY: fcntl on a valid open descriptor with a pointer to
-            // an initialised `flock` that outlives the call.
-            let mut rc = unsafe { libc::fcntl(fd, cmd, &lock) };
-            if rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
-                // A kernel before OFD locks (3.15): a record lock.
-                // SAFETY: as above.
-                rc = unsafe { libc::fcntl(fd, libc::F_SETLK, &lock) };
-            }
-            if rc == 0 {
-                Ok(())
-            } else {
-                Err(std::io::Error::last_os_error())
+        use std::os::unix::fs::FileExt;
+        // Registered for the fork handler before it is locked: a child
+        // forked between the two would otherwise keep an unregistered copy
+        // of the locked description for its whole life.
+        let fork_slot = crate::fork::lock_fd(file.as_raw_fd());
+        let unregister = || {
+            if let Some(slot) = fork_slot {
+                crate::fork::unlock_fd(slot);
             }
         };
-        // A child this process spawns (`posix_spawn`, which runs no fork
-        // handler) shares the lock's description from its clone until its
-        // exec closes it (close-on-exec): a close and reopen of the store
-        // in that window finds the file locked, and naming this process.
-        // Such a holder goes within milliseconds; another process that
-        // holds the lock wrote its own pid, and is reported at once.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-        loop {
-            let err = match try_lock() {
-                Ok(()) => break,
-                Err(err) => err,
-            };
-            if !matches!(err.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EACCES)) {
-                return Err(Error::io(&path, "fcntl(F_OFD_SETLK)", err));
+        if let Err(err) = set_lock(file.as_raw_fd(), libc::F_WRLCK) {
+            unregister();
+            if matches!(err.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EACCES)) {
+                // Another process holds it. Closing this descriptor is
+                // harmless: this process holds no lock on the file.
+                let mut s = String::new();
+                let _ = (&file).read_to_string(&mut s);
+                return Err(Error::Locked {
+                    path,
+                    pid: s.trim().parse().unwrap_or(0),
+                });
             }
-            // Another holder. Closing this descriptor is harmless: this
-            // process holds no lock on the file.
-            let mut s = String::new();
-            let _ = std::io::Seek::seek(&mut &file, std::io::SeekFrom::Start(0));
-            let _ = (&file).read_to_string(&mut s);
-            let pid: u32 = s.trim().parse().unwrap_or(0);
-            if pid != std::process::id() || std::time::Instant::now() >= deadline {
-                return Err(Error::Locked { path, pid });
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
+            return Err(Error::io(&path, "fcntl(F_OFD_SETLK)", err));
         }
-        file.set_len(0)
-            .map_err(|e| Error::io(&path, "truncate", e))?;
-        write!(file, "{}", std::process::id()).map_err(|e| Error::io(&path, "write", e))?;
-        open.push(key);
-        let fork_slot = crate::fork::lock_fd(file.as_raw_fd());
+        // The pid at offset 0, whatever the descriptor's offset.
+        let pid = std::process::id().to_string();
+        if let Err(e) = file
+            .set_len(0)
+            .and_then(|()| file.write_all_at(pid.as_bytes(), 0))
+        {
+            let _ = set_lock(file.as_raw_fd(), libc::F_UNLCK);
+            unregister();
+            return Err(Error::io(&path, "write", e));
+        }
+        let generation = crate::fork::generation();
+        open.push((key, generation));
         Ok(LockFile {
             file: Some(file),
             key,
-            generation: crate::fork::generation(),
+            generation,
             fork_slot,
         })
     }
@@ -191,14 +207,21 @@ impl Drop for LockFile {
             }
             return;
         }
-        if let Some(slot) = self.fork_slot {
-            crate::fork::unlock_fd(slot);
-        }
-        // Release the lock (by closing its descriptor) before the
-        // registry lets this process open the store again: the other order
-        // would let a new open's lock be released by this close.
+        // Release the lock before the registry lets this process open the
+        // store again: unlocked explicitly, since a child being spawned
+        // (or forked in the window before the handler closes its copy) may
+        // hold a copy of the description, which would keep it locked
+        // until that copy is closed.
         let mut open = OPEN_STORES.lock();
-        drop(self.file.take());
-        open.retain(|k| *k != self.key);
+        if let Some(f) = self.file.take() {
+            use std::os::fd::AsRawFd;
+            let _ = set_lock(f.as_raw_fd(), libc::F_UNLCK);
+            if let Some(slot) = self.fork_slot {
+                crate::fork::unlock_fd(slot);
+            }
+            drop(f);
+        }
+        let generation = self.generation;
+        open.retain(|&(k, g)| !(k == self.key && g == generation));
     }
 }
