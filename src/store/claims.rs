@@ -65,6 +65,8 @@ pub(super) struct Claim {
     /// (device, inode) where the file exists: one file under two resolved
     /// paths (a bind mount) is still one file.
     id: Option<(u64, u64)>,
+    /// Whether it is the data file.
+    data: bool,
 }
 
 /// Check the files `config` names for the store in `dir` (which exists),
@@ -72,6 +74,13 @@ pub(super) struct Claim {
 /// file.
 pub(super) fn check(dir: &Path, config: &StoreConfig) -> Result<Vec<Claim>> {
     let home = std::fs::canonicalize(dir).map_err(|e| Error::io(dir, "canonicalize", e))?;
+    // The directory by (device, inode) too: reached through a bind mount,
+    // it has another resolved path.
+    let dir_id = |d: &Path| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(d).ok().map(|m| (m.dev(), m.ino()))
+    };
+    let home_id = dir_id(&home);
     let data = config
         .ssd
         .path
@@ -79,9 +88,9 @@ pub(super) fn check(dir: &Path, config: &StoreConfig) -> Result<Vec<Claim>> {
         .unwrap_or_else(|| dir.join(DATA_FILE));
     let mut claims = Vec::new();
     let tiers = config.tiers.iter().zip(tier_files(dir, config)).enumerate();
-    let named = std::iter::once(("the data file ([ssd] path)".to_string(), data))
-        .chain(tiers.filter_map(|(i, (t, p))| Some((format!("tier {i} ({})", t.kind), p?))));
-    for (what, path) in named {
+    let named = std::iter::once(("the data file ([ssd] path)".to_string(), data, true))
+        .chain(tiers.filter_map(|(i, (t, p))| Some((format!("tier {i} ({})", t.kind), p?, false))));
+    for (what, path, data) in named {
         use std::os::unix::fs::MetadataExt;
         let Some(real) = resolve(&path) else { continue };
         let id = std::fs::metadata(&real).ok().map(|m| (m.dev(), m.ino()));
@@ -90,6 +99,7 @@ pub(super) fn check(dir: &Path, config: &StoreConfig) -> Result<Vec<Claim>> {
             path,
             real,
             id,
+            data,
         });
     }
     let refuse = |c: &Claim, why: String| {
@@ -108,10 +118,11 @@ pub(super) fn check(dir: &Path, config: &StoreConfig) -> Result<Vec<Claim>> {
     for (i, c) in claims.iter().enumerate() {
         let name = c.real.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let parent = c.real.parent().unwrap_or(Path::new("/"));
-        if parent == home && own_name(name) {
+        let at_home = parent == home || (home_id.is_some() && dir_id(parent) == home_id);
+        if at_home && own_name(name) {
             return refuse(c, "is one of the store's own files".into());
         }
-        if parent != home && parent.join(META_FILE).exists() {
+        if !at_home && parent.join(META_FILE).exists() {
             return refuse(
                 c,
                 format!("lies in {}, another store's directory", parent.display()),
@@ -144,8 +155,23 @@ pub(super) fn lock_outside(dir: &Path, claims: &[Claim]) -> Result<Vec<LockFile>
             continue;
         }
         let device = std::fs::metadata(&c.real).is_ok_and(|m| m.file_type().is_block_device());
-        if !device {
-            locks.push(LockFile::acquire_tier(&c.real)?);
+        if device {
+            continue;
+        }
+        match LockFile::acquire_tier(&c.real) {
+            Ok(l) => locks.push(l),
+            // A data file made beforehand in a directory this process
+            // cannot write (a provisioned `/mnt/nvme/x/data.emb`) has no
+            // room for its lock beside it: it is used unlocked, as before
+            // the lock.
+            Err(Error::Io { source, .. })
+                if c.data
+                    && c.real.exists()
+                    && matches!(
+                        source.raw_os_error(),
+                        Some(libc::EACCES) | Some(libc::EROFS) | Some(libc::EPERM)
+                    ) => {}
+            Err(e) => return Err(e),
         }
     }
     Ok(locks)
