@@ -59,8 +59,9 @@ pub(crate) fn unlock_fd(slot: usize) {
 /// (a store calls this when it opens, before any fork it must notice).
 pub(crate) fn generation() -> u64 {
     REGISTER.call_once(|| {
-        // SAFETY: registers a child handler that only bumps an atomic
-        // (async-signal-safe, as a handler run after fork must be); the
+        // SAFETY: registers a child handler that only uses atomics and
+        // close(2) (async-signal-safe, as a handler run after fork must
+        // be); the
         // function is 'static, and there is no prepare or parent handler.
         let rc = unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
         // ENOMEM only: then forks go unnoticed, as before this check.

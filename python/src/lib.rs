@@ -938,6 +938,7 @@ impl PyStore {
         });
         Ok(PyPendingCheckpoint {
             job: Mutex::new(Job::Running(handle)),
+            pid: std::process::id(),
         })
     }
 
@@ -1056,6 +1057,9 @@ impl PyPrefetch {
 #[pyclass(module = "embtier._embtier", name = "PendingCheckpoint", frozen)]
 struct PyPendingCheckpoint {
     job: Mutex<Job>,
+    /// The process whose thread runs it: a forked child has no such
+    /// thread to join.
+    pid: u32,
 }
 
 /// Where a `PendingCheckpoint`'s thread is.
@@ -1073,6 +1077,9 @@ impl PyPendingCheckpoint {
     /// Wait until the checkpoint is committed; returns what
     /// `Store.checkpoint` returns, raises what it raises. Idempotent.
     fn wait<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        if std::process::id() != self.pid {
+            return Err(to_py(py, embtier::Error::Forked { pid: self.pid }));
+        }
         py.detach(|| {
             let mut job = self.job.lock();
             if matches!(*job, Job::Running(_)) {

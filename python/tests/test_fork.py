@@ -157,3 +157,22 @@ def test_copying_an_open_store_keeps_it_locked(store_dir, tmp_path):
     assert r.returncode == 0, "another process opened the store after a copy of it"
     check(s, vals)
     s.close()
+
+
+def test_a_pending_checkpoint_waited_in_a_forked_child_is_refused(store_dir):
+    """Its thread is the opener's: a wait in the child panicked joining it."""
+    s, vals = make_store(store_dir)
+    s.update("t", np.arange(4, dtype=np.uint64), vals[:4] + 2)
+    pending = s.begin_checkpoint()
+
+    def child():
+        try:
+            pending.wait()
+        except embtier.ForkedError:
+            return True
+        return False
+
+    assert run_child(child) == 0
+    pending.wait()
+    check(s, np.concatenate([vals[:4] + 2, vals[4:]]))
+    s.close()

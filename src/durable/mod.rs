@@ -318,7 +318,8 @@ impl Durable {
             )
         };
         // Journal only images that are what they claim: a hole or a sealed
-        // block of that number. An unreadable one is reported, not copied.
+        // block of that number. An unreadable one is reported, not copied,
+        // unless the caller overwrites the group whole (`whole`).
         // A group whose every block is a hole (never written) is journaled
         // as a hole entry, without its image of zeros: a bulk load of
         // fresh tables journals a header block per 253 groups, not a copy

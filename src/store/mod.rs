@@ -1037,6 +1037,13 @@ impl CheckpointInProgress<'_> {
     /// (see [`Store::checkpoint`] for its errors: after one, nothing is
     /// lost and the last committed checkpoint stays the durable one).
     pub fn finish(self) -> Result<Checkpoint> {
+        // A forked copy (the thread that began it forked): nothing of it
+        // is this process's to write or release.
+        if self.store.is_forked_copy() {
+            let pid = self.store.opened_in.1;
+            std::mem::forget(self.state);
+            return Err(Error::Forked { pid });
+        }
         let done = match self.state {
             Begun::Writing(mut snap) => {
                 self.store.ssd.set_holder(None);
