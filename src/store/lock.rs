@@ -106,8 +106,10 @@ impl LockFile {
 
     /// Lock the file at `path`, registered under `key`, or where None,
     /// the file's own (device, inode). The registry is checked before the
-    /// file is opened: opening and closing a descriptor of a file this
-    /// process holds a record lock on would release that lock.
+    /// file is opened, so that a second open in this process is refused
+    /// naming this process (and, on a kernel without OFD locks, so that
+    /// opening and closing a descriptor of a record-locked file cannot
+    /// release the lock).
     fn acquire_at(path: PathBuf, key: Option<(u64, u64)>) -> Result<LockFile> {
         use std::os::unix::fs::MetadataExt;
         let id = |m: std::fs::Metadata| (m.dev(), m.ino());
