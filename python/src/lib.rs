@@ -106,10 +106,15 @@ impl PyStore {
         .map_err(|e| to_py(py, e))
     }
     fn get(&self, py: Python<'_>) -> PyResult<Arc<Store>> {
-        self.inner
+        let s = self
+            .inner
             .read()
             .clone()
-            .ok_or_else(|| raise(py, "ClosedError", "the store is closed".into(), &[]))
+            .ok_or_else(|| raise(py, "ClosedError", "the store is closed".into(), &[]))?;
+        // A forked copy (a DataLoader worker) takes no calls, those that
+        // return no error in Rust (`stats`, `tables`) included.
+        s.check_process().map_err(|e| to_py(py, e))?;
+        Ok(s)
     }
 
     fn dim(py: Python<'_>, s: &Store, table: &str) -> PyResult<usize> {

@@ -489,10 +489,12 @@ impl Store {
         Ok(())
     }
 
-    /// Refuses a call from a process forked since the open (a DataLoader
+    /// [`Error::Forked`] in a process forked since the open (a DataLoader
     /// worker): its copy shares the opener's io_uring queues and has none
-    /// of its threads ([`crate::fork`]).
-    pub(crate) fn check_process(&self) -> Result<()> {
+    /// of its threads, so every call of it is refused (its own calls check
+    /// this; a caller checks before calls that return no `Result`, such as
+    /// [`Store::stats`]).
+    pub fn check_process(&self) -> Result<()> {
         let (generation, pid) = self.opened_in;
         if crate::fork::forked_since(generation) {
             return Err(Error::Forked { pid });
