@@ -197,7 +197,10 @@ pub struct TableStats {
     /// a row's later occurrences hit the first tier where the row was in
     /// memory, and miss every tier where it was not.
     pub lookups: u64,
-    /// Row ids updated (after deduplication).
+    /// Row ids updated (after deduplication). An `import_rows` of whole
+    /// block groups writes them home without passing through the caches:
+    /// it counts in the SSD tier's rows written, not here (its partial
+    /// groups at the range's ends are updates, and count here).
     pub updates: u64,
     /// Row ids requested by [`crate::Store::prefetch`]. They are also counted
     /// in `lookups` and in the tiers' figures: a prefetch is a lookup whose
