@@ -160,3 +160,41 @@ fn a_forked_child_opens_the_store_once_the_parent_closed_it() {
         "LOCK holds {pid:?}"
     );
 }
+
+/// A checkpoint begun on the thread that then forks: the child's copy
+/// refuses to finish it (it would write and commit the parent's files),
+/// and dropping it there releases nothing of the parent's; the parent
+/// finishes it.
+#[test]
+fn a_checkpoint_begun_before_a_fork_is_the_parents() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("s");
+    let store = Store::create(&d, config(IoEngineKind::Psync)).unwrap();
+    let ids: Vec<u64> = (0..ROWS).collect();
+    let vals: Vec<f32> = (0..ROWS)
+        .flat_map(|id| (0..DIM).map(move |j| value(id, j)))
+        .collect();
+    store.update("t", &ids, &vals).unwrap();
+    let pending = store.begin_checkpoint().unwrap();
+    let parent = std::process::id();
+    // SAFETY: as in the first test.
+    let child = unsafe { libc::fork() };
+    if child == 0 {
+        let code = std::panic::catch_unwind(AssertUnwindSafe(
+            || matches!(pending.finish(), Err(Error::Forked { pid }) if pid == parent),
+        ));
+        let status = match code {
+            Ok(true) => 0,
+            Ok(false) => 1,
+            Err(_) => 2,
+        };
+        // SAFETY: leaves the child without the parent's destructors.
+        unsafe { libc::_exit(status) };
+    }
+    assert!(child > 0, "fork failed");
+    assert_eq!(wait_exit(child), Some(0), "the child's finish");
+    pending.finish().unwrap();
+    store.close().unwrap();
+    let store = Store::open(&d).unwrap();
+    check_rows(&store, "the parent's checkpoint");
+}

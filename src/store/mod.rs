@@ -731,7 +731,7 @@ impl Store {
     /// here, and `finish` returns its report.
     pub fn begin_checkpoint(&self) -> Result<CheckpointInProgress<'_>> {
         let begun = self.begin(false, "begin_checkpoint")?;
-        if let Begun::Writing(_) = begun.state {
+        if let Some(Begun::Writing(_)) = begun.state {
             self.ssd.set_holder(Some(std::thread::current().id()));
         }
         Ok(begun)
@@ -777,7 +777,7 @@ impl Store {
             drop(one);
             return Ok(CheckpointInProgress {
                 store: self,
-                state: Begun::Ran(done),
+                state: Some(Begun::Ran(done)),
             });
         }
         // The checkpoint's moment: what it commits is every update made
@@ -798,12 +798,12 @@ impl Store {
         drop(gate);
         Ok(CheckpointInProgress {
             store: self,
-            state: Begun::Writing(Snapshot {
+            state: Some(Begun::Writing(Snapshot {
                 window,
                 _one: one,
                 counters,
                 paused: began.elapsed(),
-            }),
+            })),
         })
     }
 
@@ -1004,7 +1004,8 @@ impl Store {
 #[must_use = "a checkpoint commits only when finished"]
 pub struct CheckpointInProgress<'a> {
     store: &'a Store,
-    state: Begun<'a>,
+    /// Taken by `finish`; None only there.
+    state: Option<Begun<'a>>,
 }
 
 /// What `begin` left for `finish`.
@@ -1032,21 +1033,17 @@ impl CheckpointInProgress<'_> {
     /// [`Store::begin_checkpoint`], holds nothing back, and `finish`
     /// returns its report.
     pub fn is_committed(&self) -> bool {
-        matches!(self.state, Begun::Ran(Ok(_)))
+        matches!(self.state, Some(Begun::Ran(Ok(_))))
     }
 
     /// Write the rows, sync and commit; returns what the checkpoint did
     /// (see [`Store::checkpoint`] for its errors: after one, nothing is
     /// lost and the last committed checkpoint stays the durable one).
-    pub fn finish(self) -> Result<Checkpoint> {
+    pub fn finish(mut self) -> Result<Checkpoint> {
         // A forked copy (the thread that began it forked): nothing of it
-        // is this process's to write or release.
-        if self.store.is_forked_copy() {
-            let pid = self.store.opened_in.1;
-            std::mem::forget(self.state);
-            return Err(Error::Forked { pid });
-        }
-        let done = match self.state {
+        // is this process's to write or release (see the drop).
+        self.store.check_process()?;
+        let done = match self.state.take().expect("taken only here") {
             Begun::Writing(mut snap) => {
                 self.store.ssd.set_holder(None);
                 match self.store.finish_snapshot(&snap) {
@@ -1083,10 +1080,21 @@ impl CheckpointInProgress<'_> {
     }
 }
 
+impl Drop for CheckpointInProgress<'_> {
+    /// In a forked copy, what it holds (the snapshot's window, the
+    /// checkpoint's hold on the SSD tier) is the opener's: leaked, not
+    /// released. Elsewhere it drops as it is (abandoned, see above).
+    fn drop(&mut self) {
+        if self.store.is_forked_copy() {
+            std::mem::forget(self.state.take());
+        }
+    }
+}
+
 impl std::fmt::Debug for CheckpointInProgress<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CheckpointInProgress")
-            .field("snapshot", &matches!(self.state, Begun::Writing(_)))
+            .field("snapshot", &matches!(self.state, Some(Begun::Writing(_))))
             .finish()
     }
 }
