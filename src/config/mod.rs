@@ -426,11 +426,12 @@ impl StoreConfig {
     /// column) and what, without the toml crate's excerpt of the text.
     pub fn from_toml(s: &str) -> Result<StoreConfig> {
         toml::from_str(s).map_err(|e| {
-            let at = e.span().map(|span| {
-                let before = &s[..span.start.min(s.len())];
+            let at = e.span().and_then(|span| {
+                // (A byte offset; `get`, should it fall inside a char.)
+                let before = s.get(..span.start.min(s.len()))?;
                 let line = before.matches('\n').count() + 1;
                 let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
-                format!("line {line}, column {column}: ")
+                Some(format!("line {line}, column {column}: "))
             });
             let what = e.message().trim().replace('\n', "; ");
             Error::config(format!("{}{what}", at.unwrap_or_default()))
