@@ -385,8 +385,8 @@ def test_a_table_listed_twice_is_stepped_once_with_the_features_summed(tmp_path,
     gradients from the two are summed and it is stepped once. Before,
     each feature stepped the table in turn: row-wise Adagrad moved a row
     both features used 1.7x as far as one step with the summed gradient.
-    (FBGEMM's CPU TBE steps such features in turn too; its GPU kernels
-    and autograd over a shared weight sum them.)"""
+    (FBGEMM's CPU TBE stepped the features of [0, 1, 0] in turn too, so
+    the reference is autograd over a shared weight.)"""
     s = make_store(tmp_path / "s", kind, 0.05)
     m = TieredEmbeddingBags(s, ["user", "item", "user"], mode=mode)
     ws = weights_of(s)
