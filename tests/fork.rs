@@ -60,6 +60,20 @@ fn wait_exit(child: libc::pid_t) -> Option<i32> {
     }
 }
 
+/// In a forked child: run `body` and leave with status 0 where it returns
+/// true, 1 where false, 2 where it panicked, without the parent's
+/// destructors.
+fn exit_child(body: impl FnOnce() -> bool) -> ! {
+    let status = match std::panic::catch_unwind(AssertUnwindSafe(body)) {
+        Ok(true) => 0,
+        Ok(false) => 1,
+        Err(_) => 2,
+    };
+    // SAFETY: leaves the child without running the parent's destructors
+    // or flushing its buffers twice.
+    unsafe { libc::_exit(status) }
+}
+
 #[test]
 fn a_forked_child_cannot_use_the_store_and_the_parent_goes_on() {
     for engine in common::engines() {
@@ -79,7 +93,7 @@ fn a_forked_child_cannot_use_the_store_and_the_parent_goes_on() {
         // nothing to stdout, and leaves with _exit.
         let child = unsafe { libc::fork() };
         if child == 0 {
-            let code = std::panic::catch_unwind(AssertUnwindSafe(move || {
+            exit_child(move || {
                 let forked = |r: embtier::Result<()>| matches!(r, Err(Error::Forked { pid }) if pid == parent);
                 let mut out = vec![0f32; 256 * DIM];
                 let mut ok = forked(store.lookup("t", &ids[..256], &mut out));
@@ -89,15 +103,7 @@ fn a_forked_child_cannot_use_the_store_and_the_parent_goes_on() {
                 // A close there only lets go of the copy.
                 ok &= store.close().is_ok();
                 ok
-            }));
-            let status = match code {
-                Ok(true) => 0,
-                Ok(false) => 1,
-                Err(_) => 2,
-            };
-            // SAFETY: leaves the child without running the parent's
-            // destructors or flushing its buffers twice.
-            unsafe { libc::_exit(status) };
+            });
         }
         assert!(child > 0, "fork failed");
         match wait_exit(child) {
@@ -180,16 +186,7 @@ fn a_checkpoint_begun_before_a_fork_is_the_parents() {
     // SAFETY: as in the first test.
     let child = unsafe { libc::fork() };
     if child == 0 {
-        let code = std::panic::catch_unwind(AssertUnwindSafe(
-            || matches!(pending.finish(), Err(Error::Forked { pid }) if pid == parent),
-        ));
-        let status = match code {
-            Ok(true) => 0,
-            Ok(false) => 1,
-            Err(_) => 2,
-        };
-        // SAFETY: leaves the child without the parent's destructors.
-        unsafe { libc::_exit(status) };
+        exit_child(|| matches!(pending.finish(), Err(Error::Forked { pid }) if pid == parent));
     }
     assert!(child > 0, "fork failed");
     assert_eq!(wait_exit(child), Some(0), "the child's finish");
