@@ -468,6 +468,22 @@ fn entry(name: &str, rows: u64, dim: u32, base: u64) -> TableEntry {
     }
 }
 
+/// The two-table catalog `bytes` at offset 4096, `patch`ed and its CRC
+/// made anew, is refused naming `field` at the first entry's `at`.
+fn refused_as(bytes: &[u8], patch: impl FnOnce(&mut Vec<u8>), field: &str, at: usize) {
+    let mut bad = bytes.to_vec();
+    patch(&mut bad);
+    let c = crc32c::crc32c(&bad);
+    match Catalog::decode(&bad, 2, 4096, c) {
+        Err(FormatError::InvalidField {
+            field: f, offset, ..
+        }) if f == field => {
+            assert_eq!(offset, 4096 + at as u64, "{field}")
+        }
+        other => panic!("{field}: {other:?}"),
+    }
+}
+
 #[test]
 fn superblock_and_catalog_round_trip_and_reject() {
     let a = entry("a", 1_000_000_000, 128, 0);
@@ -485,44 +501,17 @@ fn superblock_and_catalog_round_trip_and_reject() {
         Err(FormatError::Truncated { .. })
     ));
     // A bad element type is named with its offset.
-    let mut bad = bytes.clone();
-    bad[te::ELEM] = 9;
-    let c = crc32c::crc32c(&bad);
-    match Catalog::decode(&bad, 2, 4096, c) {
-        Err(FormatError::InvalidField {
-            field: "elem_type",
-            offset,
-            ..
-        }) => assert_eq!(offset, 4096 + te::ELEM as u64),
-        other => panic!("{other:?}"),
-    }
-
+    refused_as(&bytes, |b| b[te::ELEM] = 9, "elem_type", te::ELEM);
     // A dim past the spec's 2^20 is refused by the catalog itself.
-    let mut bad = bytes.clone();
-    bad[te::DIM..te::DIM + 4].copy_from_slice(&((1u32 << 20) + 1).to_le_bytes());
-    let c = crc32c::crc32c(&bad);
-    match Catalog::decode(&bad, 2, 4096, c) {
-        Err(FormatError::InvalidField {
-            field: "dim",
-            offset,
-            ..
-        }) => assert_eq!(offset, 4096 + te::DIM as u64),
-        other => panic!("{other:?}"),
-    }
-
+    refused_as(
+        &bytes,
+        |b| b[te::DIM..te::DIM + 4].copy_from_slice(&((1u32 << 20) + 1).to_le_bytes()),
+        "dim",
+        te::DIM,
+    );
     // A name is zero padded with no NUL inside: bytes after its first NUL
     // are refused, not cut off ("a\0c" must not read as "a").
-    let mut bad = bytes.clone();
-    bad[te::NAME + 2] = b'c';
-    let c = crc32c::crc32c(&bad);
-    match Catalog::decode(&bad, 2, 4096, c) {
-        Err(FormatError::InvalidField {
-            field: "name",
-            offset,
-            ..
-        }) => assert_eq!(offset, 4096 + te::NAME as u64),
-        other => panic!("{other:?}"),
-    }
+    refused_as(&bytes, |b| b[te::NAME + 2] = b'c', "name", te::NAME);
 
     let s = Superblock {
         version: FormatVersion::V5,
