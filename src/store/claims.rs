@@ -67,6 +67,9 @@ pub(super) struct Claim {
     id: Option<(u64, u64)>,
     /// Whether it is the data file.
     data: bool,
+    /// Whether it lies in the store's directory (by path or by device
+    /// and inode), which the store's `LOCK` covers.
+    at_home: bool,
 }
 
 /// Check the files `config` names for the store in `dir` (which exists),
@@ -94,12 +97,15 @@ pub(super) fn check(dir: &Path, config: &StoreConfig) -> Result<Vec<Claim>> {
         use std::os::unix::fs::MetadataExt;
         let Some(real) = resolve(&path) else { continue };
         let id = std::fs::metadata(&real).ok().map(|m| (m.dev(), m.ino()));
+        let parent = real.parent().unwrap_or(Path::new("/"));
+        let at_home = parent == home || (home_id.is_some() && dir_id(parent) == home_id);
         claims.push(Claim {
             what,
             path,
             real,
             id,
             data,
+            at_home,
         });
     }
     let refuse = |c: &Claim, why: String| {
@@ -118,7 +124,7 @@ pub(super) fn check(dir: &Path, config: &StoreConfig) -> Result<Vec<Claim>> {
     for (i, c) in claims.iter().enumerate() {
         let name = c.real.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let parent = c.real.parent().unwrap_or(Path::new("/"));
-        let at_home = parent == home || (home_id.is_some() && dir_id(parent) == home_id);
+        let at_home = c.at_home;
         if at_home && own_name(name) {
             return refuse(c, "is one of the store's own files".into());
         }
@@ -146,12 +152,11 @@ pub(super) fn check(dir: &Path, config: &StoreConfig) -> Result<Vec<Claim>> {
 /// its resolved path, so that two spellings of one file are one lock); the
 /// store's `LOCK` covers the files inside it. A block device has no lock
 /// file.
-pub(super) fn lock_outside(dir: &Path, claims: &[Claim]) -> Result<Vec<LockFile>> {
+pub(super) fn lock_outside(claims: &[Claim]) -> Result<Vec<LockFile>> {
     use std::os::unix::fs::FileTypeExt;
-    let home = std::fs::canonicalize(dir).map_err(|e| Error::io(dir, "canonicalize", e))?;
     let mut locks = Vec::new();
     for c in claims {
-        if c.real.parent() == Some(&*home) {
+        if c.at_home {
             continue;
         }
         let device = std::fs::metadata(&c.real).is_ok_and(|m| m.file_type().is_block_device());

@@ -131,7 +131,7 @@ impl Store {
         // the directory, and a data file there must be new (or a device):
         // a file another store wrote would serve its rows as this one's.
         let claimed = claims::check(dir, &config)?;
-        let outside = claims::lock_outside(dir, &claimed)?;
+        let outside = claims::lock_outside(&claimed)?;
         let data_path = config
             .ssd
             .path
@@ -373,7 +373,7 @@ impl Store {
         let lock = LockFile::acquire(dir)?;
         // The configured files, before any is opened.
         let claimed = claims::check(dir, &config)?;
-        let outside = claims::lock_outside(dir, &claimed)?;
+        let outside = claims::lock_outside(&claimed)?;
         let cold = opts.cold;
         let faults = opts.faults.clone();
         let mut store = Store::assemble(dir, config, sb, catalog, (lock, outside), false, opts)?;
